@@ -1,0 +1,293 @@
+"""The client side of the simulated file system (PVFS2's "system interface").
+
+Builds the requests of each operation, sends one request to every datafile that
+holds bytes of an access (in parallel), runs the client half of the flows, and
+reports every client->server exchange to the trace.  Every request carries the
+CallID(s) of the MPI call it serves as a hint; nothing here is process-global.
+"""
+
+from __future__ import annotations
+
+import itertools
+import socket
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from server_sim import bmi
+from server_sim import protocol as P
+from server_sim.config import Config
+from server_sim.distribution import SimpleStripe, split_buffers
+
+RpcHook = Callable[..., None]  # (callids, func, server, op, seq, t0, t1, t_recv, t_send, error)
+
+
+class FsError(Exception):
+    """A file-system operation answered with an error status (or a server that cannot be reached)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class FileAttrs:
+    """An open file's handle and layout, as the metadata server returned them."""
+
+    path: str
+    handle: int
+    strip_size: int
+    dfiles: tuple[tuple[str, int], ...]  # (server, datafile handle) for datafile 0..c-1
+
+    @property
+    def dist(self) -> SimpleStripe:
+        return SimpleStripe(self.strip_size, len(self.dfiles))
+
+    @classmethod
+    def from_response(cls, path: str, resp: P.AttrResponse) -> FileAttrs:
+        return cls(path, resp.handle, resp.strip_size, tuple(zip(resp.dfile_servers, resp.dfile_handles)))
+
+
+class _Connection:
+    """One BMI connection to one server, used by one exchange at a time."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.sock = bmi.connect(host, port)
+        self.lock = threading.Lock()
+
+    def request(self, tag: int, msg: P.Message) -> None:
+        bmi.send(self.sock, bmi.MODE_UNEXPECTED, tag, P.encode(msg))
+
+    def response(self, tag: int) -> P.Response:
+        resp = P.decode(bmi.recv_expected(self.sock, tag))
+        if not isinstance(resp, P.Response):
+            raise P.ProtocolError(f"expected a response, got {type(resp).__name__}")
+        return resp
+
+
+class SysInt:
+    """File-system client of one rank."""
+
+    def __init__(self, config: Config, rank: int, on_rpc: RpcHook) -> None:
+        self.config = config
+        self.rank = rank
+        self.on_rpc = on_rpc
+        self.stamp = config.callid
+        self._seq = itertools.count(1)
+        self._conns: dict[str, _Connection] = {}
+        self._conn_lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=max(1, len(config.io_servers)),
+                                        thread_name_prefix="callid-io")
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        with self._conn_lock:
+            for conn in self._conns.values():
+                conn.sock.close()
+            self._conns.clear()
+
+    # -- plumbing -----------------------------------------------------------------
+    def _conn(self, server: str) -> _Connection:
+        with self._conn_lock:
+            conn = self._conns.get(server)
+            if conn is None:
+                cfg = self.config.server(server)
+                try:
+                    conn = _Connection(cfg.host, cfg.port)
+                except OSError as exc:
+                    raise FsError(P.Status.EIO, f"cannot reach server {server} at "
+                                                f"{cfg.host}:{cfg.port}: {exc}") from None
+                self._conns[server] = conn
+            return conn
+
+    def _hints(self, callids: Sequence[int], seq: int) -> dict:
+        hints: dict = {"rank": self.rank, "request_id": seq}
+        if self.stamp:
+            hints["callid"] = list(callids)
+        return hints
+
+    def _exchange(self, server: str, msg: P.Message, callids: Sequence[int], func: str,
+                  body: Callable[[_Connection, int], P.Response] | None = None) -> P.Response:
+        """Send ``msg`` to ``server``, run ``body`` (default: wait for one response), log the rpc."""
+        seq = next(self._seq)
+        msg.hints = self._hints(callids, seq)
+        op = msg.OP.name.lower()
+        conn = self._conn(server)
+        t0 = time.time_ns()
+        resp: P.Response | None = None
+        error = None
+        try:
+            with conn.lock:
+                try:
+                    conn.request(seq, msg)
+                    resp = body(conn, seq) if body else conn.response(seq)
+                except (OSError, bmi.BmiError, P.ProtocolError) as exc:
+                    self._drop(server)
+                    raise FsError(P.Status.EIO, f"server {server}: {exc}") from None
+            if resp.status != P.Status.OK:
+                error = _status_name(resp.status)
+                raise FsError(resp.status, f"server {server}: {op} failed with {error}")
+            return resp
+        except FsError as exc:
+            error = error or str(exc)
+            raise
+        finally:
+            self.on_rpc(callids, func, server, op, seq, t0, time.time_ns(),
+                        resp.t_recv if resp else None, resp.t_send if resp else None, error)
+
+    def _drop(self, server: str) -> None:
+        with self._conn_lock:
+            conn = self._conns.pop(server, None)
+        if conn is not None:
+            conn.sock.close()
+
+    def _parallel(self, jobs: list[Callable[[], object]]) -> list:
+        if len(jobs) == 1:
+            return [jobs[0]()]
+        futures = [self._pool.submit(job) for job in jobs]
+        return [f.result() for f in futures]
+
+    # -- metadata -----------------------------------------------------------------
+    def lookup(self, path: str, callids: Sequence[int], func: str) -> FileAttrs:
+        resp = self._exchange(self.config.meta_server.name, P.LookupRequest(path=path), callids, func)
+        return FileAttrs.from_response(path, resp)
+
+    def create(self, path: str, callids: Sequence[int], func: str, *, dfile_count: int = 0,
+               strip_size: int = 0, exclusive: bool = False) -> FileAttrs:
+        msg = P.CreateRequest(path=path, dfile_count=dfile_count, strip_size=strip_size,
+                              exclusive=int(exclusive))
+        resp = self._exchange(self.config.meta_server.name, msg, callids, func)
+        return FileAttrs.from_response(path, resp)
+
+    def remove(self, path: str, callids: Sequence[int], func: str) -> None:
+        resp = self._exchange(self.config.meta_server.name, P.RemoveRequest(path=path), callids, func)
+        attrs = FileAttrs.from_response(path, resp)
+        self._parallel([
+            (lambda s=s, h=h: self._exchange(s, P.RemoveDfileRequest(handle=h), callids, func))
+            for s, h in attrs.dfiles
+        ])
+
+    def dfile_sizes(self, f: FileAttrs, callids: Sequence[int], func: str,
+                    only: set[int] | None = None) -> dict[int, int]:
+        """Sizes of the datafiles (all, or those numbered in ``only``)."""
+        nrs = [n for n in range(len(f.dfiles)) if only is None or n in only]
+        sizes = self._parallel([
+            (lambda n=n: self._exchange(f.dfiles[n][0], P.HandleRequest(handle=f.dfiles[n][1]),
+                                        callids, func).size)
+            for n in nrs
+        ])
+        return dict(zip(nrs, sizes))
+
+    def getsize(self, f: FileAttrs, callids: Sequence[int], func: str) -> int:
+        """Logical file size, from every datafile's size."""
+        return _logical_size(f.dist, self.dfile_sizes(f, callids, func))
+
+    def truncate(self, f: FileAttrs, size: int, callids: Sequence[int], func: str) -> None:
+        dist = f.dist
+        self._parallel([
+            (lambda n=n, s=s, h=h: self._exchange(
+                s, P.TruncateRequest(handle=h, size=dist.physical_start(n, size)), callids, func))
+            for n, (s, h) in enumerate(f.dfiles)
+        ])
+
+    def flush(self, f: FileAttrs, callids: Sequence[int], func: str) -> None:
+        self._parallel([
+            (lambda s=s, h=h: self._exchange(s, P.FlushRequest(handle=h), callids, func))
+            for s, h in f.dfiles
+        ])
+
+    # -- data -----------------------------------------------------------------------
+    def io(self, f: FileAttrs, io_type: P.IoType, offset: int, view: memoryview,
+           callids: Sequence[int], func: str) -> int:
+        """Read into / write from ``view`` at logical ``offset``; return the bytes transferred."""
+        length = view.nbytes
+        if length == 0:
+            return 0
+        dist = f.dist
+        pieces: dict[int, list[tuple[int, int]]] = defaultdict(list)
+        pos = 0
+        for n, _phys, k in dist.segments(offset, length):
+            pieces[n].append((pos, k))
+            pos += k
+        jobs = [
+            (lambda n=n, p=p: self._io_one(f, n, io_type, offset, view, p, callids, func))
+            for n, p in pieces.items()
+        ]
+        sizes = dict(zip(pieces, self._parallel(jobs)))
+        if io_type == P.IoType.WRITE:
+            return length
+        # Bytes read: up to the logical end of file.  The touched datafiles' sizes bound
+        # it from below; ask the others only when the access reaches past that bound.
+        eof = _logical_size(dist, sizes)
+        if eof < offset + length and len(sizes) < len(f.dfiles):
+            others = self.dfile_sizes(f, callids, func, set(range(len(f.dfiles))) - set(sizes))
+            eof = max(eof, _logical_size(dist, others))
+        return max(0, min(length, eof - offset))
+
+    def _io_one(self, f: FileAttrs, n: int, io_type: P.IoType, offset: int, view: memoryview,
+                pieces: list[tuple[int, int]], callids: Sequence[int], func: str) -> int:
+        """One datafile's request; return that datafile's size before the access (reads use it)."""
+        server, handle = f.dfiles[n]
+        common = dict(handle=handle, io_type=io_type, strip_size=f.strip_size, dfile_nr=n,
+                      dfile_count=len(f.dfiles), regions=[(offset, view.nbytes)])
+        share = sum(k for _, k in pieces)
+        if 0 < share <= self.config.small_io:
+            data = b"".join(view[o:o + k] for o, k in pieces) if io_type == P.IoType.WRITE else b""
+            msg = P.SmallIoRequest(data=data, **common)
+            msg.hints = self._hints(callids, 0)
+            if len(P.encode(msg)) <= bmi.UNEXPECTED_LIMIT:
+                resp = self._exchange(server, msg, callids, func)
+                if io_type == P.IoType.READ:
+                    _scatter(resp.data, view, pieces)
+                return resp.bstream_size
+
+        def flow(conn: _Connection, tag: int) -> P.Response:
+            ack = conn.response(tag)
+            if ack.status != P.Status.OK:
+                return ack
+            buffers = split_buffers(pieces, ack.buffer_size)
+            if io_type == P.IoType.WRITE:
+                for buf in buffers:
+                    bmi.send(conn.sock, bmi.MODE_EXPECTED, tag, *(view[o:o + k] for o, k in buf))
+                done = conn.response(tag)
+                done.t_recv = ack.t_recv
+                return done
+            for buf in buffers:
+                _recv_scatter(conn.sock, tag, [view[o:o + k] for o, k in buf])
+            return ack
+
+        resp = self._exchange(server, P.IoRequest(**common), callids, func, flow)
+        return getattr(resp, "bstream_size", 0)
+
+
+def _logical_size(dist: SimpleStripe, sizes: dict[int, int]) -> int:
+    return max((dist.logical_size(n, s) for n, s in sizes.items()), default=0)
+
+
+def _scatter(data: memoryview | bytes, view: memoryview, pieces: list[tuple[int, int]]) -> None:
+    pos = 0
+    for o, k in pieces:
+        view[o:o + k] = data[pos:pos + k]
+        pos += k
+
+
+def _recv_scatter(sock: socket.socket, tag: int, views: list[memoryview]) -> None:
+    """Receive one expected message straight into several buffer pieces (zero-copy)."""
+    header = bmi.recv_header(sock)
+    if header is None:
+        raise bmi.BmiError("connection closed by peer")
+    mode, got_tag, size = header
+    if mode != bmi.MODE_EXPECTED or got_tag != tag or size != sum(v.nbytes for v in views):
+        raise bmi.BmiError(f"unexpected flow message (mode {mode}, tag {got_tag}, {size} bytes)")
+    for v in views:
+        bmi.recv_exact_into(sock, v)
+
+
+def _status_name(status: int) -> str:
+    try:
+        return P.Status(status).name
+    except ValueError:
+        return f"status {status}"

@@ -1,0 +1,34 @@
+"""``python -m server_sim serve --config fs.json --name io0 [--addr-file F]``: run one server."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from server_sim.config import Config
+from server_sim.server import Server
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m server_sim", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run one server of the file system in the foreground")
+    serve.add_argument("--config", required=True, help="file system configuration (JSON)")
+    serve.add_argument("--name", required=True, help="which server of the configuration to run")
+    serve.add_argument("--addr-file", help="write {host, port, pid} here once listening")
+    serve.add_argument("--log-level", default="WARNING")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    try:
+        config = Config.load(args.config)
+        server = Server(config, args.name)
+    except (OSError, KeyError, ValueError) as exc:
+        print(f"server_sim: cannot start server {args.name!r}: {exc}", file=sys.stderr)
+        return 2
+    server.serve(args.addr_file)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,105 @@
+"""The simple_stripe distribution: pure offset arithmetic, as PVFS2's dist-simple-stripe.
+
+With strip size ``s`` and ``c`` datafiles, datafile ``n`` holds the logical bytes
+``[k*s*c + n*s, k*s*c + (n+1)*s)`` for k = 0, 1, ... at physical offsets
+``[k*s, (k+1)*s)``.  A contiguous logical range therefore maps to one
+contiguous physical range on each datafile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+DEFAULT_STRIP_SIZE = 65536
+
+
+class Distribution(Protocol):
+    """How a file's logical bytes are spread over its datafiles."""
+
+    dfile_count: int
+
+    def physical_start(self, dfile: int, logical: int) -> int: ...
+
+    def logical_size(self, dfile: int, physical_size: int) -> int: ...
+
+
+@dataclass(frozen=True)
+class SimpleStripe:
+    """Round-robin strips of ``strip_size`` bytes over ``dfile_count`` datafiles."""
+
+    strip_size: int = DEFAULT_STRIP_SIZE
+    dfile_count: int = 1
+
+    def __post_init__(self) -> None:
+        if self.strip_size <= 0 or self.dfile_count <= 0:
+            raise ValueError(f"invalid simple_stripe {self.strip_size=} {self.dfile_count=}")
+
+    def dfile_of(self, logical: int) -> int:
+        """The datafile holding logical byte ``logical``."""
+        return (logical // self.strip_size) % self.dfile_count
+
+    def physical_start(self, dfile: int, logical: int) -> int:
+        """Physical offset on ``dfile`` of its first byte at or after ``logical``.
+
+        Also the physical size of ``dfile`` for a file of logical size ``logical``.
+        """
+        s, c = self.strip_size, self.dfile_count
+        strip, within = divmod(logical, s)
+        stripe, holder = divmod(strip, c)
+        if holder == dfile:
+            return stripe * s + within
+        return (stripe + (holder > dfile)) * s
+
+    def physical_to_logical(self, dfile: int, physical: int) -> int:
+        """Logical offset of the byte at ``physical`` on ``dfile``."""
+        stripe, within = divmod(physical, self.strip_size)
+        return (stripe * self.dfile_count + dfile) * self.strip_size + within
+
+    def logical_size(self, dfile: int, physical_size: int) -> int:
+        """Smallest logical file size that makes ``dfile`` ``physical_size`` bytes long."""
+        if physical_size <= 0:
+            return 0
+        return self.physical_to_logical(dfile, physical_size - 1) + 1
+
+    def share(self, dfile: int, offset: int, length: int) -> tuple[int, int]:
+        """``(physical offset, length)`` of ``dfile``'s part of a contiguous logical range."""
+        start = self.physical_start(dfile, offset)
+        return start, self.physical_start(dfile, offset + length) - start
+
+    def segments(self, offset: int, length: int) -> Iterator[tuple[int, int, int]]:
+        """Walk a logical range strip by strip: ``(dfile, physical offset, length)``."""
+        end = offset + length
+        while offset < end:
+            n = min(end, (offset // self.strip_size + 1) * self.strip_size) - offset
+            dfile = self.dfile_of(offset)
+            yield dfile, self.physical_start(dfile, offset), n
+            offset += n
+
+
+def split_buffers(segments: list[tuple[int, int]], buffer_size: int) -> list[list[tuple[int, int]]]:
+    """Split a stream of physical ``(offset, length)`` segments into flow buffers.
+
+    Each buffer holds at most ``buffer_size`` bytes of the stream; adjacent
+    pieces inside a buffer are merged (one Trove list operation per buffer).
+    """
+    buffers: list[list[tuple[int, int]]] = []
+    current: list[tuple[int, int]] = []
+    room = buffer_size
+    for off, length in segments:
+        while length:
+            n = min(length, room)
+            if current and current[-1][0] + current[-1][1] == off:
+                current[-1] = (current[-1][0], current[-1][1] + n)
+            else:
+                current.append((off, n))
+            off += n
+            length -= n
+            room -= n
+            if not room:
+                buffers.append(current)
+                current, room = [], buffer_size
+    if current:
+        buffers.append(current)
+    return buffers

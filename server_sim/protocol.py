@@ -1,0 +1,459 @@
+"""Request/response messages and their lebf (little-endian bytefield) encoding, defined once.
+
+lebf as in PVFS2: little-endian fixed-width fields; an 8-byte value is aligned
+to 8 by skipping 4 bytes when needed; a string is a u32 length, the bytes and a
+NUL, padded to a multiple of 8.  Every message starts with a header (magic,
+protocol version, op, flags; responses add status and the server's receive and
+send times) followed by the typed hint list and the op's body.
+
+Each message is a dataclass whose fields name their codec: that one list
+generates both directions.  Bump ``PROTOCOL_VERSION`` whenever a field list,
+an op number or a hint type changes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import struct
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+PROTOCOL_MAGIC = 0x43414C4C  # "CALL"
+PROTOCOL_VERSION = 1
+
+
+class ProtocolError(ValueError):
+    """A message that cannot be decoded or breaks a protocol rule."""
+
+
+class Status(enum.IntEnum):
+    """Response status codes (errno-like, as PVFS2 returns them)."""
+
+    OK = 0
+    ENOENT = 2
+    EIO = 5
+    EBADF = 9
+    EEXIST = 17
+    EINVAL = 22
+    ENOSPC = 28
+    EMSGSIZE = 90
+    EPROTO = 71
+    ENOSYS = 38
+
+
+class Op(enum.IntEnum):
+    """Request operations; the response of an op uses the same number."""
+
+    PING = 1
+    LOOKUP = 2
+    CREATE = 3
+    GETATTR = 4
+    REMOVE = 5
+    IO = 6
+    SMALL_IO = 7
+    GETSIZE = 8
+    TRUNCATE = 9
+    FLUSH = 10
+    REMOVE_DFILE = 11
+    WRITE_COMPLETION = 12
+
+
+class IoType(enum.IntEnum):
+    READ = 0
+    WRITE = 1
+
+
+# --------------------------------------------------------------------------- codecs
+
+
+class _Codec:
+    """Encode one value at the end of a bytearray / decode one value at a position."""
+
+    def encode(self, out: bytearray, value: Any) -> None:
+        raise NotImplementedError
+
+    def decode(self, data: memoryview, pos: int) -> tuple[Any, int]:
+        raise NotImplementedError
+
+
+def _need(data: memoryview, pos: int, n: int) -> None:
+    if pos + n > len(data):
+        raise ProtocolError(f"message truncated: needs {pos + n} bytes, has {len(data)}")
+
+
+class _Scalar(_Codec):
+    def __init__(self, fmt: str) -> None:
+        self.st = struct.Struct("<" + fmt)
+        self.align = 8 if self.st.size == 8 else 4
+
+    def encode(self, out: bytearray, value: Any) -> None:
+        if self.align == 8 and len(out) % 8:
+            out += b"\0\0\0\0"
+        try:
+            out += self.st.pack(value)
+        except struct.error as exc:
+            raise ProtocolError(f"cannot encode {value!r}: {exc}") from None
+
+    def decode(self, data: memoryview, pos: int) -> tuple[Any, int]:
+        if self.align == 8 and pos % 8:
+            pos += 4
+        _need(data, pos, self.st.size)
+        return self.st.unpack_from(data, pos)[0], pos + self.st.size
+
+
+U32, I32, U64, I64 = _Scalar("I"), _Scalar("i"), _Scalar("Q"), _Scalar("q")
+
+
+class _Bytes(_Codec):
+    """u32 length, the bytes, a NUL, padding to 8."""
+
+    def encode(self, out: bytearray, value: Any) -> None:
+        U32.encode(out, len(value))
+        out += value
+        out += b"\0" * (8 - (len(out) % 8) or 8)
+
+    def decode(self, data: memoryview, pos: int) -> tuple[Any, int]:
+        n, pos = U32.decode(data, pos)
+        _need(data, pos, n + 1)
+        value = data[pos : pos + n]
+        pos += n + 1
+        return value, pos + (-pos % 8)
+
+
+class _Str(_Bytes):
+    def encode(self, out: bytearray, value: Any) -> None:
+        super().encode(out, value.encode())
+
+    def decode(self, data: memoryview, pos: int) -> tuple[Any, int]:
+        raw, pos = super().decode(data, pos)
+        try:
+            return bytes(raw).decode(), pos
+        except UnicodeDecodeError:
+            raise ProtocolError("string field is not UTF-8") from None
+
+
+BYTES, STR = _Bytes(), _Str()
+MAX_LIST = 1 << 20
+
+
+class ListOf(_Codec):
+    """u32 count followed by the elements."""
+
+    def __init__(self, elem: _Codec) -> None:
+        self.elem = elem
+
+    def encode(self, out: bytearray, value: Any) -> None:
+        U32.encode(out, len(value))
+        for item in value:
+            self.elem.encode(out, item)
+
+    def decode(self, data: memoryview, pos: int) -> tuple[Any, int]:
+        n, pos = U32.decode(data, pos)
+        if n > MAX_LIST or n > len(data) - pos:
+            raise ProtocolError(f"list of {n} elements does not fit the message")
+        items = []
+        for _ in range(n):
+            item, pos = self.elem.decode(data, pos)
+            items.append(item)
+        return items, pos
+
+
+class PairOf(_Codec):
+    """Two u64 values, e.g. an (offset, length) region."""
+
+    def encode(self, out: bytearray, value: Any) -> None:
+        U64.encode(out, value[0])
+        U64.encode(out, value[1])
+
+    def decode(self, data: memoryview, pos: int) -> tuple[Any, int]:
+        a, pos = U64.decode(data, pos)
+        b, pos = U64.decode(data, pos)
+        return (a, b), pos
+
+
+REGIONS = ListOf(PairOf())
+
+# --------------------------------------------------------------------------- hints
+
+# Typed key/value hints, as PVFS2's PVFS_hint: each hint is (key, type, value).
+HINT_INT, HINT_STR, HINT_U64_LIST = 1, 2, 3
+_HINT_CODECS: dict[int, _Codec] = {HINT_INT: I64, HINT_STR: STR, HINT_U64_LIST: ListOf(U64)}
+#: The known hints and their types.  ``callid`` lists every CallID the request serves.
+HINT_TYPES = {"callid": HINT_U64_LIST, "rank": HINT_INT, "request_id": HINT_INT}
+
+
+def _encode_hints(out: bytearray, hints: dict[str, Any]) -> None:
+    U32.encode(out, len(hints))
+    for key, value in hints.items():
+        kind = HINT_TYPES.get(key, HINT_STR if isinstance(value, str) else HINT_INT)
+        STR.encode(out, key)
+        U32.encode(out, kind)
+        _HINT_CODECS[kind].encode(out, value)
+
+
+def _decode_hints(data: memoryview, pos: int) -> tuple[dict[str, Any], int]:
+    n, pos = U32.decode(data, pos)
+    if n > 64:
+        raise ProtocolError(f"{n} hints is more than the 64 allowed")
+    hints: dict[str, Any] = {}
+    for _ in range(n):
+        key, pos = STR.decode(data, pos)
+        kind, pos = U32.decode(data, pos)
+        codec = _HINT_CODECS.get(kind)
+        if codec is None:
+            raise ProtocolError(f"hint {key!r} has unknown type {kind}")
+        hints[key], pos = codec.decode(data, pos)
+    return hints, pos
+
+
+# --------------------------------------------------------------------------- messages
+
+
+def wire(codec: _Codec, default: Any = dataclasses.MISSING) -> Any:
+    """Declare a message field and its lebf codec (fields are encoded in declaration order)."""
+    if isinstance(default, list):
+        return field(default_factory=list, metadata={"lebf": codec})
+    return field(default=default, metadata={"lebf": codec})
+
+
+@dataclass
+class Message:
+    """Base of all messages: hints travel with every request."""
+
+    OP: ClassVar[Op]
+    RESPONSE: ClassVar[bool] = False
+    hints: dict[str, Any] = field(default_factory=dict, kw_only=True)
+
+    def body_fields(self) -> list[tuple[str, _Codec]]:
+        return _FIELDS[type(self)]
+
+
+@dataclass
+class Response(Message):
+    """Base of all responses: status and the server's receive/send times."""
+
+    RESPONSE: ClassVar[bool] = True
+    status: int = field(default=Status.OK, kw_only=True)
+    t_recv: int = field(default=0, kw_only=True)
+    t_send: int = field(default=0, kw_only=True)
+
+
+_REGISTRY: dict[tuple[int, bool], type[Message]] = {}
+_FIELDS: dict[type[Message], list[tuple[str, _Codec]]] = {}
+
+
+def message(cls: type[Message]) -> type[Message]:
+    """Register a message class: its ``wire`` fields are its body, in order."""
+    _FIELDS[cls] = [(f.name, f.metadata["lebf"]) for f in dataclasses.fields(cls) if "lebf" in f.metadata]
+    _REGISTRY[(int(cls.OP), cls.RESPONSE)] = cls
+    return cls
+
+
+@message
+@dataclass
+class PingRequest(Message):
+    OP = Op.PING
+
+
+@message
+@dataclass
+class PingResponse(Response):
+    OP = Op.PING
+    server: str = wire(STR, "")
+
+
+@message
+@dataclass
+class LookupRequest(Message):
+    OP = Op.LOOKUP
+    path: str = wire(STR, "")
+
+
+@message
+@dataclass
+class CreateRequest(Message):
+    OP = Op.CREATE
+    path: str = wire(STR, "")
+    dfile_count: int = wire(U32, 0)  # 0: every I/O server
+    strip_size: int = wire(U64, 0)  # 0: the file system's default
+    exclusive: int = wire(U32, 0)
+
+
+@message
+@dataclass
+class GetattrRequest(Message):
+    OP = Op.GETATTR
+    path: str = wire(STR, "")
+
+
+@message
+@dataclass
+class AttrResponse(Response):
+    """Answer to lookup, create and getattr: the file's handle and layout."""
+
+    OP = Op.LOOKUP
+    handle: int = wire(U64, 0)
+    strip_size: int = wire(U64, 0)
+    dfile_handles: list = wire(ListOf(U64), [])
+    dfile_servers: list = wire(ListOf(STR), [])
+
+
+@message
+@dataclass
+class RemoveRequest(Message):
+    OP = Op.REMOVE
+    path: str = wire(STR, "")
+
+
+@message
+@dataclass
+class IoRequest(Message):
+    """Read or write the logical ``regions`` of a file on one datafile (n of c)."""
+
+    OP = Op.IO
+    handle: int = wire(U64, 0)
+    io_type: int = wire(U32, IoType.READ)
+    strip_size: int = wire(U64, 0)
+    dfile_nr: int = wire(U32, 0)
+    dfile_count: int = wire(U32, 1)
+    regions: list = wire(REGIONS, [])
+
+
+@message
+@dataclass
+class IoResponse(Response):
+    """I/O acknowledgement: the datafile's size and the flow buffer size the server uses."""
+
+    OP = Op.IO
+    bstream_size: int = wire(U64, 0)
+    buffer_size: int = wire(U64, 0)
+
+
+@message
+@dataclass
+class WriteCompletion(Response):
+    """Sent after the last buffer of a write flow is on disk."""
+
+    OP = Op.WRITE_COMPLETION
+    bytes_written: int = wire(U64, 0)
+
+
+@message
+@dataclass
+class SmallIoRequest(Message):
+    """I/O whose data travels inside the request (write) or the response (read)."""
+
+    OP = Op.SMALL_IO
+    handle: int = wire(U64, 0)
+    io_type: int = wire(U32, IoType.READ)
+    strip_size: int = wire(U64, 0)
+    dfile_nr: int = wire(U32, 0)
+    dfile_count: int = wire(U32, 1)
+    regions: list = wire(REGIONS, [])
+    data: bytes = wire(BYTES, b"")
+
+
+@message
+@dataclass
+class SmallIoResponse(Response):
+    OP = Op.SMALL_IO
+    bstream_size: int = wire(U64, 0)
+    bytes_done: int = wire(U64, 0)
+    data: bytes = wire(BYTES, b"")
+
+
+@message
+@dataclass
+class HandleRequest(Message):
+    """Requests that name one datafile: getsize, flush, remove_dfile."""
+
+    OP = Op.GETSIZE
+    handle: int = wire(U64, 0)
+
+
+@message
+@dataclass
+class FlushRequest(HandleRequest):
+    OP = Op.FLUSH
+
+
+@message
+@dataclass
+class RemoveDfileRequest(HandleRequest):
+    OP = Op.REMOVE_DFILE
+
+
+@message
+@dataclass
+class TruncateRequest(Message):
+    OP = Op.TRUNCATE
+    handle: int = wire(U64, 0)
+    size: int = wire(U64, 0)
+
+
+@message
+@dataclass
+class SizeResponse(Response):
+    """Answer to getsize and truncate: the datafile's size."""
+
+    OP = Op.GETSIZE
+    size: int = wire(U64, 0)
+
+
+@message
+@dataclass
+class EmptyResponse(Response):
+    """Answer that carries only a status (flush, remove, errors)."""
+
+    OP = Op.FLUSH
+
+
+_HEADER = struct.Struct("<IIII")  # magic, version, op, flags
+_FLAG_RESPONSE = 1
+
+
+def encode(msg: Message) -> bytearray:
+    """Encode a message (header, hints, body) into a new buffer."""
+    out = bytearray(_HEADER.pack(PROTOCOL_MAGIC, PROTOCOL_VERSION, msg.OP, int(msg.RESPONSE)))
+    if isinstance(msg, Response):
+        I32.encode(out, int(msg.status))
+        I64.encode(out, msg.t_recv)
+        I64.encode(out, msg.t_send)
+    _encode_hints(out, msg.hints)
+    for name, codec in _FIELDS[type(msg)]:
+        codec.encode(out, getattr(msg, name))
+    return out
+
+
+def decode(data: bytes | bytearray | memoryview) -> Message:
+    """Decode one message; raise :class:`ProtocolError` on anything malformed."""
+    data = memoryview(data).cast("B")
+    if len(data) < _HEADER.size:
+        raise ProtocolError(f"message of {len(data)} bytes is shorter than its header")
+    magic, version, op, flags = _HEADER.unpack_from(data, 0)
+    if magic != PROTOCOL_MAGIC:
+        raise ProtocolError(f"bad magic {magic:#x}")
+    if version != PROTOCOL_VERSION:
+        raise ProtocolError(f"protocol version {version}, expected {PROTOCOL_VERSION}")
+    is_response = bool(flags & _FLAG_RESPONSE)
+    cls = _REGISTRY.get((op, is_response))
+    if cls is None:
+        raise ProtocolError(f"unknown {'response' if is_response else 'request'} op {op}")
+    pos = _HEADER.size
+    kwargs: dict[str, Any] = {}
+    if is_response:
+        kwargs["status"], pos = I32.decode(data, pos)
+        kwargs["t_recv"], pos = I64.decode(data, pos)
+        kwargs["t_send"], pos = I64.decode(data, pos)
+    kwargs["hints"], pos = _decode_hints(data, pos)
+    for name, codec in _FIELDS[cls]:
+        kwargs[name], pos = codec.decode(data, pos)
+    if pos != len(data):
+        raise ProtocolError(f"{len(data) - pos} trailing bytes after {cls.__name__}")
+    return cls(**kwargs)
+
+
+def all_messages() -> list[type[Message]]:
+    """Every registered message class (for round-trip tests)."""
+    return list(_REGISTRY.values())

@@ -1,0 +1,169 @@
+"""One server process: wires BMI, the request state machines, flows, Trove and the event log."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from server_sim import bmi
+from server_sim import protocol as P
+from server_sim.config import ROLE_META, Config
+from server_sim.events import ServerEvents, now
+from server_sim.flow import FlowContext
+from server_sim.requests import HANDLERS, REQUEST_OPS, RequestError, ServerState, _physical_segments
+from server_sim.trove import MetaStore, Trove
+
+log = logging.getLogger("server_sim.server")
+
+
+class Shutdown(Exception):
+    """Raised in the main thread by SIGTERM/SIGINT."""
+
+
+def _raise_shutdown(signum, frame) -> None:
+    raise Shutdown
+
+
+class Server:
+    """A PVFS2-like server: metadata and/or I/O roles, as named in the configuration."""
+
+    def __init__(self, config: Config, name: str) -> None:
+        self.config = config
+        self.me = config.server(name)
+        self.events = ServerEvents(config, name)
+        self.trove = Trove(self.me.storage)
+        self.meta = MetaStore(self.me.storage) if ROLE_META in self.me.roles else None
+        self.pool = ThreadPoolExecutor(max_workers=max(2, config.flow_buffers),
+                                       thread_name_prefix=f"{name}-trove")
+        self.flow = FlowContext(self.trove, self.pool, self.events, config.flow_buffer,
+                                config.flow_buffers)
+        self._conns: set[socket.socket] = set()
+        self._lock = threading.Lock()
+
+    # -- lifecycle ------------------------------------------------------------------
+    def serve(self, addr_file: str | os.PathLike[str] | None = None) -> None:
+        """Listen, write ``addr_file`` ({host, port, pid}), serve until SIGTERM, then flush."""
+        listener = socket.create_server((self.me.host, self.me.port), backlog=256)
+        host, port = listener.getsockname()[:2]
+        if addr_file:
+            tmp = Path(str(addr_file) + ".tmp")
+            tmp.write_text(json.dumps({"host": host, "port": port, "pid": os.getpid()}))
+            os.replace(tmp, addr_file)
+        signal.signal(signal.SIGTERM, _raise_shutdown)
+        signal.signal(signal.SIGINT, _raise_shutdown)
+        log.info("server %s listening on %s:%d", self.me.name, host, port)
+        try:
+            while True:
+                sock, peer = listener.accept()
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                with self._lock:
+                    self._conns.add(sock)
+                threading.Thread(target=self._connection, args=(sock,), daemon=True,
+                                 name=f"{self.me.name}-conn").start()
+        except Shutdown:
+            log.info("server %s shutting down", self.me.name)
+        finally:
+            listener.close()
+            self.close()
+
+    def close(self) -> None:
+        """Stop connections, finish Trove work and flush the event log."""
+        with self._lock:
+            conns, self._conns = list(self._conns), set()
+        for sock in conns:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self.pool.shutdown(wait=True)
+        self.events.close()
+        self.trove.close()
+        if self.meta is not None:
+            self.meta.close()
+
+    # -- one connection ------------------------------------------------------------------
+    def _connection(self, sock: socket.socket) -> None:
+        try:
+            while self._one_request(sock):
+                pass
+        except (bmi.BmiError, OSError) as exc:
+            log.info("connection closed: %s", exc)
+        except Exception:  # a server never dies on a bad request
+            log.exception("connection failed")
+        finally:
+            with self._lock:
+                self._conns.discard(sock)
+            sock.close()
+
+    def _one_request(self, sock: socket.socket) -> bool:
+        """Serve one request; False when the peer closed the connection."""
+        t_recv = 0
+
+        def send(tag: int, msg: P.Message) -> None:
+            msg.t_recv, msg.t_send = t_recv, now()
+            bmi.send(sock, bmi.MODE_EXPECTED, tag, P.encode(msg))
+
+        try:
+            header = bmi.recv_header(sock)
+        except bmi.MessageTooBig as exc:
+            log.warning("rejected message: %s", exc)
+            if exc.fatal:
+                send(exc.tag, P.EmptyResponse(status=P.Status.EPROTO))
+                return False
+            bmi.discard(sock, exc.size)
+            send(exc.tag, P.EmptyResponse(status=P.Status.EMSGSIZE))
+            return True
+        if header is None:
+            return False
+        mode, tag, size = header
+        payload = bmi.recv_payload(sock, size)
+        t_recv = now()
+        if mode != bmi.MODE_UNEXPECTED:
+            log.warning("dropped an expected message (tag %d) with no request waiting", tag)
+            send(tag, P.EmptyResponse(status=P.Status.EPROTO))
+            return True
+        try:
+            req = P.decode(payload)
+            handler = HANDLERS.get(type(req))
+            if handler is None:
+                raise RequestError(P.Status.ENOSYS, f"no handler for {type(req).__name__}")
+        except (P.ProtocolError, RequestError) as exc:
+            log.warning("bad request: %s", exc)
+            status = exc.status if isinstance(exc, RequestError) else P.Status.EPROTO
+            send(tag, P.EmptyResponse(status=status))
+            return True
+
+        state = ServerState(self.me.name, self.flow, self.meta,
+                            [s.name for s in self.config.io_servers], self.config.strip_size, send)
+        event_id = self.events.new_id()
+        try:
+            response = handler(state, sock, tag, req, event_id)
+        except RequestError as exc:
+            log.info("request failed: %s", exc)
+            response = P.EmptyResponse(status=exc.status)
+        except bmi.BmiError:
+            raise
+        except OSError as exc:
+            log.warning("I/O error: %s", exc)
+            response = P.EmptyResponse(status=P.Status.EIO)
+        if not isinstance(req, P.PingRequest):
+            self.events.record(event_id, "req", REQUEST_OPS[type(req)](req), req.hints, -1,
+                               getattr(req, "handle", 0), 0, _request_bytes(req), t_recv, now())
+        if response is not None:
+            send(tag, response)
+        return True
+
+
+def _request_bytes(req: P.Message) -> int:
+    if isinstance(req, (P.IoRequest, P.SmallIoRequest)):
+        try:
+            return sum(n for _, n in _physical_segments(req))
+        except RequestError:
+            return 0
+    return 0

@@ -1,0 +1,164 @@
+"""Trove: bstreams as real files on local disk, and a transactional metadata store (sqlite3)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+Segments = Sequence[tuple[int, int]]
+FileRecord = tuple[int, int, list[tuple[str, int]]]  # (handle, strip size, [(server, dfile handle)])
+
+
+class Trove:
+    """Datafile byte streams under ``storage/bstreams``, one real file per handle."""
+
+    def __init__(self, storage: str | os.PathLike[str]) -> None:
+        self.dir = Path(storage) / "bstreams"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._fds: dict[int, int] = {}
+        self._lock = threading.Lock()
+
+    def _path(self, handle: int) -> Path:
+        return self.dir / f"{handle:016x}.bstream"
+
+    def _fd(self, handle: int, create: bool) -> int | None:
+        with self._lock:
+            fd = self._fds.get(handle)
+            if fd is None:
+                flags = os.O_RDWR | (os.O_CREAT if create else 0)
+                try:
+                    fd = os.open(self._path(handle), flags, 0o644)
+                except FileNotFoundError:
+                    return None
+                self._fds[handle] = fd
+            return fd
+
+    def write_list(self, handle: int, segments: Segments, data: memoryview) -> int:
+        """Write ``data`` to the physical ``segments`` in order (one list operation)."""
+        fd = self._fd(handle, create=True)
+        assert fd is not None
+        pos = 0
+        for off, length in segments:
+            chunk = data[pos : pos + length]
+            while chunk.nbytes:
+                n = os.pwrite(fd, chunk, off)
+                chunk, off = chunk[n:], off + n
+            pos += length
+        return pos
+
+    def read_list(self, handle: int, segments: Segments, out: memoryview) -> int:
+        """Read the physical ``segments`` into ``out``; bytes past the end read as zeros."""
+        fd = self._fd(handle, create=False)
+        pos = got = 0
+        for off, length in segments:
+            view = out[pos : pos + length]
+            n = 0
+            if fd is not None:
+                while n < length:
+                    k = os.preadv(fd, [view[n:]], off + n)
+                    if not k:
+                        break
+                    n += k
+            if n < length:
+                view[n:] = bytes(length - n)
+            got += n
+            pos += length
+        return got
+
+    def size(self, handle: int) -> int:
+        fd = self._fd(handle, create=False)
+        return 0 if fd is None else os.fstat(fd).st_size
+
+    def truncate(self, handle: int, size: int) -> None:
+        fd = self._fd(handle, create=True)
+        assert fd is not None
+        os.ftruncate(fd, size)
+
+    def flush(self, handle: int) -> None:
+        fd = self._fd(handle, create=False)
+        if fd is not None:
+            os.fsync(fd)
+
+    def remove(self, handle: int) -> bool:
+        with self._lock:
+            fd = self._fds.pop(handle, None)
+        if fd is not None:
+            os.close(fd)
+        try:
+            self._path(handle).unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
+    def close(self) -> None:
+        with self._lock:
+            fds, self._fds = list(self._fds.values()), {}
+        for fd in fds:
+            os.close(fd)
+
+
+class MetaStore:
+    """The metadata server's namespace: path -> metafile handle and layout, in sqlite3."""
+
+    def __init__(self, storage: str | os.PathLike[str]) -> None:
+        Path(storage).mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(Path(storage) / "meta.sqlite", check_same_thread=False,
+                                   isolation_level=None)
+        self._lock = threading.Lock()
+        with self._lock:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS files (path TEXT PRIMARY KEY, handle INTEGER NOT NULL,"
+                " strip_size INTEGER NOT NULL, dfiles TEXT NOT NULL)"
+            )
+            self._db.execute("CREATE TABLE IF NOT EXISTS handles (next INTEGER NOT NULL)")
+            if self._db.execute("SELECT count(*) FROM handles").fetchone()[0] == 0:
+                self._db.execute("INSERT INTO handles VALUES (1048576)")
+
+    def lookup(self, path: str) -> FileRecord | None:
+        """``(handle, strip_size, [(server, dfile handle), ...])`` or None."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT handle, strip_size, dfiles FROM files WHERE path = ?", (path,)
+            ).fetchone()
+        if row is None:
+            return None
+        return row[0], row[1], [tuple(d) for d in json.loads(row[2])]
+
+    def create(self, path: str, strip_size: int, servers: list[str]) -> FileRecord | None:
+        """Create ``path`` with one datafile on each of ``servers``; None if it exists."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                if self._db.execute("SELECT 1 FROM files WHERE path = ?", (path,)).fetchone():
+                    self._db.execute("ROLLBACK")
+                    return None
+                first = self._db.execute("SELECT next FROM handles").fetchone()[0]
+                self._db.execute("UPDATE handles SET next = ?", (first + 1 + len(servers),))
+                dfiles = [(srv, first + 1 + i) for i, srv in enumerate(servers)]
+                self._db.execute(
+                    "INSERT INTO files VALUES (?, ?, ?, ?)", (path, first, strip_size, json.dumps(dfiles))
+                )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return first, strip_size, dfiles
+
+    def remove(self, path: str) -> list[tuple[str, int]] | None:
+        """Remove ``path``; return its datafiles, or None if it does not exist."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            row = self._db.execute("SELECT dfiles FROM files WHERE path = ?", (path,)).fetchone()
+            if row is not None:
+                self._db.execute("DELETE FROM files WHERE path = ?", (path,))
+            self._db.execute("COMMIT")
+        return None if row is None else [tuple(d) for d in json.loads(row[0])]
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
