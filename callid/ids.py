@@ -1,7 +1,9 @@
 """CallID layout: a packed ``rank << counter_bits | counter`` integer.
 
-The layout is a run parameter written ``TOTAL/RANK`` (``64/24`` by default,
-``32/8`` is the thesis' layout).  All ones is the sentinel "no CallID".
+The layout is a run parameter written ``TOTAL/RANK``: ``64/23`` by default
+(2^23 ranks, 2^41 - 2 calls per rank; ``64/24`` would stop 2 calls short of
+2^40 because counters start at 1 and all ones is the sentinel), ``32/8`` is the
+thesis' layout.  All ones is the sentinel "no CallID".
 Counters start at 1; a rank or counter that does not fit raises
 :class:`CallIDOverflow` instead of wrapping around.
 """
@@ -35,7 +37,7 @@ class Layout:
     """How a CallID packs a rank and a per-rank counter into ``total_bits``."""
 
     total_bits: int = 64
-    rank_bits: int = 24
+    rank_bits: int = 23
 
     def __post_init__(self) -> None:
         if self.total_bits not in (32, 64):
@@ -52,7 +54,7 @@ class Layout:
         try:
             total, rank = (int(part) for part in text.split("/"))
         except ValueError:
-            raise CallIDError(f"CallID layout {text!r} is not TOTAL/RANK, e.g. 64/24") from None
+            raise CallIDError(f"CallID layout {text!r} is not TOTAL/RANK, e.g. 64/23") from None
         return cls(total, rank)
 
     def __str__(self) -> str:
@@ -81,7 +83,7 @@ class Layout:
         if not 0 <= rank <= self.max_rank:
             raise CallIDOverflow(
                 f"rank {rank} does not fit CallID layout {self} (max rank {self.max_rank}); "
-                "choose a layout with more rank bits, e.g. --callid-layout 64/24"
+                "choose a layout with more rank bits, e.g. --callid-layout 64/23"
             )
         if not 1 <= counter <= self.max_counter:
             raise CallIDOverflow(
@@ -120,7 +122,7 @@ class Layout:
         return value
 
 
-DEFAULT_LAYOUT = Layout(64, 24)
+DEFAULT_LAYOUT = Layout(64, 23)
 THESIS_LAYOUT = Layout(32, 8)
 
 

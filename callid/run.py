@@ -13,6 +13,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from callid.ids import DEFAULT_LAYOUT
 from pipeline import schema as S
 from pipeline.logwriter import combine_parts, file_metadata
 from server_sim import bmi
@@ -36,7 +37,7 @@ class RunOptions:
     flow_buffers: int = 8
     small_io: int = 16384
     callid: bool = True
-    callid_layout: str = "64/24"
+    callid_layout: str = str(DEFAULT_LAYOUT)
     mount: list[str] = field(default_factory=lambda: ["/pvfs2"])
     out: str = "callid-out"
     timeout: float | None = None

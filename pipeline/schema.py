@@ -15,7 +15,7 @@ SCHEMA_VERSION = "1"
 # Key/value metadata every log file carries (bytes keys, as Parquet stores them).
 META_SCHEMA_VERSION = "callid.schema_version"
 META_KIND = "callid.kind"  # "client" or "server"
-META_LAYOUT = "callid.layout"  # e.g. "64/24"
+META_LAYOUT = "callid.layout"  # e.g. "64/23"
 META_RUN_ID = "callid.run_id"
 META_CONFIG = "callid.config"  # JSON of the run configuration
 

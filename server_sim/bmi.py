@@ -72,11 +72,12 @@ def recv_header(sock: socket.socket) -> tuple[int, int, int] | None:
         recv_exact_into(sock, view[first:])
     magic, mode, tag, size = FRAME.unpack(raw)
     if magic != BMI_MAGIC:
-        raise MessageTooBig(f"bad frame magic {magic:#x}", size, True)
+        raise MessageTooBig(f"bad frame magic {magic:#x}", size, True, tag)
     if mode not in (MODE_UNEXPECTED, MODE_EXPECTED):
-        raise MessageTooBig(f"bad frame mode {mode}", size, True)
+        raise MessageTooBig(f"bad frame mode {mode}", size, True, tag)
     if size > MESSAGE_LIMIT:
-        raise MessageTooBig(f"message of {size} bytes exceeds the {MESSAGE_LIMIT}-byte limit", size, True)
+        raise MessageTooBig(f"message of {size} bytes exceeds the {MESSAGE_LIMIT}-byte limit", size, True,
+                             tag)
     if mode == MODE_UNEXPECTED and size > UNEXPECTED_LIMIT:
         raise MessageTooBig(
             f"unexpected message of {size} bytes exceeds the {UNEXPECTED_LIMIT}-byte limit",

@@ -35,8 +35,8 @@ class Config:
     run_id: str
     servers: list[ServerConfig]
     trace_dir: str  # where every rank and server writes its log parts
+    callid_layout: str  # TOTAL/RANK bits of the CallID (callid.ids.Layout)
     mount: list[str] = field(default_factory=lambda: ["/pvfs2"])
-    callid_layout: str = "64/24"
     callid: bool = True  # False: trace but do not stamp or propagate CallIDs
     strip_size: int = 65536
     flow_buffer: int = 65536

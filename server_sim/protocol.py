@@ -21,6 +21,9 @@ from typing import Any, ClassVar
 
 PROTOCOL_MAGIC = 0x43414C4C  # "CALL"
 PROTOCOL_VERSION = 1
+#: Most data bytes a small-I/O request carries: the 16 KiB unexpected-message limit
+#: less 1 KiB kept for the header, hints and fields.
+SMALL_IO_MAX_DATA = 15 * 1024
 
 
 class ProtocolError(ValueError):

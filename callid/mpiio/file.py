@@ -15,7 +15,7 @@ from typing import Any
 
 from mpi4py import MPI
 
-from callid.ids import Layout, Stamper
+from callid.ids import DEFAULT_LAYOUT, Layout, Stamper
 from callid.mpiio.simfile import SimFile, buffer_spec
 from callid.mpiio.sysint import SysInt
 from callid.trace import ClientTrace
@@ -69,7 +69,7 @@ class Tracer:
     """The tracing state of one rank: CallIDs, the trace log and the file-system client."""
 
     def __init__(self, rank: int, trace_dir: str, config: Config | None = None,
-                 layout: str = "64/24", stamp: bool = True, run_id: str = "") -> None:
+                 layout: str = str(DEFAULT_LAYOUT), stamp: bool = True, run_id: str = "") -> None:
         if config is not None:
             layout, stamp, run_id = config.callid_layout, config.callid, config.run_id
         self.stamper = Stamper(rank, Layout.parse(layout))

@@ -76,6 +76,7 @@ class SysInt:
         self.rank = rank
         self.on_rpc = on_rpc
         self.stamp = config.callid
+        self.small_io_limit = min(config.small_io, P.SMALL_IO_MAX_DATA)
         self._seq = itertools.count(1)
         self._conns: dict[str, _Connection] = {}
         self._conn_lock = threading.Lock()
@@ -212,8 +213,10 @@ class SysInt:
         for n, _phys, k in dist.segments(offset, length):
             pieces[n].append((pos, k))
             pos += k
+        # Small I/O only when every datafile's share fits in one request, as in PVFS2.
+        small = 0 < max(sum(k for _, k in p) for p in pieces.values()) <= self.small_io_limit
         jobs = [
-            (lambda n=n, p=p: self._io_one(f, n, io_type, offset, view, p, callids, func))
+            (lambda n=n, p=p: self._io_one(f, n, io_type, offset, view, p, callids, func, small))
             for n, p in pieces.items()
         ]
         sizes = dict(zip(pieces, self._parallel(jobs)))
@@ -228,17 +231,16 @@ class SysInt:
         return max(0, min(length, eof - offset))
 
     def _io_one(self, f: FileAttrs, n: int, io_type: P.IoType, offset: int, view: memoryview,
-                pieces: list[tuple[int, int]], callids: Sequence[int], func: str) -> int:
+                pieces: list[tuple[int, int]], callids: Sequence[int], func: str, small: bool) -> int:
         """One datafile's request; return that datafile's size before the access (reads use it)."""
         server, handle = f.dfiles[n]
         common = dict(handle=handle, io_type=io_type, strip_size=f.strip_size, dfile_nr=n,
                       dfile_count=len(f.dfiles), regions=[(offset, view.nbytes)])
-        share = sum(k for _, k in pieces)
-        if 0 < share <= self.config.small_io:
+        if small:
             data = b"".join(view[o:o + k] for o, k in pieces) if io_type == P.IoType.WRITE else b""
             msg = P.SmallIoRequest(data=data, **common)
             msg.hints = self._hints(callids, 0)
-            if len(P.encode(msg)) <= bmi.UNEXPECTED_LIMIT:
+            if len(P.encode(msg)) <= bmi.UNEXPECTED_LIMIT:  # else (huge hint lists): a flow
                 resp = self._exchange(server, msg, callids, func)
                 if io_type == P.IoType.READ:
                     _scatter(resp.data, view, pieces)

@@ -1,0 +1,249 @@
+"""The ``callid`` command: traced runs, merging, statistics and SQL.
+
+Commands are thin: parse, call a library function, render.  Heavy modules are
+imported inside the commands so ``callid --help`` is instant.  Errors are one
+line on stderr with exit status 1 (a run or step failed) or 2 (bad usage or input).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+
+from callid.ids import DEFAULT_LAYOUT
+from callid.units import parse_size
+
+DEFAULT_LAYOUT_TEXT = str(DEFAULT_LAYOUT)
+
+app = typer.Typer(
+    name="callid",
+    help="Trace which disk operations, on which storage server, each MPI-IO call caused.\n\n"
+    "Typical session: callid run -n 2 app.py; callid merge callid-out/client.parquet "
+    "callid-out/server.parquet -o merged.duckdb; callid stats merged.duckdb",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain click errors: "Error: ..." on one line
+    epilog="Exit status: 0 success, 1 a run or step failed, 2 bad usage or bad input.",
+)
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+def fail(message: str, code: int = EXIT_FAILED) -> NoReturn:
+    """Print a one-line error and exit."""
+    typer.echo(f"callid: error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def _size(value: str) -> int:
+    try:
+        return parse_size(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+def _layout(value: str) -> str:
+    from callid.ids import CallIDError, Layout
+
+    try:
+        return str(Layout.parse(value))
+    except CallIDError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+Size = Annotated[str, typer.Option(parser=_size, metavar="SIZE")]
+DbPath = Annotated[Path, typer.Argument(help="merged database written by 'callid merge'")]
+JsonFlag = Annotated[bool, typer.Option("--json", help="print machine-readable JSON")]
+
+
+def _run_traced(opts) -> object:
+    from callid.ids import CallIDError
+    from callid.run import RunError, run
+
+    try:
+        return run(opts)
+    except (RunError, CallIDError) as exc:
+        fail(str(exc))
+
+
+@app.command(context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True})
+def run(
+    target: Annotated[list[str] | None, typer.Argument(
+        help="SCRIPT [ARGS...] (or, with -m, the module's ARGS)", show_default=False)] = None,
+    module: Annotated[str | None, typer.Option("-m", "--module", help="run a module, as python -m")] = None,
+    np: Annotated[int, typer.Option("-n", "--np", min=1, help="MPI ranks")] = 2,
+    servers: Annotated[int, typer.Option(min=1, help="I/O servers (plus one metadata server)")] = 2,
+    strip_size: Size = "64KiB",
+    flow_buffer: Size = "64KiB",
+    flow_buffers: Annotated[int, typer.Option(min=1, help="flow buffers in flight per request")] = 8,
+    small_io: Annotated[str, typer.Option(parser=_size, metavar="SIZE",
+                                          help="small-I/O threshold per server; 0 disables")] = "16KiB",
+    callid: Annotated[bool, typer.Option("--callid/--no-callid",
+                                         help="stamp and propagate CallIDs (off: trace only)")] = True,
+    callid_layout: Annotated[str, typer.Option(
+        parser=_layout, metavar="TOTAL/RANK", help="CallID bits, e.g. 64/23 or the thesis' 32/8"
+    )] = DEFAULT_LAYOUT_TEXT,
+    mount: Annotated[list[str] | None, typer.Option(
+        help="path prefix of the simulated file system (repeatable)", show_default="/pvfs2")] = None,
+    out: Annotated[Path, typer.Option("-o", "--out", help="output directory")] = Path("callid-out"),
+    timeout: Annotated[float | None, typer.Option(
+        help="give up on the ranks after this many seconds")] = None,
+) -> None:
+    """Run an mpi4py program traced, on a simulated striped file system.
+
+    Starts one metadata server and --servers I/O servers on loopback, runs the
+    ranks with the mpich wheel's mpiexec, stops the servers and writes
+    OUT/client.parquet and OUT/server.parquet.
+
+    Example: callid run -n 2 --servers 2 examples/callid_demo.py
+    """
+    from callid.run import RunOptions
+
+    if module:
+        target = ["-m", module, *(target or [])]
+    if not target:
+        fail("nothing to run: give SCRIPT [ARGS...] or -m MODULE [ARGS...]", EXIT_USAGE)
+    if not module and not Path(target[0]).is_file():
+        fail(f"{target[0]}: no such script", EXIT_USAGE)
+    opts = RunOptions(target=target, np=np, servers=servers, strip_size=strip_size,
+                      flow_buffer=flow_buffer, flow_buffers=flow_buffers, small_io=small_io,
+                      callid=callid, callid_layout=callid_layout, mount=mount or ["/pvfs2"],
+                      out=str(out), timeout=timeout)
+    result = _run_traced(opts)
+    typer.echo(f"callid: run finished in {result.seconds:.1f} s: {result.client_rows} client rows, "
+               f"{result.server_rows} server events", err=True)
+    typer.echo(f"  client log: {result.client}\n  server log: {result.server}", err=True)
+    typer.echo(f"next: callid merge {result.client} {result.server} -o {out / 'merged.duckdb'}", err=True)
+
+
+@app.command()
+def merge(
+    client: Annotated[str, typer.Argument(help="client log: file, directory or glob of parts")],
+    server: Annotated[str, typer.Argument(help="server log: file, directory or glob of parts")],
+    output: Annotated[Path | None, typer.Option(
+        "-o", "--output", help="database to write", show_default="merged.duckdb next to CLIENT")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Merge client and server logs into one DuckDB database with calls, arrows and fan-out.
+
+    The output is written under a temporary name and renamed at the end: on any
+    error nothing is written.
+
+    Example: callid merge callid-out/client.parquet callid-out/server.parquet -o merged.duckdb
+    """
+    from pipeline.errors import InputError
+    from pipeline.merge import merge as do_merge
+
+    if output is None:
+        base = Path(client)
+        output = (base if base.is_dir() else base.parent) / "merged.duckdb"
+    try:
+        summary = do_merge(client, server, str(output))
+    except InputError as exc:
+        fail(str(exc), EXIT_USAGE)
+    if as_json:
+        import json
+
+        typer.echo(json.dumps({"output": str(output), **summary}, default=str))
+    else:
+        counts = ", ".join(f"{v} {k}" for k, v in summary.items() if isinstance(v, int))
+        typer.echo(f"callid: wrote {output} ({counts})")
+        typer.echo(f"next: callid stats {output}", err=True)
+
+
+@app.command()
+def stats(db: DbPath, as_json: JsonFlag = False) -> None:
+    """Print the thesis' statistics and fan-out, per-server and attribution figures.
+
+    Example: callid stats merged.duckdb --json
+    """
+    from pipeline.errors import InputError
+    from pipeline.stats import compute_stats, render_stats
+
+    try:
+        figures = compute_stats(str(db))
+    except InputError as exc:
+        fail(str(exc), EXIT_USAGE)
+    if as_json:
+        import json
+
+        typer.echo(json.dumps(figures, default=str))
+    else:
+        typer.echo(render_stats(figures))
+
+
+@app.command()
+def sql(
+    db: DbPath,
+    query: Annotated[str | None, typer.Argument(help="SQL query (or use -f)")] = None,
+    file: Annotated[Path | None, typer.Option("-f", "--file", help="read the query from a file")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="table, csv, json or markdown")] = "table",
+) -> None:
+    """Run a SQL query on a merged database (tables: calls, rpcs, server_ops, arrows, fanout, ...).
+
+    Example: callid sql merged.duckdb "SELECT func, count(*) FROM arrows GROUP BY func"
+    """
+    from pipeline.errors import InputError
+    from pipeline.query import format_rows, run_query
+
+    if fmt not in ("table", "csv", "json", "markdown"):
+        fail(f"--format {fmt!r}: choose table, csv, json or markdown", EXIT_USAGE)
+    if file is not None:
+        try:
+            query = file.read_text()
+        except OSError as exc:
+            fail(f"{file}: {exc.strerror}", EXIT_USAGE)
+    if not query:
+        fail("no query: give QUERY or -f FILE", EXIT_USAGE)
+    try:
+        columns, rows = run_query(str(db), query)
+    except InputError as exc:
+        fail(str(exc), EXIT_USAGE)
+    typer.echo(format_rows(columns, rows, fmt))
+
+
+@app.command()
+def demo(
+    out: Annotated[Path, typer.Option("-o", "--out", help="output directory")] = Path("callid-out"),
+    np: Annotated[int, typer.Option("-n", "--np", min=1, help="MPI ranks")] = 2,
+    servers: Annotated[int, typer.Option(min=1, help="I/O servers")] = 2,
+) -> None:
+    """Run the thesis demo traced, merge the logs and print the statistics.
+
+    Each rank writes 1 MiB to its segment of /pvfs2/demo, all synchronise, and each
+    reads back the next rank's segment and checks it.
+    """
+    from callid.run import RunOptions
+    from pipeline.errors import InputError
+    from pipeline.merge import merge as do_merge
+    from pipeline.stats import compute_stats, render_stats
+
+    script = Path(__file__).resolve().parents[1] / "examples" / "callid_demo.py"
+    if not script.is_file():
+        fail(f"{script}: demo script not found (install from a checkout: pip install -e .)")
+    result = _run_traced(RunOptions(target=[str(script)], np=np, servers=servers, out=str(out)))
+    db = out / "merged.duckdb"
+    try:
+        do_merge(str(result.client), str(result.server), str(db))
+        typer.echo(render_stats(compute_stats(str(db))))
+    except InputError as exc:
+        fail(str(exc))
+    typer.echo(f"\nmerged database: {db}   (try: callid sql {db} \"SELECT * FROM fanout\")", err=True)
+
+
+def main() -> None:
+    """Entry point of the ``callid`` console script."""
+    try:
+        app()
+    except KeyboardInterrupt:
+        typer.echo("callid: interrupted", err=True)
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,28 @@
+"""Byte sizes written as ``65536``, ``64KiB``, ``64k``, ``1MiB``, ``1M`` or ``1GiB``."""
+
+from __future__ import annotations
+
+import re
+
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
+          "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}
+_SIZE = re.compile(r"^\s*(\d+)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_size(text: str | int) -> int:
+    """Parse a byte size; binary units (KiB = 1024).  Raise ValueError with the reason."""
+    if isinstance(text, int):
+        return text
+    match = _SIZE.match(text)
+    unit = match.group(2).lower() if match else None
+    if not match or unit not in _UNITS:
+        raise ValueError(f"{text!r} is not a size (examples: 65536, 64KiB, 1MiB)")
+    return int(match.group(1)) * _UNITS[unit]
+
+
+def format_size(n: int) -> str:
+    """``65536`` -> ``64KiB``: the largest binary unit that divides ``n``."""
+    for unit, factor in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n and n % factor == 0:
+            return f"{n // factor}{unit}"
+    return str(n)

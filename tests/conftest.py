@@ -1,0 +1,46 @@
+"""Shared fixtures: real server processes on loopback, and running the ``callid`` command."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from callid.run import RunOptions, ServerGroup, make_config
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+
+
+def start_servers(tmp: Path, **options) -> ServerGroup:
+    """Start a file system's servers (real processes) under ``tmp``; stop with ``group.stop()``."""
+    flush_rows = options.pop("flush_rows", 4096)
+    config = make_config(RunOptions(target=[], **options), tmp)
+    config.flush_rows = flush_rows
+    (tmp / "servers").mkdir(parents=True, exist_ok=True)
+    group = ServerGroup(config, tmp / "fs.json", tmp / "servers")
+    try:
+        group.start()
+    except BaseException:
+        group.stop()
+        raise
+    return group
+
+
+@pytest.fixture(scope="module")
+def fs(tmp_path_factory):
+    """4 I/O servers, 32 KiB flow buffers, every event flushed at once (so tests can read them)."""
+    group = start_servers(tmp_path_factory.mktemp("fs"), servers=4, flow_buffer=32768,
+                          flow_buffers=4, flush_rows=1)
+    yield group
+    assert group.stop() == []
+
+
+def callid_cmd(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run the ``callid`` command as a user would."""
+    return subprocess.run([sys.executable, "-m", "callid.cli", *map(str, args)], cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))

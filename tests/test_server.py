@@ -1,0 +1,181 @@
+"""The server stack as real processes: robustness, Trove operations, persistence."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import socket
+import struct
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from callid.mpiio.sysint import FsError, SysInt
+from server_sim import bmi
+from server_sim import protocol as P
+from server_sim.distribution import SimpleStripe
+from tests.conftest import start_servers
+
+_ids = itertools.count(1)
+
+
+def _raw(srv) -> socket.socket:
+    return bmi.connect(srv.host, srv.port, timeout=10)
+
+
+def _answer(sock: socket.socket, tag: int) -> P.Message:
+    sock.settimeout(10)
+    return P.decode(bmi.recv_expected(sock, tag))
+
+
+def _ping_ok(sock: socket.socket) -> bool:
+    bmi.send(sock, bmi.MODE_UNEXPECTED, 99, P.encode(P.PingRequest()))
+    return isinstance(_answer(sock, 99), P.PingResponse)
+
+
+def test_bad_requests_get_errors_and_the_server_keeps_serving(fs):
+    srv = fs.config.io_servers[0]
+    sock = _raw(srv)
+    # an unexpected message over 16 KiB: rejected, stream stays in sync
+    big = P.encode(P.SmallIoRequest(data=b"x" * 20000))
+    sock.sendall(bmi.FRAME.pack(bmi.BMI_MAGIC, bmi.MODE_UNEXPECTED, 5, len(big)) + big)
+    assert _answer(sock, 5).status == P.Status.EMSGSIZE
+    # garbage payload, unknown op, wrong version
+    bmi.send(sock, bmi.MODE_UNEXPECTED, 6, b"\x01\x02\x03")
+    assert _answer(sock, 6).status == P.Status.EPROTO
+    bad_op = bytearray(P.encode(P.PingRequest()))
+    bad_op[8:12] = struct.pack("<I", 999)
+    bmi.send(sock, bmi.MODE_UNEXPECTED, 7, bad_op)
+    assert _answer(sock, 7).status == P.Status.EPROTO
+    # an I/O request naming a datafile outside its distribution
+    bmi.send(sock, bmi.MODE_UNEXPECTED, 8, P.encode(P.IoRequest(
+        handle=1, io_type=P.IoType.WRITE, strip_size=65536, dfile_nr=3, dfile_count=2,
+        regions=[(0, 10)])))
+    assert _answer(sock, 8).status == P.Status.EINVAL
+    # an expected message with no request waiting for it
+    bmi.send(sock, bmi.MODE_EXPECTED, 9, b"data")
+    assert _answer(sock, 9).status == P.Status.EPROTO
+    assert _ping_ok(sock)
+    # broken framing: the connection is answered and closed, the server lives on
+    sock.sendall(struct.pack("<IIQQ", 0xDEAD, 1, 10, 4) + b"abcd")
+    assert _answer(sock, 10).status == P.Status.EPROTO
+    sock.close()
+    sock = _raw(srv)
+    sock.sendall(bmi.FRAME.pack(bmi.BMI_MAGIC, bmi.MODE_UNEXPECTED, 11, 1 << 30))
+    assert _answer(sock, 11).status == P.Status.EPROTO
+    sock.close()
+    sock = _raw(srv)
+    assert _ping_ok(sock)
+    sock.close()
+
+
+class EventReader:
+    """Reads the server event parts written since the last call."""
+
+    def __init__(self, trace_dir: str) -> None:
+        self.dir = Path(trace_dir)
+        self.seen: set[Path] = set()
+        self.rows: list[dict] = []
+
+    def trove_ops(self, callid: int) -> list[tuple[str, str, int, int]]:
+        for part in sorted(set(self.dir.glob("server-*.parquet")) - self.seen):
+            self.seen.add(part)
+            self.rows += pq.read_table(part).to_pylist()
+        return sorted((r["server"], r["op"], r["offset"], r["size"]) for r in self.rows
+                      if r["layer"] == "trove" and r["callid"] == callid)
+
+
+def predicted_trove_ops(dist: SimpleStripe, servers: list[str], offset: int, length: int,
+                        flow_buffer: int, small_limit: int, op: str) -> list[tuple[str, str, int, int]]:
+    """simple_stripe shares, then one Trove operation per flow buffer (or one for small I/O)."""
+    shares = [dist.share(n, offset, length) for n in range(dist.dfile_count)]
+    small = 0 < max(n for _, n in shares) <= small_limit
+    ops = []
+    for server, (start, size) in zip(servers, shares):
+        step = size if small else flow_buffer
+        ops += [(server, op, start + i, min(step, size - i)) for i in range(0, size, step or 1)]
+    return sorted(ops)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(dfile_count=st.integers(1, 4), strip=st.sampled_from([4096, 10000, 32768, 65536, 200000]),
+       offset=st.integers(0, 600_000), length=st.integers(1, 400_000), seed=st.integers(0, 2**32))
+def test_trove_operations_equal_simple_stripe_plus_flow_splitting(fs, dfile_count, strip, offset,
+                                                                  length, seed):
+    config = fs.config
+    reader = _reader(fs)
+    client = _client(fs)
+    path = f"/pvfs2/prop-{next(_ids)}"
+    f = client.create(path, [_cid()], "MPI_File_open", dfile_count=dfile_count, strip_size=strip)
+    data = random.Random(seed).randbytes(length)
+    write_id, read_id = _cid(), _cid()
+    assert client.io(f, P.IoType.WRITE, offset, memoryview(data), [write_id], "MPI_File_write_at") == length
+    back = bytearray(length)
+    assert client.io(f, P.IoType.READ, offset, memoryview(back), [read_id], "MPI_File_read_at") == length
+    assert bytes(back) == data
+    servers = [s for s, _ in f.dfiles]
+    limit = min(config.small_io, P.SMALL_IO_MAX_DATA)
+    for callid, op in ((write_id, "trove_write"), (read_id, "trove_read")):
+        expect = predicted_trove_ops(f.dist, servers, offset, length, config.flow_buffer, limit, op)
+        assert reader.trove_ops(callid) == expect
+
+
+def test_reads_past_end_of_file_are_short_and_holes_read_as_zeros(fs):
+    client = _client(fs)
+    f = client.create("/pvfs2/holes", [_cid()], "f", dfile_count=3, strip_size=4096)
+    client.io(f, P.IoType.WRITE, 20000, memoryview(b"z" * 100), [_cid()], "f")
+    buf = bytearray(30000)
+    assert client.io(f, P.IoType.READ, 0, memoryview(buf), [_cid()], "f") == 20100
+    assert bytes(buf[:20000]) == bytes(20000) and bytes(buf[20000:20100]) == b"z" * 100
+    assert client.getsize(f, [_cid()], "f") == 20100
+    client.truncate(f, 5000, [_cid()], "f")
+    assert client.getsize(f, [_cid()], "f") == 5000
+    with pytest.raises(FsError):
+        client.lookup("/pvfs2/not-there", [_cid()], "f")
+
+
+def test_data_reads_back_identical_after_the_servers_restart(tmp_path):
+    data = os.urandom(300_000)
+    group = start_servers(tmp_path, servers=2)
+    try:
+        client = SysInt(group.config, 0, lambda *a: None)
+        f = client.create("/pvfs2/keep", [1], "f", dfile_count=2, strip_size=65536)
+        client.io(f, P.IoType.WRITE, 12345, memoryview(data), [2], "f")
+        client.flush(f, [3], "f")
+        client.close()
+    finally:
+        assert group.stop() == []
+    group = start_servers(tmp_path, servers=2)
+    try:
+        client = SysInt(group.config, 0, lambda *a: None)
+        f = client.lookup("/pvfs2/keep", [4], "f")
+        back = bytearray(len(data))
+        assert client.io(f, P.IoType.READ, 12345, memoryview(back), [5], "f") == len(data)
+        assert bytes(back) == data
+        client.close()
+    finally:
+        assert group.stop() == []
+
+
+def _cid() -> int:
+    return (7 << 41) | next(_ids)
+
+
+_state: dict = {}
+
+
+def _client(fs) -> SysInt:
+    if _state.get("fs") is not fs:
+        _state.clear()
+        _state.update(fs=fs, client=SysInt(fs.config, 7, lambda *a: None),
+                      reader=EventReader(fs.config.trace_dir))
+    return _state["client"]
+
+
+def _reader(fs) -> EventReader:
+    _client(fs)
+    return _state["reader"]
