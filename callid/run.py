@@ -174,8 +174,7 @@ def run(opts: RunOptions) -> RunResult:
         failures += _run_ranks(opts, config_path, parts)
     finally:
         failures += group.stop()
-    if failures:
-        raise RunError("; ".join(failures))
+    # Even a failed run keeps what every rank and server flushed.
     meta_args = (opts.callid_layout, config.run_id, config.to_json())
     client = out / "client.parquet"
     server = out / "server.parquet"
@@ -183,6 +182,8 @@ def run(opts: RunOptions) -> RunResult:
                                 file_metadata(S.KIND_CLIENT, *meta_args))
     server_rows = combine_parts(sorted(parts.glob("server-*.parquet")), server, S.SERVER_SCHEMA,
                                 file_metadata(S.KIND_SERVER, *meta_args))
+    if failures:
+        raise RunError("; ".join(failures) + f" (the events logged before are in {client} and {server})")
     return RunResult(out, client, server, client_rows, server_rows, time.monotonic() - t0)
 
 

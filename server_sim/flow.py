@@ -63,22 +63,34 @@ def write_flow(ctx: FlowContext, sock: socket.socket, tag: int, spec: FlowSpec) 
     slots = [bytearray(ctx.buffer_size) for _ in range(min(ctx.buffers_in_flight, len(plan)))]
     inflight: deque[Future] = deque()
     total = 0
+    failure: OSError | None = None
     try:
         for i, pieces in enumerate(plan):
             if len(inflight) == len(slots):
-                total += inflight.popleft().result()
+                total, failure = _settle(inflight.popleft(), total, failure)
             view = memoryview(slots[i % len(slots)])[: sum(n for _, n in pieces)]
             bmi.recv_expected_into(sock, tag, view)
-            inflight.append(ctx.pool.submit(
-                _trove_op, ctx, spec, flow_id, "trove_write", ctx.trove.write_list, pieces, view))
+            if failure is None:  # after a Trove error, keep draining the client's buffers
+                inflight.append(ctx.pool.submit(
+                    _trove_op, ctx, spec, flow_id, "trove_write", ctx.trove.write_list, pieces, view))
         while inflight:
-            total += inflight.popleft().result()
+            total, failure = _settle(inflight.popleft(), total, failure)
+        if failure is not None:
+            raise failure
     finally:
         for fut in inflight:
             fut.cancel()
         ctx.events.record(flow_id, "flow", "flow_write", spec.hints, spec.parent, spec.handle,
                           spec.segments[0][0] if spec.segments else 0, total, t0, now())
     return total
+
+
+def _settle(fut: Future, total: int, failure: OSError | None) -> tuple[int, OSError | None]:
+    """Wait for one Trove write; keep the first error instead of raising it mid-flow."""
+    try:
+        return total + fut.result(), failure
+    except OSError as exc:
+        return total, failure or exc
 
 
 def read_flow(ctx: FlowContext, sock: socket.socket, tag: int, spec: FlowSpec) -> int:

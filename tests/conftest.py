@@ -13,6 +13,8 @@ from callid.run import RunOptions, ServerGroup, make_config
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
+BIN = Path(sys.executable).parent
+CALLID = str(BIN / "callid")  # the console script, as users run it
 
 
 def start_servers(tmp: Path, **options) -> ServerGroup:
@@ -41,6 +43,6 @@ def fs(tmp_path_factory):
 
 def callid_cmd(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     """Run the ``callid`` command as a user would."""
-    return subprocess.run([sys.executable, "-m", "callid.cli", *map(str, args)], cwd=cwd,
+    return subprocess.run([CALLID, *map(str, args)], cwd=cwd,
                           capture_output=True, text=True, timeout=timeout,
                           env=dict(os.environ, PYTHONPATH=str(ROOT)))

@@ -1,0 +1,162 @@
+"""End to end through the ``callid`` command: real ranks under mpiexec, real servers, merge, stats."""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+from pathlib import Path
+
+import duckdb
+import pyarrow.parquet as pq
+import pytest
+
+from tests.conftest import EXAMPLES, callid_cmd
+
+DEMO_OPTS = ["-n", "2", "--servers", "2", "--strip-size", "64KiB", "--flow-buffer", "64KiB"]
+
+
+def _run_and_merge(tmp: Path, *run_args: str) -> tuple[Path, dict]:
+    out = tmp / "out"
+    run = callid_cmd("run", *run_args, "-o", out)
+    assert run.returncode == 0, run.stderr
+    merge = callid_cmd("merge", out / "client.parquet", out / "server.parquet", "-o", out / "m.duckdb")
+    assert merge.returncode == 0, merge.stderr
+    stats = callid_cmd("stats", out / "m.duckdb", "--json")
+    assert stats.returncode == 0, stats.stderr
+    return out, json.loads(stats.stdout)
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    """The thesis demo: 2 ranks, 2 I/O servers, 64 KiB strips and flow buffers."""
+    tmp = tmp_path_factory.mktemp("demo")
+    out = tmp / "out"
+    run = callid_cmd("run", *DEMO_OPTS, "-o", out, EXAMPLES / "callid_demo.py")
+    assert run.returncode == 0, run.stderr
+    merge = callid_cmd("merge", out / "client.parquet", out / "server.parquet", "-o", out / "m.duckdb")
+    assert merge.returncode == 0, merge.stderr
+    stats = callid_cmd("stats", out / "m.duckdb", "--json")
+    assert stats.returncode == 0, stats.stderr
+    return {"out": out, "stdout": run.stdout, "stats": json.loads(stats.stdout),
+            "db": duckdb.connect(str(out / "m.duckdb"), read_only=True)}
+
+
+def test_demo_read_back_check_passes(demo):
+    assert "rank 0: read-back of rank 1's segment OK" in demo["stdout"]
+    assert "rank 1: read-back of rank 0's segment OK" in demo["stdout"]
+
+
+def test_demo_each_rank_has_eight_calls_with_distinct_callids(demo):
+    rows = demo["db"].sql("SELECT rank, count(*), count(DISTINCT callid) FROM calls GROUP BY rank "
+                          "ORDER BY rank").fetchall()
+    assert rows == [(0, 8, 8), (1, 8, 8)]
+    assert demo["db"].sql("SELECT count(DISTINCT callid) FROM calls").fetchone()[0] == 16
+
+
+def test_demo_every_1mib_read_and_write_has_16_arrows_8_per_server(demo):
+    rows = demo["db"].sql("""
+        SELECT c.callid, c.func, a.server, count(*) AS n, sum(a.size) AS bytes
+        FROM calls c JOIN arrows a USING (callid)
+        WHERE c.func IN ('MPI_File_write', 'MPI_File_read') AND a.layer = 'trove'
+        GROUP BY ALL ORDER BY ALL""").fetchall()
+    assert len(rows) == 8  # 4 calls x 2 servers
+    assert {(func, server, n, b) for _, func, server, n, b in rows} == {
+        (f, s, 8, 512 * 1024) for f in ("MPI_File_write", "MPI_File_read") for s in ("io0", "io1")}
+    total = demo["db"].sql("SELECT func, count(*) FROM arrows WHERE func IN "
+                           "('MPI_File_write', 'MPI_File_read') GROUP BY func ORDER BY func").fetchall()
+    assert total == [("MPI_File_read", 32), ("MPI_File_write", 32)]
+
+
+def test_demo_every_trove_read_and_write_carries_a_callid(demo):
+    server = pq.read_table(demo["out"] / "server.parquet").to_pylist()
+    trove = [r for r in server if r["op"] in ("trove_read", "trove_write")]
+    assert len(trove) == 64
+    calls = {r["callid"] for r in pq.read_table(demo["out"] / "client.parquet").to_pylist()}
+    assert all(r["callid"] in calls and r["callids"] == [r["callid"]] for r in trove)
+
+
+def test_demo_statistics(demo):
+    stats = demo["stats"]
+    assert stats["distinct_callids"] == 16
+    # 64 Trove data operations + the metadata store operations of the two opens of rank 0
+    assert stats["arrows"] == 66
+    assert stats["avg_arrows_per_callid"] == pytest.approx(66 / 6)
+    assert stats["unattributed_server_ops"] == 0
+
+
+def test_no_callid_logs_the_same_events_without_callids(demo, tmp_path):
+    out, stats = _run_and_merge(tmp_path, *DEMO_OPTS, "--no-callid", EXAMPLES / "callid_demo.py")
+    query = ("SELECT server, layer, op, count(*) FROM read_parquet('{}') GROUP BY ALL ORDER BY ALL")
+    with_ids = duckdb.sql(query.format(demo["out"] / "server.parquet")).fetchall()
+    without = duckdb.sql(query.format(out / "server.parquet")).fetchall()
+    assert without == with_ids
+    sentinel = 2**64 - 1
+    server = pq.read_table(out / "server.parquet")
+    assert set(server.column("callid").to_pylist()) == {sentinel}
+    assert all(ids == [] for ids in server.column("callids").to_pylist())
+    client = pq.read_table(out / "client.parquet")
+    assert set(client.column("callid").to_pylist()) == {sentinel}
+    assert client.num_rows == pq.read_table(demo["out"] / "client.parquet").num_rows
+    assert stats["arrows"] == 0 and stats["distinct_callids"] == 0
+    assert stats["unattributed_server_ops"] == 66
+
+
+def test_thesis_layout_32_8(tmp_path):
+    out, stats = _run_and_merge(tmp_path, *DEMO_OPTS, "--callid-layout", "32/8",
+                                EXAMPLES / "callid_demo.py")
+    assert stats["distinct_callids"] == 16 and stats["arrows"] == 66
+    ids = set(pq.read_table(out / "client.parquet").column("callid").to_pylist())
+    assert ids == {r << 24 | c for r in (0, 1) for c in range(1, 9)}
+
+
+REAL_FILE_APP = textwrap.dedent("""
+    import os, sys
+    from mpi4py import MPI
+    comm = MPI.COMM_WORLD
+    path = sys.argv[1]
+    fh = MPI.File.Open(comm, path, MPI.MODE_RDWR | MPI.MODE_CREATE)
+    fh.Write_at(comm.rank * 100, bytes([65 + comm.rank]) * 100)
+    fh.Sync()
+    buf = bytearray(100)
+    fh.Read_at(comm.rank * 100, buf)
+    assert buf == bytes([65 + comm.rank]) * 100
+    size = fh.Get_size()
+    fh.Close()
+    assert size == 100 * comm.size, size
+""")
+
+
+@pytest.mark.parametrize("ranks", [1, 3])
+def test_files_outside_the_mount_use_real_mpiio_and_are_still_stamped(tmp_path, ranks):
+    (tmp_path / "realapp.py").write_text(REAL_FILE_APP)
+    target = tmp_path / "real.dat"
+    run = callid_cmd("run", "-n", ranks, "-o", tmp_path / "out", "-m", "realapp", target, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert target.stat().st_size == 100 * ranks
+    client = pq.read_table(tmp_path / "out" / "client.parquet").to_pylist()
+    funcs = sorted(r["func"] for r in client if r["rank"] == 0)
+    assert funcs == sorted(["MPI_File_open", "MPI_File_write_at", "MPI_File_sync", "MPI_File_read_at",
+                            "MPI_File_get_size", "MPI_File_close"])
+    assert len({r["callid"] for r in client}) == 6 * ranks
+    writes = [r for r in client if r["func"] == "MPI_File_write_at"]
+    assert sorted((r["offset"], r["size"], r["bytes"]) for r in writes) == [
+        (100 * r, 100, 100) for r in range(ranks)]
+    assert all(r["kind"] == "call" for r in client)  # no server was involved
+    assert pq.read_table(tmp_path / "out" / "server.parquet").num_rows == 0
+
+
+def test_a_failing_rank_is_named_and_no_server_is_left_behind(tmp_path):
+    app = tmp_path / "fail.py"
+    app.write_text("from mpi4py import MPI\n"
+                   "fh = MPI.File.Open(MPI.COMM_WORLD, '/pvfs2/f', MPI.MODE_RDWR | MPI.MODE_CREATE)\n"
+                   "if MPI.COMM_WORLD.rank == 1:\n    raise ValueError('deliberate')\n"
+                   "MPI.COMM_WORLD.Barrier()\n")
+    run = callid_cmd("run", "-n", 2, "-o", tmp_path / "out", app)
+    assert run.returncode == 1
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith("callid: error: rank 1 failed: ValueError: deliberate")
+    for addr in (tmp_path / "out" / "servers").glob("*.addr"):
+        pid = json.loads(addr.read_text())["pid"]
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
