@@ -18,7 +18,7 @@ DEMO_OPTS = ["-n", "2", "--servers", "2", "--strip-size", "64KiB", "--flow-buffe
 
 def _run_and_merge(tmp: Path, *run_args: str) -> tuple[Path, dict]:
     out = tmp / "out"
-    run = callid_cmd("run", *run_args, "-o", out)
+    run = callid_cmd("run", "-o", out, *run_args)
     assert run.returncode == 0, run.stderr
     merge = callid_cmd("merge", out / "client.parquet", out / "server.parquet", "-o", out / "m.duckdb")
     assert merge.returncode == 0, merge.stderr
@@ -51,7 +51,7 @@ def test_demo_each_rank_has_eight_calls_with_distinct_callids(demo):
     rows = demo["db"].sql("SELECT rank, count(*), count(DISTINCT callid) FROM calls GROUP BY rank "
                           "ORDER BY rank").fetchall()
     assert rows == [(0, 8, 8), (1, 8, 8)]
-    assert demo["db"].sql("SELECT count(DISTINCT callid) FROM calls").fetchone()[0] == 16
+    assert demo["db"].execute("SELECT count(DISTINCT callid) FROM calls").fetchall()[0][0] == 16
 
 
 def test_demo_every_1mib_read_and_write_has_16_arrows_8_per_server(demo):
