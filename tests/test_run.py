@@ -160,3 +160,84 @@ def test_a_failing_rank_is_named_and_no_server_is_left_behind(tmp_path):
         pid = json.loads(addr.read_text())["pid"]
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+SIM_FS_APP = textwrap.dedent("""
+    import sys
+    from mpi4py import MPI
+    comm = MPI.COMM_WORLD
+    rank, size = comm.rank, comm.size
+    path = "/pvfs2/calls"
+
+    def error_class(fn):
+        try:
+            fn()
+        except MPI.Exception as exc:
+            return exc.Get_error_class()
+        return None
+
+    info = MPI.Info.Create()
+    info.Set("striping_factor", "2")
+    info.Set("striping_unit", "4096")
+    fh = MPI.File.Open(comm, path, MPI.MODE_RDWR | MPI.MODE_CREATE, info)
+    block = bytes([rank + 1]) * 10000
+    fh.Seek(rank * 10000)
+    assert fh.Get_position() == rank * 10000
+    fh.Write(block)
+    assert fh.Get_position() == (rank + 1) * 10000
+    fh.Write_at(size * 10000 + rank * 100, bytes([200 + rank]) * 100)
+    fh.Sync()
+    assert fh.Get_size() == size * 10100, fh.Get_size()
+    nxt = (rank + 1) % size
+    buf = bytearray(10000)
+    status = MPI.Status()
+    fh.Read_at(nxt * 10000, buf, status)
+    assert buf == bytes([nxt + 1]) * 10000 and status.Get_count(MPI.BYTE) == 10000
+    fh.Seek(0, MPI.SEEK_END)
+    assert fh.Get_position() == size * 10100
+    comm.Barrier()
+    fh.Set_size(5000)
+    assert fh.Get_size() == 5000
+    short = bytearray(8000)
+    fh.Read_at(0, short, status)
+    assert status.Get_count(MPI.BYTE) == 5000 and short[:5000] == bytes([1]) * 5000
+    fh.Close()
+    ro = MPI.File.Open(comm, path, MPI.MODE_RDONLY)
+    assert error_class(lambda: ro.Write_at(0, b"x")) == MPI.ERR_READ_ONLY
+    ro.Close()
+    assert error_class(lambda: MPI.File.Open(comm, path, MPI.MODE_RDWR | MPI.MODE_CREATE | MPI.MODE_EXCL)) \\
+        == MPI.ERR_FILE_EXISTS
+    assert error_class(lambda: MPI.File.Open(comm, path, MPI.MODE_RDONLY | MPI.MODE_CREATE)) == MPI.ERR_AMODE
+    comm.Barrier()
+    if rank == 0:
+        MPI.File.Delete(path)
+    comm.Barrier()
+    assert error_class(lambda: MPI.File.Open(comm, path, MPI.MODE_RDONLY)) == MPI.ERR_NO_SUCH_FILE
+    print(f"rank {rank}: all checks passed", flush=True)
+""")
+
+
+@pytest.mark.parametrize("ranks", [1, 3])
+def test_file_calls_on_the_simulated_file_system(tmp_path, ranks):
+    (tmp_path / "simapp.py").write_text(SIM_FS_APP)
+    run = callid_cmd("run", "-n", ranks, "--servers", 3, "-o", tmp_path / "out", tmp_path / "simapp.py")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.count("all checks passed") == ranks
+    db = tmp_path / "out" / "m.duckdb"
+    assert callid_cmd("merge", tmp_path / "out" / "client.parquet", tmp_path / "out" / "server.parquet",
+                      "-o", db).returncode == 0
+    con = duckdb.connect(str(db), read_only=True)
+    # every stamped call is logged with a distinct CallID; the server operations it caused carry it
+    assert con.execute("SELECT count(*) = count(DISTINCT callid) FROM calls").fetchall() == [(True,)]
+    ops = dict(con.execute("SELECT func, list(DISTINCT op ORDER BY op) FROM arrows GROUP BY func").fetchall())
+    assert ops["MPI_File_set_size"] == ["trove_truncate"]
+    assert ops["MPI_File_sync"] == ["trove_flush"]
+    assert ops["MPI_File_get_size"] == ["trove_getattr"]
+    assert ops["MPI_File_delete"] == ["keyval_write", "trove_remove"]
+    assert ops["MPI_File_write"] == ["trove_write"]  # 10000 bytes over 2 datafiles: small I/O
+    # striping_factor=2 of 3 servers, strip 4096: each write touches exactly two datafiles
+    servers = con.execute("SELECT DISTINCT servers FROM fanout WHERE func = 'MPI_File_write'").fetchall()
+    assert servers == [(2,)]
+    assert con.execute("SELECT count(*) FROM server_ops WHERE layer = 'req' AND op LIKE 'small_io%'"
+                       ).fetchall()[0][0] >= ranks
+    con.close()
