@@ -26,9 +26,9 @@ class ClientTrace:
     def call(self, callid: int, func: str, file: str | None, fid: int | None,
              offset: int | None, size: int | None, count: int | None, datatype: str | None,
              nbytes: int | None, collective: bool, coll_seq: int | None, rid: int | None,
-             t_start: int, t_end: int, error: str | None) -> None:
-        """Log one MPI call."""
-        self.log.append((callid, self.rank, self.clock, "call", func, file, fid, offset, size, count,
+             t_start: int, t_end: int, error: str | None, kind: str = "call") -> None:
+        """Log one MPI call (``kind='wait'``: the completion of a non-blocking call, same rid)."""
+        self.log.append((callid, self.rank, self.clock, kind, func, file, fid, offset, size, count,
                          datatype, nbytes, collective, coll_seq, rid, t_start, t_end, error,
                          None, None, None, None, None))
 

@@ -34,7 +34,8 @@ CLIENT_SCHEMA = pa.schema(
         _f("callid", pa.uint64(), "CallID of the MPI call (all ones: not stamped)", False),
         _f("rank", pa.int32(), "MPI_COMM_WORLD rank", False),
         _f("clock", pa.string(), "clock domain of the times", False),
-        _f("kind", pa.string(), "'call': one traced MPI call; 'rpc': one client->server exchange", False),
+        _f("kind", pa.string(), "'call': one traced MPI call; 'wait': completion of a non-blocking "
+           "call (same rid); 'rpc': one client->server exchange", False),
         _f("func", pa.string(), "MPI function, e.g. MPI_File_write_at", False),
         _f("file", pa.string(), "file name as opened"),
         _f("fid", pa.int64(), "per-rank id of the open file"),

@@ -24,6 +24,9 @@ PROTOCOL_VERSION = 1
 #: Most data bytes a small-I/O request carries: the 16 KiB unexpected-message limit
 #: less 1 KiB kept for the header, hints and fields.
 SMALL_IO_MAX_DATA = 15 * 1024
+#: Most file regions one I/O request carries (list I/O, as ROMIO's PVFS2 driver sends them);
+#: an access with more regions takes several requests with the same CallIDs.
+MAX_IO_REGIONS = 64
 
 
 class ProtocolError(ValueError):
@@ -60,6 +63,7 @@ class Op(enum.IntEnum):
     FLUSH = 10
     REMOVE_DFILE = 11
     WRITE_COMPLETION = 12
+    SHARED_FP = 13
 
 
 class IoType(enum.IntEnum):
@@ -402,6 +406,26 @@ class SizeResponse(Response):
 
     OP = Op.GETSIZE
     size: int = wire(U64, 0)
+
+
+@message
+@dataclass
+class SharedFpRequest(Message):
+    """Atomically add ``delta`` to (or, with ``assign``, set) a file's shared file pointer."""
+
+    OP = Op.SHARED_FP
+    handle: int = wire(U64, 0)
+    delta: int = wire(I64, 0)
+    assign: int = wire(U32, 0)
+
+
+@message
+@dataclass
+class SharedFpResponse(Response):
+    """The shared file pointer before the request (in etypes of the view)."""
+
+    OP = Op.SHARED_FP
+    previous: int = wire(I64, 0)
 
 
 @message

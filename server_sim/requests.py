@@ -68,6 +68,8 @@ def _physical_segments(req: P.IoRequest | P.SmallIoRequest) -> list[tuple[int, i
                                             f"{req.dfile_nr=} {req.dfile_count=}")
     dist = SimpleStripe(req.strip_size, req.dfile_count)
     segments = []
+    if len(req.regions) > P.MAX_IO_REGIONS:
+        raise RequestError(P.Status.EINVAL, f"{len(req.regions)} regions, at most {P.MAX_IO_REGIONS}")
     for off, length in req.regions:
         start, n = dist.share(req.dfile_nr, off, length)
         if n:
@@ -163,9 +165,10 @@ def getattr_(st: ServerState, sock, tag, req: P.GetattrRequest, req_event: int) 
 @handles(P.CreateRequest)
 def create(st: ServerState, sock, tag, req: P.CreateRequest, req_event: int) -> P.Message:
     meta = _meta(st)
-    count = req.dfile_count or len(st.io_servers)
-    if not 1 <= count <= len(st.io_servers):
-        raise RequestError(P.Status.EINVAL, f"striping_factor {count} but {len(st.io_servers)} I/O servers")
+    if not st.io_servers:
+        raise RequestError(P.Status.EINVAL, "the file system has no I/O server")
+    # As ROMIO does, a striping_factor above the server count means "all servers".
+    count = min(req.dfile_count or len(st.io_servers), len(st.io_servers))
     strip = req.strip_size or st.default_strip_size
 
     def do_create():
@@ -190,6 +193,13 @@ def remove(st: ServerState, sock, tag, req: P.RemoveRequest, req_event: int) -> 
     if dfiles is None:
         raise RequestError(P.Status.ENOENT, f"no such file {req.path!r}")
     return _attr((0, 0, dfiles))
+
+
+@handles(P.SharedFpRequest)
+def shared_fp(st: ServerState, sock, tag, req: P.SharedFpRequest, req_event: int) -> P.Message:
+    previous = _timed(st, "meta", "keyval_write", req, req_event, req.handle,
+                      lambda: _meta(st).shared_fp(req.handle, req.delta, bool(req.assign)))
+    return P.SharedFpResponse(previous=previous)
 
 
 @handles(P.HandleRequest)
@@ -234,4 +244,5 @@ REQUEST_OPS: dict[type[P.Message], Callable[[P.Message], str]] = {
     P.TruncateRequest: lambda r: "truncate",
     P.FlushRequest: lambda r: "flush",
     P.RemoveDfileRequest: lambda r: "remove_dfile",
+    P.SharedFpRequest: lambda r: "shared_fp",
 }

@@ -116,6 +116,8 @@ class MetaStore:
                 " strip_size INTEGER NOT NULL, dfiles TEXT NOT NULL)"
             )
             self._db.execute("CREATE TABLE IF NOT EXISTS handles (next INTEGER NOT NULL)")
+            self._db.execute("CREATE TABLE IF NOT EXISTS shared_fp (handle INTEGER PRIMARY KEY,"
+                             " value INTEGER NOT NULL)")
             if self._db.execute("SELECT count(*) FROM handles").fetchone()[0] == 0:
                 self._db.execute("INSERT INTO handles VALUES (1048576)")
 
@@ -158,6 +160,17 @@ class MetaStore:
                 self._db.execute("DELETE FROM files WHERE path = ?", (path,))
             self._db.execute("COMMIT")
         return None if row is None else [tuple(d) for d in json.loads(row[0])]
+
+    def shared_fp(self, handle: int, delta: int, assign: bool) -> int:
+        """Fetch-and-add (or fetch-and-set) a file's shared file pointer, in one transaction."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            row = self._db.execute("SELECT value FROM shared_fp WHERE handle = ?", (handle,)).fetchone()
+            previous = row[0] if row else 0
+            self._db.execute("INSERT OR REPLACE INTO shared_fp VALUES (?, ?)",
+                             (handle, delta if assign else previous + delta))
+            self._db.execute("COMMIT")
+        return previous
 
     def close(self) -> None:
         with self._lock:

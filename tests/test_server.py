@@ -113,9 +113,10 @@ def test_trove_operations_equal_simple_stripe_plus_flow_splitting(fs, dfile_coun
     f = client.create(path, [_cid()], "MPI_File_open", dfile_count=dfile_count, strip_size=strip)
     data = random.Random(seed).randbytes(length)
     write_id, read_id = _cid(), _cid()
-    assert client.io(f, P.IoType.WRITE, offset, memoryview(data), [write_id], "MPI_File_write_at") == length
+    region = [(offset, length)]
+    assert client.io(f, P.IoType.WRITE, region, memoryview(data), [write_id], "MPI_File_write_at") == length
     back = bytearray(length)
-    assert client.io(f, P.IoType.READ, offset, memoryview(back), [read_id], "MPI_File_read_at") == length
+    assert client.io(f, P.IoType.READ, region, memoryview(back), [read_id], "MPI_File_read_at") == length
     assert bytes(back) == data
     servers = [s for s, _ in f.dfiles]
     limit = min(config.small_io, P.SMALL_IO_MAX_DATA)
@@ -127,9 +128,9 @@ def test_trove_operations_equal_simple_stripe_plus_flow_splitting(fs, dfile_coun
 def test_reads_past_end_of_file_are_short_and_holes_read_as_zeros(fs):
     client = _client(fs)
     f = client.create("/pvfs2/holes", [_cid()], "f", dfile_count=3, strip_size=4096)
-    client.io(f, P.IoType.WRITE, 20000, memoryview(b"z" * 100), [_cid()], "f")
+    client.io(f, P.IoType.WRITE, [(20000, 100)], memoryview(b"z" * 100), [_cid()], "f")
     buf = bytearray(30000)
-    assert client.io(f, P.IoType.READ, 0, memoryview(buf), [_cid()], "f") == 20100
+    assert client.io(f, P.IoType.READ, [(0, 30000)], memoryview(buf), [_cid()], "f") == 20100
     assert bytes(buf[:20000]) == bytes(20000) and bytes(buf[20000:20100]) == b"z" * 100
     assert client.getsize(f, [_cid()], "f") == 20100
     client.truncate(f, 5000, [_cid()], "f")
@@ -144,7 +145,7 @@ def test_data_reads_back_identical_after_the_servers_restart(tmp_path):
     try:
         client = SysInt(group.config, 0, lambda *a: None)
         f = client.create("/pvfs2/keep", [1], "f", dfile_count=2, strip_size=65536)
-        client.io(f, P.IoType.WRITE, 12345, memoryview(data), [2], "f")
+        client.io(f, P.IoType.WRITE, [(12345, len(data))], memoryview(data), [2], "f")
         client.flush(f, [3], "f")
         client.close()
     finally:
@@ -154,11 +155,34 @@ def test_data_reads_back_identical_after_the_servers_restart(tmp_path):
         client = SysInt(group.config, 0, lambda *a: None)
         f = client.lookup("/pvfs2/keep", [4], "f")
         back = bytearray(len(data))
-        assert client.io(f, P.IoType.READ, 12345, memoryview(back), [5], "f") == len(data)
+        assert client.io(f, P.IoType.READ, [(12345, len(data))], memoryview(back), [5], "f") == len(data)
         assert bytes(back) == data
         client.close()
     finally:
         assert group.stop() == []
+
+
+def test_list_io_takes_at_most_64_regions_per_request_and_reads_back(fs):
+    client, reader = _client(fs), _reader(fs)
+    f = client.create("/pvfs2/strided", [_cid()], "f", dfile_count=2, strip_size=65536)
+    regions = [(i * 1000, 100) for i in range(150)]  # 66 regions on one datafile, 84 on the other
+    data = bytes(i * 7 % 256 for i in range(15000))
+    wid, rid = _cid(), _cid()
+    assert client.io(f, P.IoType.WRITE, regions, memoryview(data), [wid], "f") == 15000
+    back = bytearray(15000)
+    assert client.io(f, P.IoType.READ, regions, memoryview(back), [rid], "f") == 15000
+    assert bytes(back) == data
+    reader.trove_ops(wid)  # read what is flushed so far
+    reqs = [r for r in reader.rows if r["layer"] == "req" and r["callid"] == wid]
+    per_server = {}
+    for r in reqs:
+        per_server[r["server"]] = per_server.get(r["server"], 0) + 1
+    touching = {n: sum(1 for off, k in regions if f.dist.share(n, off, k)[1]) for n in range(2)}
+    assert per_server == {f.dfiles[n][0]: -(-touching[n] // P.MAX_IO_REGIONS) for n in range(2)}
+    whole = bytearray(150 * 1000)
+    client.io(f, P.IoType.READ, [(0, len(whole))], memoryview(whole), [_cid()], "f")
+    assert all(whole[o:o + k] == data[i * 100:(i + 1) * 100] for i, (o, k) in enumerate(regions))
+    assert whole[100:1000] == bytes(900)
 
 
 def _cid() -> int:

@@ -16,9 +16,10 @@ from typing import Any
 from mpi4py import MPI
 
 from callid.ids import DEFAULT_LAYOUT, Layout, Stamper
-from callid.mpiio.simfile import SimFile, buffer_spec
+from callid.mpiio.simfile import SimFile, SimIOError, buffer_spec
 from callid.mpiio.sysint import SysInt
 from callid.trace import ClientTrace
+from server_sim import protocol as P
 from server_sim.config import Config
 
 _BaseFile = MPI.File  # the library's class, captured before launch replaces MPI.File
@@ -31,24 +32,37 @@ class CallSpec:
     func: str
     collective: bool = False
     access: str | None = None  # "read" / "write" for data access
-    position: str | None = None  # "at": explicit offset argument; "ptr": individual pointer
+    position: str | None = None  # at (explicit offset), ind (individual), shared, ordered
+    mode: str = "blocking"  # blocking, nonblocking, begin, end (split collective)
 
 
-SPECS: dict[str, CallSpec] = {
-    "Open": CallSpec("MPI_File_open", collective=True),
-    "Close": CallSpec("MPI_File_close", collective=True),
-    "Delete": CallSpec("MPI_File_delete"),
-    "Seek": CallSpec("MPI_File_seek"),
-    "Get_position": CallSpec("MPI_File_get_position"),
-    "Read": CallSpec("MPI_File_read", access="read", position="ptr"),
-    "Write": CallSpec("MPI_File_write", access="write", position="ptr"),
-    "Read_at": CallSpec("MPI_File_read_at", access="read", position="at"),
-    "Write_at": CallSpec("MPI_File_write_at", access="write", position="at"),
-    "Set_size": CallSpec("MPI_File_set_size", collective=True),
-    "Get_size": CallSpec("MPI_File_get_size"),
-    "Sync": CallSpec("MPI_File_sync", collective=True),
-    "Get_amode": CallSpec("MPI_File_get_amode"),
-}
+def _specs() -> dict[str, CallSpec]:
+    """Every traced method: the file manipulation calls, then the data-access family."""
+    specs = {name: CallSpec("MPI_File_" + name.lower(), collective=coll) for name, coll in (
+        ("Open", True), ("Close", True), ("Delete", False), ("Set_size", True), ("Preallocate", True),
+        ("Get_size", False), ("Get_group", False), ("Get_amode", False), ("Set_info", True),
+        ("Get_info", False), ("Sync", True), ("Set_atomicity", True), ("Get_atomicity", False),
+        ("Set_view", True), ("Get_view", False), ("Seek", False), ("Seek_shared", True),
+        ("Get_position", False), ("Get_position_shared", False), ("Get_byte_offset", False),
+        ("Get_type_extent", False), ("Get_errhandler", False), ("Set_errhandler", False),
+    )}
+    families = {"": ("ind", False), "_at": ("at", False), "_shared": ("shared", False),
+                "_all": ("ind", True), "_at_all": ("at", True), "_ordered": ("ordered", True)}
+    for verb in ("Read", "Write"):
+        for suffix, (position, coll) in families.items():
+            name = verb + suffix
+            spec = dict(access=verb.lower(), position=position, collective=coll)
+            specs[name] = CallSpec("MPI_File_" + name.lower(), **spec)
+            if suffix != "_ordered":
+                iname = "I" + name.lower()
+                specs[iname] = CallSpec("MPI_File_" + iname, mode="nonblocking", **spec)
+            if coll:
+                for part in ("begin", "end"):
+                    specs[f"{name}_{part}"] = CallSpec(f"MPI_File_{name.lower()}_{part}", mode=part, **spec)
+    return specs
+
+
+SPECS: dict[str, CallSpec] = _specs()
 
 
 @dataclass
@@ -63,6 +77,7 @@ class Record:
     count: int | None = None
     datatype: str | None = None
     nbytes: int | None = None
+    rid: int | None = None
 
 
 class Tracer:
@@ -81,6 +96,7 @@ class Tracer:
         self.mounts = [m.rstrip("/") for m in config.mount] if config else []
         self.fids = itertools.count(1)
         self.coll_seq = itertools.count(1)
+        self.rids = itertools.count(1)
 
     def next_callid(self) -> int:
         return self.stamper.next() if self.stamp else self.stamper.layout.sentinel
@@ -121,11 +137,12 @@ def uninstall() -> None:
     _tracer = None
 
 
-def _call(fh: TracedFile | None, name: str, *args: Any) -> Any:
+def _call(fh: TracedFile | None, name: str, *args: Any, **kwargs: Any) -> Any:
     """Run one ``MPI.File`` method with tracing: stamp, dispatch, log."""
     tr = _tracer
     if tr is None:  # not installed: behave as the library does
-        return getattr(_BaseFile, name)(fh, *args) if fh is not None else getattr(_BaseFile, name)(*args)
+        target = getattr(_BaseFile, name)
+        return target(fh, *args, **kwargs) if fh is not None else target(*args, **kwargs)
     spec = SPECS[name]
     rec = Record(tr.next_callid())
     if fh is not None:
@@ -133,25 +150,29 @@ def _call(fh: TracedFile | None, name: str, *args: Any) -> Any:
     error = None
     t0 = time.time_ns()
     try:
-        if fh is not None and fh._sim is not None:
-            return getattr(fh._sim, name)(rec, *args)
         if name == "Open":
-            return _open(tr, rec, *args)
+            return _open(tr, rec, *args, **kwargs)
         if name == "Delete":
-            return _delete(tr, rec, *args)
-        return _real(fh, name, spec, rec, args)
+            return _delete(tr, rec, *args, **kwargs)
+        if fh._sim is not None:
+            return _sim(tr, fh._sim, name, spec, rec, args, kwargs)
+        return _real(fh, name, spec, rec, args, kwargs)
     except BaseException as exc:
         error = f"{type(exc).__name__}: {exc}"
+        if isinstance(exc, MPI.Exception) and fh is not None and fh._sim is not None \
+                and fh._sim.fatal_errors():
+            tr.close()
+            MPI.COMM_WORLD.Abort(exc.Get_error_class())
         raise
     finally:
         tr.trace.call(rec.callid, spec.func, rec.file, rec.fid, rec.offset, rec.size, rec.count,
                       rec.datatype, rec.nbytes, spec.collective,
-                      next(tr.coll_seq) if spec.collective else None, None,
+                      next(tr.coll_seq) if spec.collective else None, rec.rid,
                       t0, time.time_ns(), error)
 
 
 def _open(tr: Tracer, rec: Record, cls: type, comm: MPI.Intracomm, filename: Any,
-          amode: int, info: MPI.Info) -> TracedFile:
+          amode: int = MPI.MODE_RDONLY, info: MPI.Info = MPI.INFO_NULL) -> TracedFile:
     rec.file = os.fsdecode(filename)
     rec.fid = next(tr.fids)
     path = tr.sim_path(filename)
@@ -164,7 +185,7 @@ def _open(tr: Tracer, rec: Record, cls: type, comm: MPI.Intracomm, filename: Any
     return fh
 
 
-def _delete(tr: Tracer, rec: Record, cls: type, filename: Any, info: MPI.Info) -> None:
+def _delete(tr: Tracer, rec: Record, cls: type, filename: Any, info: MPI.Info = MPI.INFO_NULL) -> None:
     rec.file = os.fsdecode(filename)
     path = tr.sim_path(filename)
     if path is None:
@@ -172,35 +193,112 @@ def _delete(tr: Tracer, rec: Record, cls: type, filename: Any, info: MPI.Info) -
     return SimFile.delete(tr.sysint, rec, path)
 
 
-def _real(fh: TracedFile, name: str, spec: CallSpec, rec: Record, args: tuple) -> Any:
+def _split_args(spec: CallSpec, args: tuple, kwargs: dict) -> tuple[int | None, Any, MPI.Status | None]:
+    """``(offset, buf, status)`` of a data-access call's arguments."""
+    args = list(args)
+    offset = (kwargs.pop("offset", None) if not args else args.pop(0)) if spec.position == "at" else None
+    buf = kwargs.pop("buf", None) if not args else args.pop(0)
+    status = kwargs.pop("status", None) if not args else args.pop(0)
+    return offset, buf, status
+
+
+def _sim(tr: Tracer, sim: SimFile, name: str, spec: CallSpec, rec: Record, args: tuple,
+         kwargs: dict) -> Any:
+    """A call on the simulated file system."""
+    if spec.access is None:
+        return getattr(sim, name)(rec, *args, **kwargs)
+    if spec.mode == "end":
+        status = kwargs.get("status", args[1] if len(args) > 1 else None)
+        pending, sim.split = sim.split, None
+        if pending is None or pending[0] != name[: -len("_end")]:
+            raise SimIOError(MPI.ERR_OTHER, f"{spec.func} without a matching _begin")
+        _, rec.nbytes, rec.rid = pending  # (the standard asks for the same buffer; not checked)
+        _set_status(status, rec.nbytes)
+        return None
+    offset, buf, status = _split_args(spec, args, kwargs)
+    if spec.mode == "begin" and sim.split is not None:
+        raise SimIOError(MPI.ERR_OTHER, "a split collective is already active on this file")
+    io_type = P.IoType.READ if spec.access == "read" else P.IoType.WRITE
+    done = sim.access(rec, spec.func, io_type, spec.position, buf, offset)
+    if spec.mode == "blocking":
+        _set_status(status, done)
+        return None
+    rec.rid = next(tr.rids)
+    if spec.mode == "begin":
+        sim.split = (name[: -len("_begin")], done, rec.rid)
+        return None
+    return _completed_request(tr, rec, spec.func, done)
+
+
+def _set_status(status: MPI.Status | None, nbytes: int) -> None:
+    if status is not None:
+        status.Set_elements(MPI.BYTE, nbytes)
+
+
+def _completed_request(tr: Tracer, rec: Record, func: str, nbytes: int) -> MPI.Grequest:
+    """A real (generalized) request for I/O already done; its completion is logged when waited for."""
+
+    def query(status: MPI.Status) -> None:
+        _set_status(status, nbytes)
+        now = time.time_ns()
+        tr.trace.call(rec.callid, func, rec.file, rec.fid, rec.offset, rec.size, rec.count,
+                      rec.datatype, nbytes, False, None, rec.rid, now, now, None, kind="wait")
+
+    request = MPI.Grequest.Start(query)
+    request.Complete()
+    return request
+
+
+def _real(fh: TracedFile, name: str, spec: CallSpec, rec: Record, args: tuple, kwargs: dict) -> Any:
     """Run a method of the real MPI-IO and describe it."""
     method = getattr(_BaseFile, name)
-    if spec.access is None:
-        return method(fh, *args)
-    buf_arg = 1 if spec.position == "at" else 0
-    _view, rec.count, dtype = buffer_spec(args[buf_arg], spec.access == "read", check_contiguous=False)
+    if spec.access is None or spec.mode == "end":
+        return method(fh, *args, **kwargs)
+    offset, buf, status = _split_args(spec, args, dict(kwargs))
+    _view, rec.count, dtype = buffer_spec(buf)
     rec.datatype = dtype.Get_name() or "derived"
     rec.size = rec.count * dtype.Get_size()
-    position = args[0] if spec.position == "at" else _BaseFile.Get_position(fh)
-    rec.offset = _BaseFile.Get_byte_offset(fh, position)
-    args = list(args)
-    status_at = buf_arg + 1
-    if len(args) <= status_at or args[status_at] is None:
-        args[status_at:] = [MPI.Status()]
-    result = method(fh, *args)
-    rec.nbytes = args[status_at].Get_count(MPI.BYTE)
+    try:
+        if spec.position == "at":
+            position = offset
+        elif spec.position == "ind":
+            position = _BaseFile.Get_position(fh)
+        else:
+            position = _BaseFile.Get_position_shared(fh)
+        rec.offset = _BaseFile.Get_byte_offset(fh, position)
+    except MPI.Exception:
+        rec.offset = None
+    if spec.mode != "blocking":
+        return method(fh, *args, **kwargs)
+    status = status if status is not None else MPI.Status()
+    call_args = ([offset] if spec.position == "at" else []) + [buf, status]
+    result = method(fh, *call_args)
+    rec.nbytes = status.Get_count(MPI.BYTE)
     return result
 
 
+def _data_method(name: str) -> Any:
+    def method(self: TracedFile, *args: Any, **kwargs: Any) -> Any:
+        return _call(self, name, *args, **kwargs)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"{SPECS[name].func} (traced)."
+    return method
+
+
 class TracedFile(MPI.File):
-    """``MPI.File`` whose calls are stamped with CallIDs and logged."""
+    """``MPI.File`` whose calls are stamped with CallIDs and logged.
+
+    The data-access methods (``Read_at``, ``Iwrite_all``, ``Write_ordered_begin``, ...)
+    are generated from :data:`SPECS` below the class.
+    """
 
     _sim: SimFile | None = None
     _callid_name: str | None = None
     _callid_fid: int | None = None
 
     def __bool__(self) -> bool:
-        return self._sim is not None or super().__bool__()
+        return self._sim is not None and not self._sim.closed or super().__bool__()
 
     @classmethod
     def Open(cls, comm: MPI.Intracomm, filename: Any, amode: int = MPI.MODE_RDONLY,
@@ -217,42 +315,97 @@ class TracedFile(MPI.File):
         """Close the file (collective)."""
         return _call(self, "Close")
 
-    def Seek(self, offset: int, whence: int = MPI.SEEK_SET) -> None:
-        """Move the individual file pointer."""
-        return _call(self, "Seek", offset, whence)
-
-    def Get_position(self) -> int:
-        """The individual file pointer, in etype units."""
-        return _call(self, "Get_position")
-
-    def Read(self, buf: Any, status: MPI.Status | None = None) -> None:
-        """Read at the individual file pointer."""
-        return _call(self, "Read", buf, status)
-
-    def Write(self, buf: Any, status: MPI.Status | None = None) -> None:
-        """Write at the individual file pointer."""
-        return _call(self, "Write", buf, status)
-
-    def Read_at(self, offset: int, buf: Any, status: MPI.Status | None = None) -> None:
-        """Read at an explicit offset."""
-        return _call(self, "Read_at", offset, buf, status)
-
-    def Write_at(self, offset: int, buf: Any, status: MPI.Status | None = None) -> None:
-        """Write at an explicit offset."""
-        return _call(self, "Write_at", offset, buf, status)
-
     def Set_size(self, size: int) -> None:
         """Truncate or extend the file (collective)."""
         return _call(self, "Set_size", size)
+
+    def Preallocate(self, size: int) -> None:
+        """Make the file at least ``size`` bytes (collective)."""
+        return _call(self, "Preallocate", size)
 
     def Get_size(self) -> int:
         """The file size in bytes."""
         return _call(self, "Get_size")
 
-    def Sync(self) -> None:
-        """Flush written data to storage (collective)."""
-        return _call(self, "Sync")
+    def Get_group(self) -> MPI.Group:
+        """The group of the communicator that opened the file."""
+        return _call(self, "Get_group")
 
     def Get_amode(self) -> int:
         """The access mode the file was opened with."""
         return _call(self, "Get_amode")
+
+    def Set_info(self, info: MPI.Info) -> None:
+        """Set hints (collective)."""
+        return _call(self, "Set_info", info)
+
+    def Get_info(self) -> MPI.Info:
+        """The hints in effect."""
+        return _call(self, "Get_info")
+
+    def Sync(self) -> None:
+        """Flush written data to storage (collective)."""
+        return _call(self, "Sync")
+
+    def Set_atomicity(self, flag: bool) -> None:
+        """Set atomic mode (collective)."""
+        return _call(self, "Set_atomicity", flag)
+
+    def Get_atomicity(self) -> bool:
+        """Whether atomic mode is on."""
+        return _call(self, "Get_atomicity")
+
+    def Set_view(self, disp: int = 0, etype: MPI.Datatype = MPI.BYTE, filetype: MPI.Datatype | None = None,
+                 datarep: str = "native", info: MPI.Info = MPI.INFO_NULL) -> None:
+        """Set the file view (collective)."""
+        return _call(self, "Set_view", disp, etype, filetype, datarep, info)
+
+    def Get_view(self) -> tuple[int, MPI.Datatype, MPI.Datatype, str]:
+        """``(disp, etype, filetype, datarep)``."""
+        return _call(self, "Get_view")
+
+    def Seek(self, offset: int, whence: int = MPI.SEEK_SET) -> None:
+        """Move the individual file pointer (in etypes)."""
+        return _call(self, "Seek", offset, whence)
+
+    def Seek_shared(self, offset: int, whence: int = MPI.SEEK_SET) -> None:
+        """Move the shared file pointer (collective)."""
+        return _call(self, "Seek_shared", offset, whence)
+
+    def Get_position(self) -> int:
+        """The individual file pointer, in etypes."""
+        return _call(self, "Get_position")
+
+    def Get_position_shared(self) -> int:
+        """The shared file pointer, in etypes."""
+        return _call(self, "Get_position_shared")
+
+    def Get_byte_offset(self, offset: int) -> int:
+        """Absolute byte offset of a view-relative offset."""
+        return _call(self, "Get_byte_offset", offset)
+
+    def Get_type_extent(self, datatype: MPI.Datatype) -> int:
+        """Extent of ``datatype`` in the file's data representation."""
+        return _call(self, "Get_type_extent", datatype)
+
+    def Get_errhandler(self) -> MPI.Errhandler:
+        """The file's error handler."""
+        return _call(self, "Get_errhandler")
+
+    def Set_errhandler(self, errhandler: MPI.Errhandler) -> None:
+        """Set the file's error handler."""
+        return _call(self, "Set_errhandler", errhandler)
+
+    amode = property(lambda self: self.Get_amode(), doc="Access mode.")
+    atomicity = property(lambda self: self.Get_atomicity(), lambda self, f: self.Set_atomicity(f),
+                         doc="Atomic mode.")
+    group = property(lambda self: self.Get_group(), doc="Group of the file.")
+    group_size = property(lambda self: self.Get_group().Get_size(), doc="Size of the file's group.")
+    group_rank = property(lambda self: self.Get_group().Get_rank(), doc="Rank in the file's group.")
+    info = property(lambda self: self.Get_info(), lambda self, i: self.Set_info(i), doc="Hints.")
+    size = property(lambda self: self.Get_size(), doc="Size in bytes.")
+
+
+for _name, _spec in SPECS.items():
+    if _spec.access is not None:
+        setattr(TracedFile, _name, _data_method(_name))

@@ -1,9 +1,11 @@
 """MPI-IO semantics of one open file on the simulated file system.
 
-Collective calls that change the file (open/create, set_size, sync) are done by
-rank 0 of the file's communicator and the outcome is broadcast, as ROMIO's
-PVFS2 driver does.  Errors are raised as ``MPI.Exception`` with the MPI error
-class the standard asks for.
+Collective calls that change the file (open/create, set_size, preallocate,
+sync, seek_shared, set_view) are done by rank 0 of the file's communicator and
+the outcome is broadcast, as ROMIO's PVFS2 driver does.  Data access goes
+through the file view (positions in etypes) and list I/O; shared file pointers
+live on the metadata server.  Errors are ``MPI.Exception`` with the class the
+standard asks for.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from mpi4py import MPI
 
+from callid.mpiio.datatypes import flatten
 from callid.mpiio.sysint import FileAttrs, FsError, SysInt
+from callid.mpiio.view import View
 from server_sim import protocol as P
 
 if TYPE_CHECKING:
@@ -23,6 +27,9 @@ _ERROR_CLASSES = {
     P.Status.EEXIST: MPI.ERR_FILE_EXISTS,
     P.Status.ENOSPC: MPI.ERR_NO_SPACE,
 }
+# Hints reported by Get_info beside striping (collective buffering is its own issue).
+_CB_HINTS = {"cb_buffer_size": "16777216", "cb_nodes": "1", "romio_cb_read": "automatic",
+             "romio_cb_write": "automatic"}
 
 
 class SimIOError(MPI.Exception):
@@ -40,10 +47,9 @@ def _mpi_error(exc: FsError) -> SimIOError:
     return SimIOError(_ERROR_CLASSES.get(exc.status, MPI.ERR_IO), str(exc))
 
 
-def buffer_spec(buf: Any, writable: bool, check_contiguous: bool = True
-                ) -> tuple[memoryview, int, MPI.Datatype]:
+def buffer_spec(buf: Any) -> tuple[memoryview, int, MPI.Datatype]:
     """Resolve ``buf``, ``[buf, datatype]``, ``[buf, count, datatype]`` or
-    ``[buf, (count, displ), datatype]`` to ``(bytes view, count, datatype)``."""
+    ``[buf, (count, displ), datatype]`` to ``(bytes view from the element origin, count, datatype)``."""
     count = displ = None
     dtype = None
     if isinstance(buf, (list, tuple)):
@@ -54,39 +60,102 @@ def buffer_spec(buf: Any, writable: bool, check_contiguous: bool = True
             if isinstance(count, tuple):
                 count, displ = count
         else:
-            raise ValueError(f"buffer specification of {len(buf)} items")
+            raise ValueError(f"message: buffer specification of {len(buf)} items")
     else:
         obj = buf
     view = memoryview(obj)
-    if writable and view.readonly:
-        raise SimIOError(MPI.ERR_BUFFER, "read into a read-only buffer")
     if dtype is None:
         dtype = getattr(MPI, "_typedict", {}).get(view.format, MPI.BYTE)
     view = view.cast("B") if view.format != "B" or view.ndim != 1 else view
-    lb, extent = dtype.Get_extent()
-    size = dtype.Get_size()
-    if check_contiguous and (lb != 0 or extent != size):
-        raise SimIOError(MPI.ERR_TYPE, f"non-contiguous datatype {dtype.Get_name() or 'derived'} "
-                                       "is not supported on the simulated file system yet")
+    extent = dtype.Get_extent()[1]
     if count is None:
-        count = view.nbytes // size if size else 0
-    start = (displ or 0) * extent
-    if start + count * size > view.nbytes:
-        raise ValueError(f"message: buffer of {view.nbytes} bytes is smaller than "
-                         f"{count} x {dtype.Get_name()}")
-    return view[start:start + count * size], count, dtype
+        count = view.nbytes // extent if extent else 0
+    return view[(displ or 0) * extent:], count, dtype
+
+
+class Stream:
+    """The data of one access in typemap order: the buffer itself when contiguous, else a copy."""
+
+    def __init__(self, raw: memoryview, count: int, dtype: MPI.Datatype) -> None:
+        flat = flatten(dtype)
+        self.nbytes = count * flat.size
+        self.runs = flat.tile(count)
+        if self.runs and (self.runs[0][0] < 0 or self.runs[-1][0] + self.runs[-1][1] > raw.nbytes
+                          or any(off < 0 or off + n > raw.nbytes for off, n in self.runs)):
+            raise ValueError(f"message: buffer of {raw.nbytes} bytes is too small for "
+                             f"{count} x {dtype.Get_name() or 'derived type'}")
+        self.raw = raw
+        self.direct = len(self.runs) <= 1
+        start = self.runs[0][0] if self.runs else 0
+        self.data = raw[start:start + self.nbytes] if self.direct else memoryview(bytearray(self.nbytes))
+
+    def gather(self) -> memoryview:
+        """For writes: the data to send."""
+        if not self.direct:
+            pos = 0
+            for off, n in self.runs:
+                self.data[pos:pos + n] = self.raw[off:off + n]
+                pos += n
+        return self.data
+
+    def scatter(self, done: int) -> None:
+        """For reads: put the first ``done`` bytes read where the datatype says."""
+        if not self.direct:
+            pos = 0
+            for off, n in self.runs:
+                if pos >= done:
+                    break
+                k = min(n, done - pos)
+                self.raw[off:off + k] = self.data[pos:pos + k]
+                pos += n
 
 
 class SimFile:
-    """State of one open file on the simulated file system (default view: etype MPI_BYTE)."""
+    """State of one open file on the simulated file system."""
 
-    def __init__(self, sysint: SysInt, comm: MPI.Intracomm, attrs: FileAttrs, amode: int) -> None:
+    def __init__(self, sysint: SysInt, comm: MPI.Intracomm, attrs: FileAttrs, amode: int,
+                 info: dict[str, str]) -> None:
         self.sysint = sysint
         self.comm = comm
         self.attrs = attrs
         self.amode = amode
+        self.info = info
+        self.view = View()
         self.position = 0
+        self.atomicity = False
         self.closed = False
+        self.split: tuple[str, int, int] | None = None  # an active split collective: (name, bytes, rid)
+        self.errhandler = MPI.FILE_NULL.Get_errhandler()
+
+    # -- helpers ------------------------------------------------------------------------
+    def _fs(self, fn, *args) -> Any:
+        try:
+            return fn(*args)
+        except FsError as exc:
+            raise _mpi_error(exc) from None
+
+    def _rank0(self, fn) -> Any:
+        """Run ``fn`` on rank 0 of the file's communicator and broadcast its outcome."""
+        outcome: tuple[str, Any] = ("", None)
+        if self.comm.Get_rank() == 0:
+            try:
+                outcome = ("ok", fn())
+            except FsError as exc:
+                outcome = ("error", (_ERROR_CLASSES.get(exc.status, MPI.ERR_IO), str(exc)))
+            except MPI.Exception as exc:
+                outcome = ("error", (exc.Get_error_class(), str(exc)))
+        outcome = self.comm.bcast(outcome, root=0)
+        if outcome[0] == "error":
+            raise SimIOError(*outcome[1])
+        return outcome[1]
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise SimIOError(MPI.ERR_FILE, "file is closed")
+
+    def fatal_errors(self) -> bool:
+        """True when the file's error handler aborts instead of returning errors."""
+        return self.errhandler in (MPI.ERRORS_ARE_FATAL, getattr(MPI, "ERRORS_ABORT", None))
 
     # -- file manipulation ------------------------------------------------------------
     @classmethod
@@ -94,18 +163,21 @@ class SimFile:
              info: MPI.Info) -> SimFile:
         """Collective open: rank 0 looks up (and creates) the file, everyone gets its layout."""
         _check_amode(amode)
-        outcome: tuple[str, Any]
+        hints = {} if info == MPI.INFO_NULL else {k: info.Get(k) for k in info.keys()}
+        outcome: tuple[str, Any] = ("", None)
         if comm.Get_rank() == 0:
             try:
-                outcome = ("ok", _lookup_or_create(sysint, rec, path, amode, info))
+                outcome = ("ok", _lookup_or_create(sysint, rec, path, amode, hints))
             except FsError as exc:
                 outcome = ("error", (_ERROR_CLASSES.get(exc.status, MPI.ERR_IO), str(exc)))
-        else:
-            outcome = ("", None)
         outcome = comm.bcast(outcome, root=0)
         if outcome[0] == "error":
             raise SimIOError(*outcome[1])
-        return cls(sysint, comm, outcome[1], amode)
+        f = cls(sysint, comm, outcome[1], amode, hints)
+        if amode & MPI.MODE_APPEND:
+            f.position = f.view.position_of(f._fs(sysint.getsize, f.attrs, [rec.callid], "MPI_File_open"))
+            f._rank0(lambda: sysint.shared_fp(f.attrs, f.position, [rec.callid], "MPI_File_open", True))
+        return f
 
     @staticmethod
     def delete(sysint: SysInt, rec: Record, path: str) -> None:
@@ -114,107 +186,192 @@ class SimFile:
         except FsError as exc:
             raise _mpi_error(exc) from None
 
-    def _rank0(self, rec: Record, fn) -> Any:
-        """Run ``fn`` on rank 0 of the file's communicator and broadcast its outcome."""
-        outcome: tuple[str, Any] = ("", None)
-        if self.comm.Get_rank() == 0:
-            try:
-                outcome = ("ok", fn())
-            except FsError as exc:
-                outcome = ("error", (_ERROR_CLASSES.get(exc.status, MPI.ERR_IO), str(exc)))
-        outcome = self.comm.bcast(outcome, root=0)
-        if outcome[0] == "error":
-            raise SimIOError(*outcome[1])
-        return outcome[1]
-
-    def _open_check(self) -> None:
-        if self.closed:
-            raise SimIOError(MPI.ERR_FILE, "file is closed")
-
     def Close(self, rec: Record) -> None:
-        self._open_check()
-        self.closed = True
+        self._check_open()
         self.comm.Barrier()
+        if self.amode & MPI.MODE_DELETE_ON_CLOSE:
+            self._rank0(lambda: self.sysint.remove(self.attrs.path, [rec.callid], "MPI_File_close"))
+        self.closed = True
+        self.view.free()
 
     def Set_size(self, rec: Record, size: int) -> None:
-        self._open_check()
+        self._check_open()
         if size < 0:
             raise SimIOError(MPI.ERR_ARG, f"negative size {size}")
         if self.amode & MPI.MODE_RDONLY:
             raise SimIOError(MPI.ERR_READ_ONLY, "file opened read-only")
         rec.size = size
-        self._rank0(rec, lambda: self.sysint.truncate(self.attrs, size, [rec.callid],
-                                                       "MPI_File_set_size"))
+        self._rank0(lambda: self.sysint.truncate(self.attrs, size, [rec.callid], "MPI_File_set_size"))
+
+    def Preallocate(self, rec: Record, size: int) -> None:
+        self._check_open()
+        if size < 0:
+            raise SimIOError(MPI.ERR_ARG, f"negative size {size}")
+        if self.amode & MPI.MODE_RDONLY:
+            raise SimIOError(MPI.ERR_READ_ONLY, "file opened read-only")
+        rec.size = size
+
+        def grow() -> None:
+            ids, func = [rec.callid], "MPI_File_preallocate"
+            if self.sysint.getsize(self.attrs, ids, func) < size:
+                self.sysint.truncate(self.attrs, size, ids, func)
+        self._rank0(grow)
 
     def Get_size(self, rec: Record) -> int:
-        self._open_check()
-        try:
-            rec.size = self.sysint.getsize(self.attrs, [rec.callid], "MPI_File_get_size")
-        except FsError as exc:
-            raise _mpi_error(exc) from None
+        self._check_open()
+        rec.size = self._fs(self.sysint.getsize, self.attrs, [rec.callid], "MPI_File_get_size")
         return rec.size
 
     def Sync(self, rec: Record) -> None:
-        self._open_check()
-        self._rank0(rec, lambda: self.sysint.flush(self.attrs, [rec.callid], "MPI_File_sync"))
+        self._check_open()
+        self._rank0(lambda: self.sysint.flush(self.attrs, [rec.callid], "MPI_File_sync"))
         self.comm.Barrier()
 
     def Get_amode(self, rec: Record) -> int:
         return self.amode
 
-    # -- file pointer -------------------------------------------------------------------
-    def Seek(self, rec: Record, offset: int, whence: int = MPI.SEEK_SET) -> None:
-        self._open_check()
+    def Get_group(self, rec: Record) -> MPI.Group:
+        return self.comm.Get_group()
+
+    def Set_info(self, rec: Record, info: MPI.Info) -> None:
+        if info != MPI.INFO_NULL:
+            self.info.update({k: info.Get(k) for k in info.keys()})
+
+    def Get_info(self, rec: Record) -> MPI.Info:
+        info = MPI.Info.Create()
+        hints = {**_CB_HINTS, **self.info, "striping_factor": str(len(self.attrs.dfiles)),
+                 "striping_unit": str(self.attrs.strip_size)}
+        for key, value in hints.items():
+            info.Set(key, value)
+        return info
+
+    def Set_atomicity(self, rec: Record, flag: bool) -> None:
+        self._check_open()
+        self.atomicity = bool(flag)
+        self.comm.Barrier()
+
+    def Get_atomicity(self, rec: Record) -> bool:
+        return self.atomicity
+
+    def Get_errhandler(self, rec: Record) -> MPI.Errhandler:
+        return self.errhandler
+
+    def Set_errhandler(self, rec: Record, errhandler: MPI.Errhandler) -> None:
+        self.errhandler = errhandler
+
+    # -- views and pointers -------------------------------------------------------------
+    def Set_view(self, rec: Record, disp: int = 0, etype: MPI.Datatype = MPI.BYTE,
+                 filetype: MPI.Datatype | None = None, datarep: str = "native",
+                 info: MPI.Info = MPI.INFO_NULL) -> None:
+        self._check_open()
+        if datarep != "native":
+            raise SimIOError(MPI.ERR_UNSUPPORTED_DATAREP, f"data representation {datarep!r}")
+        if self.amode & MPI.MODE_SEQUENTIAL and disp == MPI.DISPLACEMENT_CURRENT:
+            disp = self.view.byte_offset(self.position)
+        view = View(disp, etype, filetype, datarep)
+        if view.ft.size and view.ft.size % view.esize:
+            view.free()
+            raise SimIOError(MPI.ERR_ARG, "the filetype is not made of whole etypes")
+        self.view.free()
+        self.view, self.position = view, 0
+        rec.offset = disp
+        self._rank0(lambda: self.sysint.shared_fp(self.attrs, 0, [rec.callid], "MPI_File_set_view", True))
+        self.Set_info(rec, info)
+
+    def Get_view(self, rec: Record) -> tuple[int, MPI.Datatype, MPI.Datatype, str]:
+        return self.view.get()
+
+    def Get_byte_offset(self, rec: Record, offset: int) -> int:
+        return self.view.byte_offset(offset)
+
+    def Get_type_extent(self, rec: Record, datatype: MPI.Datatype) -> int:
+        return datatype.Get_extent()[1]
+
+    def _seek_target(self, rec: Record, func: str, offset: int, whence: int, current: int) -> int:
         if whence == MPI.SEEK_SET:
             new = offset
         elif whence == MPI.SEEK_CUR:
-            new = self.position + offset
+            new = current + offset
         elif whence == MPI.SEEK_END:
-            new = self.sysint.getsize(self.attrs, [rec.callid], "MPI_File_seek") + offset
+            size = self._fs(self.sysint.getsize, self.attrs, [rec.callid], func)
+            new = self.view.position_of(size) + offset
         else:
             raise SimIOError(MPI.ERR_ARG, f"bad whence {whence}")
         if new < 0:
             raise SimIOError(MPI.ERR_ARG, f"seek to negative offset {new}")
-        rec.offset = self.position = new
+        return new
+
+    def Seek(self, rec: Record, offset: int, whence: int = MPI.SEEK_SET) -> None:
+        self._check_open()
+        self.position = self._seek_target(rec, "MPI_File_seek", offset, whence, self.position)
+        rec.offset = self.view.byte_offset(self.position)
 
     def Get_position(self, rec: Record) -> int:
-        self._open_check()
+        self._check_open()
         return self.position
 
+    def Seek_shared(self, rec: Record, offset: int, whence: int = MPI.SEEK_SET) -> None:
+        self._check_open()
+        func, ids = "MPI_File_seek_shared", [rec.callid]
+
+        def seek() -> int:
+            current = self.sysint.shared_fp(self.attrs, 0, ids, func) if whence == MPI.SEEK_CUR else 0
+            new = self._seek_target(rec, func, offset, whence, current)
+            self.sysint.shared_fp(self.attrs, new, ids, func, assign=True)
+            return new
+        rec.offset = self.view.byte_offset(self._rank0(seek))
+
+    def Get_position_shared(self, rec: Record) -> int:
+        self._check_open()
+        return self._fs(self.sysint.shared_fp, self.attrs, 0, [rec.callid], "MPI_File_get_position_shared")
+
     # -- data access --------------------------------------------------------------------
-    def _access(self, rec: Record, io_type: P.IoType, offset: int, buf: Any,
-                status: MPI.Status | None, func: str) -> int:
-        self._open_check()
+    def access(self, rec: Record, func: str, io_type: P.IoType, where: str, buf: Any,
+               offset: int | None = None) -> int:
+        """Read or write ``buf`` at the position ``where`` says (at, ind, shared, ordered).
+
+        Returns the bytes transferred and advances the pointer it used.
+        """
+        self._check_open()
         if io_type == P.IoType.WRITE and self.amode & MPI.MODE_RDONLY:
             raise SimIOError(MPI.ERR_READ_ONLY, "write to a file opened read-only")
         if io_type == P.IoType.READ and self.amode & MPI.MODE_WRONLY:
             raise SimIOError(MPI.ERR_ACCESS, "read from a file opened write-only")
-        if offset < 0:
-            raise SimIOError(MPI.ERR_ARG, f"negative offset {offset}")
-        view, count, dtype = buffer_spec(buf, writable=io_type == P.IoType.READ)
-        rec.offset, rec.size, rec.count = offset, view.nbytes, count
-        rec.datatype = dtype.Get_name() or "derived"
-        try:
-            done = self.sysint.io(self.attrs, io_type, offset, view, [rec.callid], func)
-        except FsError as exc:
-            raise _mpi_error(exc) from None
+        if where == "at" and self.amode & MPI.MODE_SEQUENTIAL:
+            raise SimIOError(MPI.ERR_UNSUPPORTED_OPERATION, "explicit offsets on a MODE_SEQUENTIAL file")
+        raw, count, dtype = buffer_spec(buf)
+        if io_type == P.IoType.READ and raw.readonly:
+            raise SimIOError(MPI.ERR_BUFFER, "read into a read-only buffer")
+        stream = Stream(raw, count, dtype)
+        esize = self.view.esize
+        if stream.nbytes % esize:
+            raise SimIOError(MPI.ERR_ARG, f"{stream.nbytes} bytes are not whole etypes of {esize} bytes")
+        n_etypes = stream.nbytes // esize
+        ids = [rec.callid]
+        if where == "at":
+            if offset is None or offset < 0:
+                raise SimIOError(MPI.ERR_ARG, f"bad offset {offset}")
+            pos = offset
+        elif where == "ind":
+            pos = self.position
+        elif where == "shared":
+            pos = self._fs(self.sysint.shared_fp, self.attrs, n_etypes, ids, func)
+        else:  # ordered: rank order, one fetch-and-add for the whole group
+            before = self.comm.exscan(n_etypes) or 0
+            total = self.comm.allreduce(n_etypes)
+            pos = self._rank0(lambda: self.sysint.shared_fp(self.attrs, total, ids, func)) + before
+        regions = self.view.regions(pos, stream.nbytes)
+        rec.offset = regions[0][0] if regions else self.view.byte_offset(pos)
+        rec.size, rec.count, rec.datatype = stream.nbytes, count, dtype.Get_name() or "derived"
+        if io_type == P.IoType.WRITE:
+            done = self._fs(self.sysint.io, self.attrs, io_type, regions, stream.gather(), ids, func)
+        else:
+            done = self._fs(self.sysint.io, self.attrs, io_type, regions, stream.data, ids, func)
+            stream.scatter(done)
         rec.nbytes = done
-        if status is not None:
-            size = dtype.Get_size()
-            status.Set_elements(dtype, done // size if size else 0)
+        if where == "ind":
+            self.position += done // esize
         return done
-
-    def Read(self, rec: Record, buf: Any, status: MPI.Status | None = None) -> None:
-        self.position += self._access(rec, P.IoType.READ, self.position, buf, status, "MPI_File_read")
-
-    def Write(self, rec: Record, buf: Any, status: MPI.Status | None = None) -> None:
-        self.position += self._access(rec, P.IoType.WRITE, self.position, buf, status, "MPI_File_write")
-
-    def Read_at(self, rec: Record, offset: int, buf: Any, status: MPI.Status | None = None) -> None:
-        self._access(rec, P.IoType.READ, offset, buf, status, "MPI_File_read_at")
-
-    def Write_at(self, rec: Record, offset: int, buf: Any, status: MPI.Status | None = None) -> None:
-        self._access(rec, P.IoType.WRITE, offset, buf, status, "MPI_File_write_at")
 
 
 def _check_amode(amode: int) -> None:
@@ -223,22 +380,22 @@ def _check_amode(amode: int) -> None:
         raise SimIOError(MPI.ERR_AMODE, "exactly one of MODE_RDONLY, MODE_WRONLY, MODE_RDWR is required")
     if amode & MPI.MODE_RDONLY and amode & (MPI.MODE_CREATE | MPI.MODE_EXCL):
         raise SimIOError(MPI.ERR_AMODE, "MODE_CREATE/MODE_EXCL with MODE_RDONLY")
+    if amode & MPI.MODE_RDWR and amode & MPI.MODE_SEQUENTIAL:
+        raise SimIOError(MPI.ERR_AMODE, "MODE_SEQUENTIAL with MODE_RDWR")
 
 
-def _hint(info: MPI.Info, key: str) -> int:
-    if info == MPI.INFO_NULL:
-        return 0
-    value = info.Get(key)
+def _int_hint(hints: dict[str, str], key: str) -> int:
     try:
-        return int(value) if value is not None else 0
+        return max(0, int(hints.get(key) or 0))
     except ValueError:
         return 0
 
 
-def _lookup_or_create(sysint: SysInt, rec: Record, path: str, amode: int, info: MPI.Info) -> FileAttrs:
+def _lookup_or_create(sysint: SysInt, rec: Record, path: str, amode: int,
+                      hints: dict[str, str]) -> FileAttrs:
     func = "MPI_File_open"
     if amode & MPI.MODE_CREATE:
-        return sysint.create(path, [rec.callid], func, dfile_count=_hint(info, "striping_factor"),
-                             strip_size=_hint(info, "striping_unit"),
+        return sysint.create(path, [rec.callid], func, dfile_count=_int_hint(hints, "striping_factor"),
+                             strip_size=_int_hint(hints, "striping_unit"),
                              exclusive=bool(amode & MPI.MODE_EXCL))
     return sysint.lookup(path, [rec.callid], func)

@@ -201,41 +201,79 @@ class SysInt:
         ])
 
     # -- data -----------------------------------------------------------------------
-    def io(self, f: FileAttrs, io_type: P.IoType, offset: int, view: memoryview,
-           callids: Sequence[int], func: str) -> int:
-        """Read into / write from ``view`` at logical ``offset``; return the bytes transferred."""
-        length = view.nbytes
-        if length == 0:
+    def shared_fp(self, f: FileAttrs, delta: int, callids: Sequence[int], func: str,
+                  assign: bool = False) -> int:
+        """Fetch-and-add (or set) the file's shared file pointer on the metadata server."""
+        msg = P.SharedFpRequest(handle=f.handle, delta=delta, assign=int(assign))
+        return self._exchange(self.config.meta_server.name, msg, callids, func).previous
+
+    # -- data -----------------------------------------------------------------------
+    def io(self, f: FileAttrs, io_type: P.IoType, regions: Sequence[tuple[int, int]],
+           stream: memoryview, callids: Sequence[int], func: str) -> int:
+        """Move ``stream`` to/from the file ``regions`` (list I/O); return the bytes transferred.
+
+        One request goes to every datafile holding bytes of the access, with at most
+        ``MAX_IO_REGIONS`` regions each (more regions: more requests, same CallIDs).
+        """
+        if stream.nbytes == 0:
             return 0
         dist = f.dist
-        pieces: dict[int, list[tuple[int, int]]] = defaultdict(list)
+        # per datafile: the regions touching it, each with its pieces of the stream
+        plan: dict[int, list[tuple[tuple[int, int], list[tuple[int, int]]]]] = defaultdict(list)
         pos = 0
-        for n, _phys, k in dist.segments(offset, length):
-            pieces[n].append((pos, k))
-            pos += k
+        for off, length in regions:
+            touched: dict[int, list[tuple[int, int]]] = {}
+            for n, _phys, k in dist.segments(off, length):
+                touched.setdefault(n, []).append((pos, k))
+                pos += k
+            for n, pieces in touched.items():
+                plan[n].append(((off, length), pieces))
+        shares = [sum(k for _, ps in items for _, k in ps) for items in plan.values()]
         # Small I/O only when every datafile's share fits in one request, as in PVFS2.
-        small = 0 < max(sum(k for _, k in p) for p in pieces.values()) <= self.small_io_limit
+        small = max(shares) <= self.small_io_limit and all(
+            len(items) <= P.MAX_IO_REGIONS for items in plan.values())
         jobs = [
-            (lambda n=n, p=p: self._io_one(f, n, io_type, offset, view, p, callids, func, small))
-            for n, p in pieces.items()
+            (lambda n=n, items=items: self._io_dfile(f, n, io_type, items, stream, callids, func, small))
+            for n, items in plan.items()
         ]
-        sizes = dict(zip(pieces, self._parallel(jobs)))
+        sizes = dict(zip(plan, self._parallel(jobs)))
         if io_type == P.IoType.WRITE:
-            return length
-        # Bytes read: up to the logical end of file.  The touched datafiles' sizes bound
-        # it from below; ask the others only when the access reaches past that bound.
+            return stream.nbytes
+        # Bytes read: the stream up to the logical end of file.  The touched datafiles' sizes
+        # bound the end from below; ask the others only when the access reaches past it.
         eof = _logical_size(dist, sizes)
-        if eof < offset + length and len(sizes) < len(f.dfiles):
+        last = max(off + n for off, n in regions)
+        if eof < last and len(sizes) < len(f.dfiles):
             others = self.dfile_sizes(f, callids, func, set(range(len(f.dfiles))) - set(sizes))
             eof = max(eof, _logical_size(dist, others))
-        return max(0, min(length, eof - offset))
+        done = 0
+        for off, n in regions:
+            if off >= eof:
+                break
+            done += min(n, eof - off)
+            if off + n > eof:
+                break
+        return done
 
-    def _io_one(self, f: FileAttrs, n: int, io_type: P.IoType, offset: int, view: memoryview,
-                pieces: list[tuple[int, int]], callids: Sequence[int], func: str, small: bool) -> int:
-        """One datafile's request; return that datafile's size before the access (reads use it)."""
+    def _io_dfile(self, f: FileAttrs, n: int, io_type: P.IoType,
+                  items: list[tuple[tuple[int, int], list[tuple[int, int]]]], stream: memoryview,
+                  callids: Sequence[int], func: str, small: bool) -> int:
+        """All requests to one datafile; return its size before the access (reads use it)."""
+        size = 0
+        for i in range(0, len(items), P.MAX_IO_REGIONS):
+            chunk = items[i:i + P.MAX_IO_REGIONS]
+            regions = [region for region, _ in chunk]
+            pieces = [piece for _, ps in chunk for piece in ps]
+            size = max(size, self._io_one(f, n, io_type, regions, stream, pieces, callids, func, small))
+        return size
+
+    def _io_one(self, f: FileAttrs, n: int, io_type: P.IoType, regions: list[tuple[int, int]],
+                view: memoryview, pieces: list[tuple[int, int]], callids: Sequence[int], func: str,
+                small: bool) -> int:
+        """One request to datafile ``n``; return the datafile's size before the access."""
         server, handle = f.dfiles[n]
         common = dict(handle=handle, io_type=io_type, strip_size=f.strip_size, dfile_nr=n,
-                      dfile_count=len(f.dfiles), regions=[(offset, view.nbytes)])
+                      dfile_count=len(f.dfiles), regions=regions)
         if small:
             data = b"".join(view[o:o + k] for o, k in pieces) if io_type == P.IoType.WRITE else b""
             msg = P.SmallIoRequest(data=data, **common)

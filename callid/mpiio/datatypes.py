@@ -1,0 +1,139 @@
+"""Flatten MPI datatypes into byte runs ``(offset, length)`` in typemap order.
+
+A run list is what list I/O needs: the file side (a view's filetype) becomes
+file regions, the memory side (a buffer's datatype) becomes the pieces gathered
+into, or scattered from, the data stream.  Every combiner mpi4py can decode is
+handled: named, dup, contiguous, vector, hvector, indexed, hindexed,
+indexed_block, hindexed_block, struct, subarray, darray and resized.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+
+from mpi4py import MPI
+
+Runs = list[tuple[int, int]]
+
+
+@dataclass(frozen=True)
+class Flat:
+    """A datatype as byte runs relative to its origin, with its size, lower bound and extent."""
+
+    runs: tuple[tuple[int, int], ...]
+    size: int
+    lb: int
+    extent: int
+
+    @property
+    def contiguous(self) -> bool:
+        """One run starting at the lower bound and filling the extent: data = memory image."""
+        return len(self.runs) == 1 and self.runs[0] == (self.lb, self.extent) or self.size == 0
+
+    def tile(self, count: int, base: int = 0) -> Runs:
+        """Runs of ``count`` consecutive elements starting at ``base``."""
+        if self.contiguous:
+            return [(base + self.lb, self.size * count)] if count and self.size else []
+        return merge_runs((base + i * self.extent + off, n) for i in range(count) for off, n in self.runs)
+
+
+def merge_runs(runs: Iterable[tuple[int, int]]) -> Runs:
+    """Drop empty runs and join runs that touch."""
+    out: Runs = []
+    for off, n in runs:
+        if n <= 0:
+            continue
+        if out and out[-1][0] + out[-1][1] == off:
+            out[-1] = (out[-1][0], out[-1][1] + n)
+        else:
+            out.append((off, n))
+    return out
+
+
+def flatten(dtype: MPI.Datatype) -> Flat:
+    """Byte runs of one element of ``dtype``."""
+    lb, extent = dtype.Get_extent()
+    return Flat(tuple(_runs(dtype)), dtype.Get_size(), lb, extent)
+
+
+def _runs(dtype: MPI.Datatype) -> Runs:
+    base, combiner, p = dtype.decode()
+    if combiner == "NAMED":
+        return [(0, dtype.Get_size())] if dtype.Get_size() else []
+    if combiner in ("DUP", "RESIZED"):
+        return _runs(base)
+    if combiner == "STRUCT":
+        return merge_runs(run for d, n, t in zip(p["displacements"], p["blocklengths"], p["datatypes"])
+                          for run in flatten(t).tile(n, d))
+    if combiner == "DARRAY":
+        return _by_packing(dtype)
+    bflat = flatten(base)
+    ext = bflat.extent
+    if combiner == "CONTIGUOUS":
+        return bflat.tile(p["count"])
+    if combiner in ("VECTOR", "HVECTOR"):
+        stride = p["stride"] * (ext if combiner == "VECTOR" else 1)
+        return _blocks(bflat, ((i * stride, p["blocklength"]) for i in range(p["count"])))
+    if combiner in ("INDEXED", "HINDEXED"):
+        scale = ext if combiner == "INDEXED" else 1
+        return _blocks(bflat, ((d * scale, n) for d, n in zip(p["displacements"], p["blocklengths"])))
+    if combiner in ("INDEXED_BLOCK", "HINDEXED_BLOCK"):
+        scale = ext if combiner == "INDEXED_BLOCK" else 1
+        return _blocks(bflat, ((d * scale, p["blocklength"]) for d in p["displacements"]))
+    if combiner == "SUBARRAY":
+        return _subarray(bflat, p["sizes"], p["subsizes"], p["starts"], p["order"])
+    return _by_packing(dtype)  # anything newer
+
+
+def _blocks(base: Flat, blocks: Iterable[tuple[int, int]]) -> Runs:
+    """Runs of ``count`` base elements at each byte displacement."""
+    return merge_runs(run for disp, count in blocks for run in base.tile(count, disp))
+
+
+def _subarray(base: Flat, sizes: list[int], subsizes: list[int], starts: list[int], order: int) -> Runs:
+    if order == MPI.ORDER_FORTRAN:
+        sizes, subsizes, starts = sizes[::-1], subsizes[::-1], starts[::-1]
+    strides = [1] * len(sizes)
+    for i in range(len(sizes) - 2, -1, -1):
+        strides[i] = strides[i + 1] * sizes[i + 1]
+    outer = itertools.product(*(range(s, s + n) for s, n in zip(starts[:-1], subsizes[:-1])))
+    runs = []
+    for idx in outer:
+        first = sum(i * s for i, s in zip(idx, strides)) + starts[-1]
+        runs += base.tile(subsizes[-1], first * base.extent)
+    return merge_runs(runs)
+
+
+@lru_cache(maxsize=64)
+def _planes(n: int) -> tuple[bytes, bytes, bytes, bytes]:
+    """Byte j of every position 0..n-1, one plane per j (little-endian)."""
+    planes = []
+    for j in range(4):
+        block = 256**j
+        unit = b"".join(bytes([v]) * block for v in range(min(256, -(-n // block))))
+        planes.append((unit * -(-n // len(unit)))[:n] if n else b"")
+    return tuple(planes)  # type: ignore[return-value]
+
+
+def _by_packing(dtype: MPI.Datatype) -> Runs:
+    """Let MPI itself say where each byte of the type comes from (Pack of position planes)."""
+    true_lb, true_extent = dtype.Get_true_extent()
+    size = dtype.Get_size()
+    # The same type moved to start at 0 and resized to its true extent, so one element of it
+    # is exactly a buffer of ``true_extent`` bytes (mpi4py derives the count from the length).
+    moved = dtype.Create_hindexed([1], [-true_lb])
+    shifted = moved.Create_resized(0, true_extent).Commit()
+    moved.Free()
+    try:
+        positions = [0] * size
+        for j, plane in enumerate(_planes(true_extent)):
+            packed = bytearray(size)
+            shifted.Pack(plane, packed, 0, MPI.COMM_SELF)
+            for k, b in enumerate(packed):
+                positions[k] |= b << (8 * j)
+    finally:
+        shifted.Free()
+    return merge_runs((true_lb + p, 1) for p in positions)
