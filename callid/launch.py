@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
             sys.path.insert(0, str(Path(target).resolve().parent))
             runpy.run_path(target, run_name="__main__")
     except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        code = int(exc.code) if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         if code:
             _fail(trace_dir, rank, f"exited with status {code}")
     except BaseException as exc:  # a failing rank stops the job (as mpi4py.run does)

@@ -255,9 +255,12 @@ def _real(fh: TracedFile, name: str, spec: CallSpec, rec: Record, args: tuple, k
     if spec.access is None or spec.mode == "end":
         return method(fh, *args, **kwargs)
     offset, buf, status = _split_args(spec, args, dict(kwargs))
-    _view, rec.count, dtype = buffer_spec(buf)
-    rec.datatype = dtype.Get_name() or "derived"
-    rec.size = rec.count * dtype.Get_size()
+    try:
+        _view, rec.count, dtype = buffer_spec(buf)
+        rec.datatype = dtype.Get_name() or "derived"
+        rec.size = rec.count * dtype.Get_size()
+    except TypeError:  # a buffer that is not bytes-like: described by its bytes once transferred
+        pass
     try:
         if spec.position == "at":
             position = offset
@@ -299,6 +302,11 @@ class TracedFile(MPI.File):
 
     def __bool__(self) -> bool:
         return self._sim is not None and not self._sim.closed or super().__bool__()
+
+    def __reduce__(self) -> Any:
+        if self._sim is not None and not self._sim.closed:
+            raise ValueError("cannot serialize an open MPI.File")
+        return super().__reduce__()
 
     @classmethod
     def Open(cls, comm: MPI.Intracomm, filename: Any, amode: int = MPI.MODE_RDONLY,

@@ -73,25 +73,55 @@ def buffer_spec(buf: Any) -> tuple[memoryview, int, MPI.Datatype]:
     return view[(displ or 0) * extent:], count, dtype
 
 
-class Stream:
-    """The data of one access in typemap order: the buffer itself when contiguous, else a copy."""
+_SELF_TAG = 32767  # tag of the self-messages that move data of exotic buffers
 
-    def __init__(self, raw: memoryview, count: int, dtype: MPI.Datatype) -> None:
-        flat = flatten(dtype)
-        self.nbytes = count * flat.size
-        self.runs = flat.tile(count)
-        if self.runs and (self.runs[0][0] < 0 or self.runs[-1][0] + self.runs[-1][1] > raw.nbytes
-                          or any(off < 0 or off + n > raw.nbytes for off, n in self.runs)):
+
+class Stream:
+    """The data of one access in typemap order: the buffer itself when contiguous, else a copy.
+
+    Buffers that are not bytes-like (DLPack, CUDA array interface, ...) are copied
+    by MPI itself, through a message to self, so every buffer mpi4py accepts works.
+    """
+
+    def __init__(self, buf: Any, io_type: P.IoType) -> None:
+        self.spec = buf
+        try:
+            raw, self.count, self.dtype = buffer_spec(buf)
+        except TypeError:  # not bytes-like: let MPI pack it
+            self._via_mpi(buf, io_type)
+            return
+        if io_type == P.IoType.READ and raw.readonly:
+            raise SimIOError(MPI.ERR_BUFFER, "read into a read-only buffer")
+        flat = flatten(self.dtype)
+        self.nbytes = self.count * flat.size
+        self.runs = flat.tile(self.count)
+        if any(off < 0 or off + n > raw.nbytes for off, n in self.runs):
             raise ValueError(f"message: buffer of {raw.nbytes} bytes is too small for "
-                             f"{count} x {dtype.Get_name() or 'derived type'}")
+                             f"{self.count} x {self.dtype.Get_name() or 'derived type'}")
         self.raw = raw
         self.direct = len(self.runs) <= 1
         start = self.runs[0][0] if self.runs else 0
         self.data = raw[start:start + self.nbytes] if self.direct else memoryview(bytearray(self.nbytes))
 
+    def _via_mpi(self, buf: Any, io_type: P.IoType) -> None:
+        comm = MPI.COMM_SELF
+        request = comm.Isend(buf, 0, _SELF_TAG)
+        status = MPI.Status()
+        comm.Probe(0, _SELF_TAG, status)
+        self.nbytes = status.Get_count(MPI.BYTE)
+        packed = bytearray(self.nbytes)
+        comm.Recv([packed, MPI.BYTE], 0, _SELF_TAG)
+        request.Wait()
+        self.dtype = buf[-1] if isinstance(buf, (list, tuple)) and isinstance(buf[-1], MPI.Datatype) \
+            else MPI.BYTE
+        size = self.dtype.Get_size()
+        self.count = self.nbytes // size if size else 0
+        self.direct, self.raw, self.runs = False, None, None
+        self.data = memoryview(packed if io_type == P.IoType.WRITE else bytearray(self.nbytes))
+
     def gather(self) -> memoryview:
         """For writes: the data to send."""
-        if not self.direct:
+        if not self.direct and self.runs is not None:
             pos = 0
             for off, n in self.runs:
                 self.data[pos:pos + n] = self.raw[off:off + n]
@@ -100,14 +130,18 @@ class Stream:
 
     def scatter(self, done: int) -> None:
         """For reads: put the first ``done`` bytes read where the datatype says."""
-        if not self.direct:
-            pos = 0
-            for off, n in self.runs:
-                if pos >= done:
-                    break
-                k = min(n, done - pos)
-                self.raw[off:off + k] = self.data[pos:pos + k]
-                pos += n
+        if self.direct:
+            return
+        if self.runs is None:
+            MPI.COMM_SELF.Sendrecv([self.data[:done], MPI.BYTE], 0, _SELF_TAG, self.spec, 0, _SELF_TAG)
+            return
+        pos = 0
+        for off, n in self.runs:
+            if pos >= done:
+                break
+            k = min(n, done - pos)
+            self.raw[off:off + k] = self.data[pos:pos + k]
+            pos += n
 
 
 class SimFile:
@@ -339,10 +373,7 @@ class SimFile:
             raise SimIOError(MPI.ERR_ACCESS, "read from a file opened write-only")
         if where == "at" and self.amode & MPI.MODE_SEQUENTIAL:
             raise SimIOError(MPI.ERR_UNSUPPORTED_OPERATION, "explicit offsets on a MODE_SEQUENTIAL file")
-        raw, count, dtype = buffer_spec(buf)
-        if io_type == P.IoType.READ and raw.readonly:
-            raise SimIOError(MPI.ERR_BUFFER, "read into a read-only buffer")
-        stream = Stream(raw, count, dtype)
+        stream = Stream(buf, io_type)
         esize = self.view.esize
         if stream.nbytes % esize:
             raise SimIOError(MPI.ERR_ARG, f"{stream.nbytes} bytes are not whole etypes of {esize} bytes")
@@ -362,7 +393,8 @@ class SimFile:
             pos = self._rank0(lambda: self.sysint.shared_fp(self.attrs, total, ids, func)) + before
         regions = self.view.regions(pos, stream.nbytes)
         rec.offset = regions[0][0] if regions else self.view.byte_offset(pos)
-        rec.size, rec.count, rec.datatype = stream.nbytes, count, dtype.Get_name() or "derived"
+        rec.size, rec.count = stream.nbytes, stream.count
+        rec.datatype = stream.dtype.Get_name() or "derived"
         if io_type == P.IoType.WRITE:
             done = self._fs(self.sysint.io, self.attrs, io_type, regions, stream.gather(), ids, func)
         else:

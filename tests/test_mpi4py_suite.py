@@ -1,0 +1,85 @@
+"""mpi4py's own test_io and test_file, through ``callid run``, on the simulated file system.
+
+The tests come from the sdist of the installed mpi4py, downloaded at test time
+(never committed).  Their files are created under a private TMPDIR that the run
+mounts, so every file they open lives on the simulated file system.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import duckdb
+import mpi4py
+import pytest
+
+from tests.conftest import callid_cmd
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory) -> Path:
+    """The test/ folder of the installed mpi4py's sdist."""
+    tmp = tmp_path_factory.mktemp("mpi4py-sdist")
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--quiet", "--no-binary", ":all:", "--no-deps",
+         "--dest", str(tmp), f"mpi4py=={mpi4py.__version__}"], capture_output=True, text=True)
+    assert result.returncode == 0, f"cannot download the mpi4py {mpi4py.__version__} sdist: {result.stderr}"
+    (sdist,) = tmp.glob("mpi4py-*.tar.gz")
+    with tarfile.open(sdist) as tar:
+        members = [m for m in tar.getmembers() if "/test/" in m.name]
+        tar.extractall(tmp, members=members, filter="data")
+    (test_dir,) = tmp.glob("mpi4py-*/test")
+    return test_dir
+
+
+def _run(suite: Path, tmp: Path, ranks: int, simulated: bool) -> subprocess.CompletedProcess:
+    files = tmp / "files"
+    files.mkdir()
+    args = ["run", "-n", ranks, "-o", tmp / "out"] + (["--mount", files] if simulated else [])
+    env_tmp = {"TMPDIR": str(files)}
+    result = subprocess.run([str(Path(sys.executable).parent / "callid"), *map(str, args),
+                             "-m", "unittest", "test_io", "test_file"],
+                            cwd=suite, capture_output=True, text=True, timeout=900,
+                            env=dict(os.environ, **env_tmp))
+    return result
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 4])
+def test_mpi4py_io_tests_pass_on_the_simulated_file_system(suite, tmp_path, ranks):
+    result = _run(suite, tmp_path, ranks, simulated=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stderr.count("Ran 89 tests") == ranks, result.stderr[-3000:]
+    assert result.stderr.count("\nOK") == ranks
+    out = tmp_path / "out"
+    merged = callid_cmd("merge", out / "client.parquet", out / "server.parquet", "-o", out / "m.duckdb")
+    assert merged.returncode == 0, merged.stderr
+    con = duckdb.connect(str(out / "m.duckdb"), read_only=True)
+    q = lambda sql: con.execute(sql).fetchall()[0]  # noqa: E731
+    # every call is stamped, every data access names its offset and bytes,
+    # and every disk operation is attributed to the call that caused it
+    assert q("SELECT count(*), count(callid), count(DISTINCT callid) FROM calls")[0] > 1000
+    assert q("SELECT count(*) = count(callid) AND count(*) = count(DISTINCT callid) FROM calls") == (True,)
+    assert q("""SELECT count(*) FROM calls
+                WHERE (func LIKE 'MPI_File_%read%' OR func LIKE 'MPI_File_%write%') AND func NOT LIKE '%_end'
+                AND (bytes IS NULL OR "offset" IS NULL) AND error IS NULL""") == (0,)
+    assert q("SELECT count(*) FROM server_ops WHERE layer IN ('trove', 'meta')")[0] > 1000
+    assert q("""SELECT count(*) FROM server_ops s WHERE layer IN ('trove', 'meta') AND NOT EXISTS
+                (SELECT 1 FROM arrows a WHERE a.server = s.server AND a.event_id = s.event_id)""") == (0,)
+    con.close()
+
+
+def test_mpi4py_io_tests_pass_on_the_pass_through_path(suite, tmp_path):
+    result = _run(suite, tmp_path, 2, simulated=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stderr.count("Ran 89 tests") == 2 and result.stderr.count("\nOK") == 2
+    out = tmp_path / "out"
+    con = duckdb.connect()
+    rows = con.execute(f"SELECT count(*), count(DISTINCT callid), count(*) FILTER (WHERE kind = 'rpc') "
+                       f"FROM '{out / 'client.parquet'}'").fetchall()[0]
+    assert rows[0] > 1000 and rows[1] == rows[0] - con.execute(
+        f"SELECT count(*) FROM '{out / 'client.parquet'}' WHERE kind = 'wait'").fetchall()[0][0]
+    assert rows[2] == 0  # real MPI-IO: no server involved
