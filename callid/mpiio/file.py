@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,7 +56,7 @@ def _specs() -> dict[str, CallSpec]:
             specs[name] = CallSpec("MPI_File_" + name.lower(), **spec)
             if suffix != "_ordered":
                 iname = "I" + name.lower()
-                specs[iname] = CallSpec("MPI_File_" + iname, mode="nonblocking", **spec)
+                specs[iname] = CallSpec("MPI_File_" + iname.lower(), mode="nonblocking", **spec)
             if coll:
                 for part in ("begin", "end"):
                     specs[f"{name}_{part}"] = CallSpec(f"MPI_File_{name.lower()}_{part}", mode=part, **spec)
@@ -78,6 +79,7 @@ class Record:
     datatype: str | None = None
     nbytes: int | None = None
     rid: int | None = None
+    coll_seq: int | None = None
 
 
 class Tracer:
@@ -95,7 +97,7 @@ class Tracer:
         self.sysint = SysInt(config, rank, self.trace.rpc) if config and config.servers else None
         self.mounts = [m.rstrip("/") for m in config.mount] if config else []
         self.fids = itertools.count(1)
-        self.coll_seq = itertools.count(1)
+        self.opens = itertools.count(0)
         self.rids = itertools.count(1)
 
     def next_callid(self) -> int:
@@ -147,6 +149,8 @@ def _call(fh: TracedFile | None, name: str, *args: Any, **kwargs: Any) -> Any:
     rec = Record(tr.next_callid())
     if fh is not None:
         rec.file, rec.fid = fh._callid_name, fh._callid_fid
+        if spec.collective:
+            rec.coll_seq = fh._callid_coll_seq()
     error = None
     t0 = time.time_ns()
     try:
@@ -166,8 +170,7 @@ def _call(fh: TracedFile | None, name: str, *args: Any, **kwargs: Any) -> Any:
         raise
     finally:
         tr.trace.call(rec.callid, spec.func, rec.file, rec.fid, rec.offset, rec.size, rec.count,
-                      rec.datatype, rec.nbytes, spec.collective,
-                      next(tr.coll_seq) if spec.collective else None, rec.rid,
+                      rec.datatype, rec.nbytes, spec.collective, rec.coll_seq, rec.rid,
                       t0, time.time_ns(), error)
 
 
@@ -175,6 +178,11 @@ def _open(tr: Tracer, rec: Record, cls: type, comm: MPI.Intracomm, filename: Any
           amode: int = MPI.MODE_RDONLY, info: MPI.Info = MPI.INFO_NULL) -> TracedFile:
     rec.file = os.fsdecode(filename)
     rec.fid = next(tr.fids)
+    # The ranks of the open agree on a base, so each collective call on this file has one
+    # coll_seq on every rank: (root's world rank, its open count) << 20 | calls on the file.
+    base = comm.bcast((MPI.COMM_WORLD.Get_rank() << 20 | next(tr.opens) & 0xFFFFF)
+                      if comm.Get_rank() == 0 else None, root=0)
+    rec.coll_seq = base << 20
     path = tr.sim_path(filename)
     if path is None:
         fh = super(TracedFile, cls).Open(comm, filename, amode, info)
@@ -182,6 +190,7 @@ def _open(tr: Tracer, rec: Record, cls: type, comm: MPI.Intracomm, filename: Any
         fh = cls()
         fh._sim = SimFile.open(tr.sysint, rec, comm, path, amode, info)
     fh._callid_name, fh._callid_fid = rec.file, rec.fid
+    fh._callid_colls = itertools.count(rec.coll_seq + 1)
     return fh
 
 
@@ -299,6 +308,10 @@ class TracedFile(MPI.File):
     _sim: SimFile | None = None
     _callid_name: str | None = None
     _callid_fid: int | None = None
+    _callid_colls: Iterator[int] | None = None
+
+    def _callid_coll_seq(self) -> int | None:
+        return next(self._callid_colls) if self._callid_colls is not None else None
 
     def __bool__(self) -> bool:
         return self._sim is not None and not self._sim.closed or super().__bool__()
