@@ -73,7 +73,7 @@ def make_config(opts: RunOptions, out: Path) -> Config:
     servers += [ServerConfig(f"io{i}", [ROLE_IO], str(storage / f"io{i}")) for i in range(opts.servers)]
     return Config(
         run_id=uuid.uuid4().hex[:12], servers=servers, trace_dir=str(out / "parts"),
-        mount=opts.mount, callid_layout=opts.callid_layout, callid=opts.callid,
+        mount=[os.path.abspath(m) for m in opts.mount], callid_layout=opts.callid_layout, callid=opts.callid,
         strip_size=opts.strip_size, flow_buffer=opts.flow_buffer, flow_buffers=opts.flow_buffers,
         small_io=opts.small_io,
     )

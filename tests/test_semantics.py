@@ -99,6 +99,17 @@ APP = textwrap.dedent('''
     first = b"".join(b"%04d" % r for r in range(size))
     assert tail == first + b"".join(b"%04d" % (r + 50) for r in range(size))
     fh.Close()
+    # 5. error handlers: a Python handler is called, then the error is raised (ERRORS_RETURN style)
+    seen = []
+    eh = MPI.File.Create_errhandler(lambda f, code: seen.append(MPI.Get_error_class(code)))
+    fh = MPI.File.Open(comm, "/pvfs2/errh", RW | CREATE)
+    fh.Set_errhandler(eh)
+    assert error_class(lambda: fh.Write_at(-1, b"x")) == MPI.ERR_ARG
+    fh.Call_errhandler(MPI.ERR_OTHER)
+    assert seen == [MPI.ERR_ARG, MPI.ERR_OTHER], seen
+    fh.Set_errhandler(MPI.ERRORS_RETURN)
+    fh.Close()
+    eh.Free()
     print(f"rank {rank}: semantics OK", flush=True)
 ''')
 

@@ -95,7 +95,7 @@ class Tracer:
                                  config.to_json() if config else "{}",
                                  flush_rows=config.flush_rows if config else 4096)
         self.sysint = SysInt(config, rank, self.trace.rpc) if config and config.servers else None
-        self.mounts = [m.rstrip("/") for m in config.mount] if config else []
+        self.mounts = [os.path.abspath(m) for m in config.mount] if config else []
         self.fids = itertools.count(1)
         self.opens = itertools.count(0)
         self.rids = itertools.count(1)
@@ -110,9 +110,10 @@ class Tracer:
         name = os.fsdecode(filename)
         if name.startswith("pvfs2:"):
             name = name[len("pvfs2:"):]
+        name = os.path.abspath(name)
         for mount in self.mounts:
-            if name == mount or name.startswith(mount + "/"):
-                return os.path.normpath(name)
+            if name == mount or name.startswith(mount.rstrip("/") + "/"):
+                return name
         return None
 
     def close(self) -> None:
@@ -122,6 +123,9 @@ class Tracer:
 
 
 _tracer: Tracer | None = None
+#: Python functions of the error handlers made by ``TracedFile.Create_errhandler``, by handle:
+#: MPI cannot call them for simulated files (they have no MPI handle), so ``_call`` does.
+_ERRHANDLER_FNS: dict[int, Any] = {}
 
 
 def install(tracer: Tracer) -> None:
@@ -163,10 +167,8 @@ def _call(fh: TracedFile | None, name: str, *args: Any, **kwargs: Any) -> Any:
         return _real(fh, name, spec, rec, args, kwargs)
     except BaseException as exc:
         error = f"{type(exc).__name__}: {exc}"
-        if isinstance(exc, MPI.Exception) and fh is not None and fh._sim is not None \
-                and fh._sim.fatal_errors():
-            tr.close()
-            MPI.COMM_WORLD.Abort(exc.Get_error_class())
+        if isinstance(exc, MPI.Exception) and fh is not None and fh._sim is not None:
+            _sim_error(tr, fh, exc.Get_error_code())
         raise
     finally:
         tr.trace.call(rec.callid, spec.func, rec.file, rec.fid, rec.offset, rec.size, rec.count,
@@ -200,6 +202,17 @@ def _delete(tr: Tracer, rec: Record, cls: type, filename: Any, info: MPI.Info = 
     if path is None:
         return super(TracedFile, cls).Delete(filename, info)
     return SimFile.delete(tr.sysint, rec, path)
+
+
+def _sim_error(tr: Tracer, fh: TracedFile, code: int) -> None:
+    """Invoke a simulated file's error handler, as MPI does before returning the error."""
+    sim = fh._sim
+    fn = _ERRHANDLER_FNS.get(sim.errhandler.handle)
+    if fn is not None:
+        fn(fh, code)
+    elif sim.fatal_errors():
+        tr.close()
+        MPI.COMM_WORLD.Abort(code)
 
 
 def _split_args(spec: CallSpec, args: tuple, kwargs: dict) -> tuple[int | None, Any, MPI.Status | None]:
@@ -416,6 +429,20 @@ class TracedFile(MPI.File):
     def Set_errhandler(self, errhandler: MPI.Errhandler) -> None:
         """Set the file's error handler."""
         return _call(self, "Set_errhandler", errhandler)
+
+    @classmethod
+    def Create_errhandler(cls, errhandler_fn: Any) -> MPI.Errhandler:
+        """Create an error handler for files (remembered, so simulated files can call it)."""
+        errhandler = super().Create_errhandler(errhandler_fn)
+        _ERRHANDLER_FNS[errhandler.handle] = errhandler_fn
+        return errhandler
+
+    def Call_errhandler(self, errorcode: int) -> None:
+        """Invoke the file's error handler with ``errorcode``."""
+        if self._sim is None or _tracer is None:
+            return super().Call_errhandler(errorcode)
+        _sim_error(_tracer, self, errorcode)
+        return None
 
     amode = property(lambda self: self.Get_amode(), doc="Access mode.")
     atomicity = property(lambda self: self.Get_atomicity(), lambda self, f: self.Set_atomicity(f),
