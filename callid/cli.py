@@ -90,6 +90,8 @@ def run(
     )] = DEFAULT_LAYOUT_TEXT,
     mount: Annotated[list[str] | None, typer.Option(
         help="path prefix of the simulated file system (repeatable)", show_default="/pvfs2")] = None,
+    ranks_per_host: Annotated[int, typer.Option(
+        min=0, help="group ranks into simulated hosts of this size (0: one host)")] = 0,
     out: Annotated[Path, typer.Option("-o", "--out", help="output directory")] = Path("callid-out"),
     timeout: Annotated[float | None, typer.Option(
         help="give up on the ranks after this many seconds")] = None,
@@ -113,7 +115,7 @@ def run(
     opts = RunOptions(target=target, np=np, servers=servers, strip_size=strip_size,
                       flow_buffer=flow_buffer, flow_buffers=flow_buffers, small_io=small_io,
                       callid=callid, callid_layout=callid_layout, mount=mount or ["/pvfs2"],
-                      out=str(out), timeout=timeout)
+                      ranks_per_host=ranks_per_host, out=str(out), timeout=timeout)
     result = _run_traced(opts)
     typer.echo(f"callid: run finished in {result.seconds:.1f} s: {result.client_rows} client rows, "
                f"{result.server_rows} server events", err=True)

@@ -39,6 +39,7 @@ class RunOptions:
     callid: bool = True
     callid_layout: str = str(DEFAULT_LAYOUT)
     mount: list[str] = field(default_factory=lambda: ["/pvfs2"])
+    ranks_per_host: int = 0
     out: str = "callid-out"
     timeout: float | None = None
     quiet: bool = False
@@ -75,7 +76,7 @@ def make_config(opts: RunOptions, out: Path) -> Config:
         run_id=uuid.uuid4().hex[:12], servers=servers, trace_dir=str(out / "parts"),
         mount=[os.path.abspath(m) for m in opts.mount], callid_layout=opts.callid_layout, callid=opts.callid,
         strip_size=opts.strip_size, flow_buffer=opts.flow_buffer, flow_buffers=opts.flow_buffers,
-        small_io=opts.small_io,
+        small_io=opts.small_io, ranks_per_host=opts.ranks_per_host,
     )
 
 

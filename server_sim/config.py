@@ -43,6 +43,7 @@ class Config:
     flow_buffers: int = 8
     small_io: int = 16384  # 0 disables small I/O
     flush_rows: int = 4096
+    ranks_per_host: int = 0  # simulated hosts: ranks [h*n, (h+1)*n) share host h; 0: one host
 
     @property
     def meta_server(self) -> ServerConfig:

@@ -17,6 +17,7 @@ from typing import Any
 from mpi4py import MPI
 
 from callid.ids import DEFAULT_LAYOUT, Layout, Stamper
+from callid.mpiio.collective import host_of
 from callid.mpiio.simfile import SimFile, SimIOError, buffer_spec
 from callid.mpiio.sysint import SysInt
 from callid.trace import ClientTrace
@@ -91,8 +92,9 @@ class Tracer:
             layout, stamp, run_id = config.callid_layout, config.callid, config.run_id
         self.stamper = Stamper(rank, Layout.parse(layout))
         self.stamp = stamp
+        host = host_of(rank, config.ranks_per_host) if config else 0
         self.trace = ClientTrace(trace_dir, rank, layout, run_id,
-                                 config.to_json() if config else "{}",
+                                 config.to_json() if config else "{}", clock=f"host{host}",
                                  flush_rows=config.flush_rows if config else 4096)
         self.sysint = SysInt(config, rank, self.trace.rpc) if config and config.servers else None
         self.mounts = [os.path.abspath(m) for m in config.mount] if config else []
@@ -241,7 +243,7 @@ def _sim(tr: Tracer, sim: SimFile, name: str, spec: CallSpec, rec: Record, args:
     if spec.mode == "begin" and sim.split is not None:
         raise SimIOError(MPI.ERR_OTHER, "a split collective is already active on this file")
     io_type = P.IoType.READ if spec.access == "read" else P.IoType.WRITE
-    done = sim.access(rec, spec.func, io_type, spec.position, buf, offset)
+    done = sim.access(rec, spec.func, io_type, spec.position, buf, offset, spec.collective)
     if spec.mode == "blocking":
         _set_status(status, done)
         return None

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from mpi4py import MPI
 
+from callid.mpiio.collective import CbHints, TwoPhase, host_of
 from callid.mpiio.datatypes import flatten
 from callid.mpiio.sysint import FileAttrs, FsError, SysInt
 from callid.mpiio.view import View
@@ -27,9 +28,6 @@ _ERROR_CLASSES = {
     P.Status.EEXIST: MPI.ERR_FILE_EXISTS,
     P.Status.ENOSPC: MPI.ERR_NO_SPACE,
 }
-# Hints reported by Get_info beside striping (collective buffering is its own issue).
-_CB_HINTS = {"cb_buffer_size": "16777216", "cb_nodes": "1", "romio_cb_read": "automatic",
-             "romio_cb_write": "automatic"}
 
 
 class SimIOError(MPI.Exception):
@@ -159,6 +157,7 @@ class SimFile:
         self.atomicity = False
         self.closed = False
         self.split: tuple[str, int, int] | None = None  # an active split collective: (name, bytes, rid)
+        self._world_ranks = comm.allgather(MPI.COMM_WORLD.Get_rank())  # (the open is collective)
         self.errhandler = MPI.FILE_NULL.Get_errhandler()
 
     # -- helpers ------------------------------------------------------------------------
@@ -273,8 +272,8 @@ class SimFile:
 
     def Get_info(self, rec: Record) -> MPI.Info:
         info = MPI.Info.Create()
-        hints = {**_CB_HINTS, **self.info, "striping_factor": str(len(self.attrs.dfiles)),
-                 "striping_unit": str(self.attrs.strip_size)}
+        hints = {**self.info, **self.cb_hints().as_info(),
+                 "striping_factor": str(len(self.attrs.dfiles)), "striping_unit": str(self.attrs.strip_size)}
         for key, value in hints.items():
             info.Set(key, value)
         return info
@@ -360,11 +359,21 @@ class SimFile:
         return self._fs(self.sysint.shared_fp, self.attrs, 0, [rec.callid], "MPI_File_get_position_shared")
 
     # -- data access --------------------------------------------------------------------
+    def _two_phase(self) -> TwoPhase:
+        return TwoPhase(self.sysint, self.comm, self.attrs, self.cb_hints(), self._world_ranks,
+                        self.sysint.config.ranks_per_host)
+
+    def cb_hints(self) -> CbHints:
+        """Collective-buffering hints in effect (defaults: one aggregator per simulated host)."""
+        rph = self.sysint.config.ranks_per_host
+        return CbHints.from_info(self.info, len({host_of(w, rph) for w in self._world_ranks}))
+
     def access(self, rec: Record, func: str, io_type: P.IoType, where: str, buf: Any,
-               offset: int | None = None) -> int:
+               offset: int | None = None, collective: bool = False) -> int:
         """Read or write ``buf`` at the position ``where`` says (at, ind, shared, ordered).
 
-        Returns the bytes transferred and advances the pointer it used.
+        Collective calls go through two-phase collective buffering when the hints
+        say so.  Returns the bytes transferred and advances the pointer it used.
         """
         self._check_open()
         if io_type == P.IoType.WRITE and self.amode & MPI.MODE_RDONLY:
@@ -395,7 +404,15 @@ class SimFile:
         rec.offset = regions[0][0] if regions else self.view.byte_offset(pos)
         rec.size, rec.count = stream.nbytes, stream.count
         rec.datatype = stream.dtype.Get_name() or "derived"
-        if io_type == P.IoType.WRITE:
+        two_phase = self._two_phase() if collective else None
+        domains = two_phase.plan(io_type, regions, rec.callid) if two_phase else None
+        if domains is not None and io_type == P.IoType.WRITE:
+            two_phase.write(domains, regions, stream.gather(), rec.callid, func)
+            done = stream.nbytes
+        elif domains is not None:
+            done = two_phase.read(domains, regions, stream.data, rec.callid, func)
+            stream.scatter(done)
+        elif io_type == P.IoType.WRITE:
             done = self._fs(self.sysint.io, self.attrs, io_type, regions, stream.gather(), ids, func)
         else:
             done = self._fs(self.sysint.io, self.attrs, io_type, regions, stream.data, ids, func)

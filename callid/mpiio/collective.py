@@ -1,0 +1,244 @@
+"""Two-phase collective buffering for collective data access, as ROMIO does it.
+
+1. Every rank tells the others the file range its access covers (allgather).
+2. ``cb_nodes`` aggregators (default: one per simulated host) split the whole
+   range into contiguous file domains.
+3. Ranks exchange data with the aggregators over MPI (alltoall).
+4. Each aggregator accesses its domain in pieces of at most ``cb_buffer_size``
+   bytes: one request per datafile for each piece, carrying the CallIDs of every
+   call whose data the piece holds.  A write piece with holes is read first and
+   written back whole (read-modify-write).
+
+The hints ``romio_cb_write`` / ``romio_cb_read`` (enable, disable, automatic)
+choose between this and independent access; automatic uses it when the ranks'
+ranges interleave.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+from mpi4py import MPI
+
+from callid.mpiio.datatypes import Runs
+from callid.mpiio.sysint import FileAttrs, FsError, SysInt
+from server_sim import protocol as P
+
+DEFAULT_CB_BUFFER_SIZE = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class CbHints:
+    """The collective-buffering hints in effect for one file."""
+
+    cb_nodes: int
+    cb_buffer_size: int
+    romio_cb_write: str
+    romio_cb_read: str
+
+    @classmethod
+    def from_info(cls, info: dict[str, str], hosts: int) -> CbHints:
+        def number(key: str, default: int) -> int:
+            try:
+                return max(1, int(info.get(key) or default))
+            except ValueError:
+                return default
+
+        def mode(key: str) -> str:
+            value = (info.get(key) or "automatic").lower()
+            return value if value in ("enable", "disable", "automatic") else "automatic"
+
+        return cls(number("cb_nodes", hosts), number("cb_buffer_size", DEFAULT_CB_BUFFER_SIZE),
+                   mode("romio_cb_write"), mode("romio_cb_read"))
+
+    def as_info(self) -> dict[str, str]:
+        return {"cb_nodes": str(self.cb_nodes), "cb_buffer_size": str(self.cb_buffer_size),
+                "romio_cb_write": self.romio_cb_write, "romio_cb_read": self.romio_cb_read}
+
+
+def host_of(world_rank: int, ranks_per_host: int) -> int:
+    """The simulated host of a rank (0 ranks per host: every rank on host 0)."""
+    return world_rank // ranks_per_host if ranks_per_host > 0 else 0
+
+
+def aggregators(world_ranks: list[int], ranks_per_host: int, cb_nodes: int) -> list[int]:
+    """Ranks (in the file's communicator) that aggregate: first one per host, then seconds, ..."""
+    by_host: dict[int, list[int]] = {}
+    for rank, world in enumerate(world_ranks):
+        by_host.setdefault(host_of(world, ranks_per_host), []).append(rank)
+    order = [ranks[i] for i in range(max(map(len, by_host.values())))
+             for ranks in by_host.values() if i < len(ranks)]
+    return sorted(order[:min(cb_nodes, len(order))])
+
+
+def _overlap(runs: Runs, lo: int, hi: int) -> list[tuple[int, int, int]]:
+    """Parts of ``runs`` inside ``[lo, hi)``: ``(file offset, length, stream position)``."""
+    out, pos = [], 0
+    for off, n in runs:
+        a, b = max(off, lo), min(off + n, hi)
+        if a < b:
+            out.append((a, b - a, pos + a - off))
+        pos += n
+    return out
+
+
+def _covered(pieces: list[tuple[int, int]]) -> Runs:
+    """Union of possibly overlapping ``(offset, length)`` pieces, sorted."""
+    out: Runs = []
+    for off, n in sorted(pieces):
+        if out and off <= out[-1][0] + out[-1][1]:
+            end = max(out[-1][0] + out[-1][1], off + n)
+            out[-1] = (out[-1][0], end - out[-1][0])
+        else:
+            out.append((off, n))
+    return out
+
+
+class TwoPhase:
+    """One collective access of the file's communicator."""
+
+    def __init__(self, sysint: SysInt, comm: MPI.Intracomm, attrs: FileAttrs, hints: CbHints,
+                 world_ranks: list[int], ranks_per_host: int) -> None:
+        self.sysint, self.comm, self.attrs, self.hints = sysint, comm, attrs, hints
+        self.aggs = aggregators(world_ranks, ranks_per_host, hints.cb_nodes)
+
+    def plan(self, io_type: P.IoType, regions: Runs, callid: int) -> list[tuple[int, int]] | None:
+        """The aggregators' file domains, or None for independent access (same on all ranks)."""
+        lo = regions[0][0] if regions else None
+        hi = max((o + n for o, n in regions), default=None)
+        ranges = self.comm.allgather((lo, hi))
+        mode = self.hints.romio_cb_write if io_type == P.IoType.WRITE else self.hints.romio_cb_read
+        used = sorted(r for r in ranges if r[0] is not None)
+        if mode == "disable" or not used:
+            return None
+        if mode == "automatic" and not any(b[0] < a[1] for a, b in zip(used, used[1:])):
+            return None  # the ranks' accesses do not interleave
+        start, end = used[0][0], max(r[1] for r in used)
+        size = -(-(end - start) // len(self.aggs))
+        return [(start + i * size, min(end, start + (i + 1) * size)) for i in range(len(self.aggs))]
+
+    def _agreed(self, error: tuple[int, str] | None) -> None:
+        """Raise on every rank if any aggregator failed."""
+        errors = [e for e in self.comm.allgather(error) if e is not None]
+        if errors:
+            from callid.mpiio.simfile import SimIOError
+
+            raise SimIOError(*errors[0])
+
+    def write(self, domains: list[tuple[int, int]], regions: Runs, data: memoryview, callid: int,
+              func: str) -> None:
+        """Phase 1: send each aggregator my data in its domain; phase 2: aggregators write."""
+        send = [None] * self.comm.Get_size()
+        for agg, (lo, hi) in zip(self.aggs, domains):
+            parts = _overlap(regions, lo, hi)
+            if parts:
+                send[agg] = (callid, [(o, n) for o, n, _ in parts],
+                             b"".join(data[p:p + n] for _, n, p in parts))
+        received = [r for r in self.comm.alltoall(send) if r is not None]
+        error = None
+        if self.comm.Get_rank() in self.aggs:
+            try:
+                self._write_domain(received, func)
+            except FsError as exc:
+                error = (MPI.ERR_IO, str(exc))
+        self._agreed(error)
+
+    def _write_domain(self, received: list, func: str) -> None:
+        pieces = []  # (offset, length, data, callid) in rank order
+        for cid, runs, blob in received:
+            pos = 0
+            for off, n in runs:
+                pieces.append((off, n, memoryview(blob)[pos:pos + n], cid))
+                pos += n
+        if not pieces:
+            return
+        lo = min(p[0] for p in pieces)
+        hi = max(p[0] + p[1] for p in pieces)
+        step = self.hints.cb_buffer_size
+        for c0 in range(lo, hi, step):
+            c1 = min(hi, c0 + step)
+            parts = [(max(o, c0), min(o + n, c1), d[max(o, c0) - o:min(o + n, c1) - o], cid)
+                     for o, n, d, cid in pieces if o < c1 and o + n > c0]
+            if not parts:
+                continue
+            ids = sorted({cid for *_, cid in parts})
+            cover = _covered([(a, b - a) for a, b, _, _ in parts])
+            first, last = cover[0][0], cover[-1][0] + cover[-1][1]
+            buf = bytearray(last - first)
+            if len(cover) > 1:  # holes: read-modify-write the whole extent
+                self.sysint.io(self.attrs, P.IoType.READ, [(first, last - first)], memoryview(buf), ids, func)
+            for a, b, d, _ in parts:
+                buf[a - first:b - first] = d
+            self.sysint.io(self.attrs, P.IoType.WRITE, [(first, last - first)], memoryview(buf), ids, func)
+
+    def read(self, domains: list[tuple[int, int]], regions: Runs, data: memoryview, callid: int,
+             func: str) -> int:
+        """Phase 1: aggregators read what was asked in their domain; phase 2: send it to each rank."""
+        asks = [None] * self.comm.Get_size()
+        for agg, (lo, hi) in zip(self.aggs, domains):
+            parts = _overlap(regions, lo, hi)
+            if parts:
+                asks[agg] = (callid, [(o, n) for o, n, _ in parts])
+        received = self.comm.alltoall(asks)
+        answers: list = [None] * self.comm.Get_size()
+        error = None
+        if self.comm.Get_rank() in self.aggs:
+            try:
+                answers = self._read_domain(received, func)
+            except FsError as exc:
+                error = (MPI.ERR_IO, str(exc))
+        replies = self.comm.alltoall(answers)
+        self._agreed(error)
+        starts = list(_stream_starts(regions))
+        done = 0
+        for reply in replies:
+            for off, n, blob, valid in reply or ():
+                i = bisect.bisect_right([o for o, _ in regions], off) - 1
+                pos = starts[i] + off - regions[i][0]
+                data[pos:pos + n] = blob
+                done += valid
+        return done
+
+    def _read_domain(self, received: list, func: str) -> list:
+        wanted = [(rank, cid, off, n) for rank, ask in enumerate(received) if ask
+                  for cid in [ask[0]] for off, n in ask[1]]
+        answers: list = [[] for _ in received]
+        if not wanted:
+            return answers
+        lo = min(w[2] for w in wanted)
+        hi = max(w[2] + w[3] for w in wanted)
+        step = self.hints.cb_buffer_size
+        for c0 in range(lo, hi, step):
+            c1 = min(hi, c0 + step)
+            parts = [(rank, cid, max(o, c0), min(o + n, c1)) for rank, cid, o, n in wanted
+                     if o < c1 and o + n > c0]
+            if not parts:
+                continue
+            cover = _covered([(a, b - a) for _, _, a, b in parts])
+            buf = memoryview(bytearray(sum(n for _, n in cover)))
+            got = self.sysint.io(self.attrs, P.IoType.READ, cover, buf,
+                                 sorted({cid for _, cid, _, _ in parts}), func)
+            eof = _end_of_data(cover, got)
+            starts = list(_stream_starts(cover))
+            for rank, _, a, b in parts:
+                i = bisect.bisect_right([o for o, _ in cover], a) - 1
+                pos = starts[i] + a - cover[i][0]
+                answers[rank].append((a, b - a, bytes(buf[pos:pos + b - a]), max(0, min(b, eof) - a)))
+        return answers
+
+
+def _stream_starts(runs: Runs):
+    pos = 0
+    for _, n in runs:
+        yield pos
+        pos += n
+
+
+def _end_of_data(runs: Runs, done: int) -> int:
+    """File offset where the data of a read of ``runs`` that returned ``done`` bytes ends."""
+    for off, n in runs:
+        if done < n:
+            return off + done
+        done -= n
+    return 1 << 62  # everything was there
