@@ -159,24 +159,33 @@ def merge(
 
 
 @app.command()
-def stats(db: DbPath, as_json: JsonFlag = False) -> None:
-    """Print the thesis' statistics and fan-out, per-server and attribution figures.
+def stats(
+    dbs: Annotated[list[Path], typer.Argument(
+        metavar="DB...", help="merged database(s); several are compared side by side")],
+    as_json: JsonFlag = False,
+) -> None:
+    """Print the thesis' statistics and fan-out, fan-in, per-server and attribution figures.
+
+    With several databases (e.g. the same workload with collective buffering on and
+    off) the figures are printed side by side; --json prints a list.
 
     Example: callid stats merged.duckdb --json
     """
     from pipeline.errors import InputError
-    from pipeline.stats import compute_stats, render_stats
+    from pipeline.stats import compute_stats, render_comparison, render_stats
 
     try:
-        figures = compute_stats(str(db))
+        figures = [compute_stats(str(db)) for db in dbs]
     except InputError as exc:
         fail(str(exc), EXIT_USAGE)
     if as_json:
         import json
 
-        typer.echo(json.dumps(figures, default=str))
+        typer.echo(json.dumps(figures[0] if len(figures) == 1 else figures, default=str))
+    elif len(figures) == 1:
+        typer.echo(render_stats(figures[0]))
     else:
-        typer.echo(render_stats(figures))
+        typer.echo(render_comparison([str(db) for db in dbs], figures))
 
 
 @app.command()

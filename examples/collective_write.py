@@ -32,12 +32,14 @@ def main() -> int:
     parser.add_argument("--cb-nodes", type=int, help="aggregators (default: one per host)")
     parser.add_argument("--cb-buffer-size", type=parse_size, help="aggregator buffer (default 16MiB)")
     parser.add_argument("--cb-write", choices=["enable", "disable", "automatic"], default="enable")
+    parser.add_argument("--cb-read", choices=["enable", "disable", "automatic"], default="automatic")
     args = parser.parse_args()
 
     comm = MPI.COMM_WORLD
     rank, nranks = comm.Get_rank(), comm.Get_size()
     info = MPI.Info.Create()
     info.Set("romio_cb_write", args.cb_write)
+    info.Set("romio_cb_read", args.cb_read)
     if args.cb_nodes:
         info.Set("cb_nodes", str(args.cb_nodes))
     if args.cb_buffer_size:
@@ -59,7 +61,8 @@ def main() -> int:
              == block_bytes(r, i, args.block) for i in range(args.blocks) for r in range(nranks))
     ok = comm.allreduce(ok, op=MPI.LAND)
     if rank == 0:
-        print(f"collective write of {len(whole)} bytes by {nranks} ranks: read-back {'OK' if ok else 'FAILED'}")
+        verdict = "OK" if ok else "FAILED"
+        print(f"collective write of {len(whole)} bytes by {nranks} ranks: read-back {verdict}")
     return 0 if ok else 1
 
 

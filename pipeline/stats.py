@@ -23,6 +23,8 @@ def compute_stats(db: str) -> dict:
     try:
         one = lambda sql: con.execute(sql).fetchall()[0][0]  # noqa: E731
         run = dict(con.execute("SELECT key, value FROM run").fetchall())
+        total_bits, rank_bits = (int(x) for x in run["layout"].split("/"))
+        counter_bits = total_bits - rank_bits
         arrows = one("SELECT count(*) FROM arrows")
         with_arrows = one("SELECT count(DISTINCT callid) FROM arrows")
         stats = {
@@ -42,11 +44,22 @@ def compute_stats(db: str) -> dict:
                     UNION ALL SELECT unnest(callids) FROM server_ops)"""),
             "arrows": arrows,
             "callids_with_arrows": with_arrows,
-            "avg_arrows_per_callid": arrows / with_arrows if with_arrows else 0.0,
+            "avg_arrows_per_callid": round(arrows / with_arrows, 3) if with_arrows else 0.0,
             "unattributed_server_ops": one(f"""
                 SELECT count(*) FROM server_ops s WHERE layer IN ({_DISK_LAYERS})
                 AND NOT EXISTS (SELECT 1 FROM arrows a WHERE a.server = s.server
                                 AND a.event_id = s.event_id)"""),
+            # fan-in: how many calls one disk operation served (collective buffering)
+            "fanin": _rows(con, f"""
+                SELECT count(*) FILTER (WHERE len(callids) > 1) AS shared_disk_ops,
+                       coalesce(max(len(callids)), 0) AS max_calls_per_disk_op,
+                       round(coalesce(avg(len(callids)) FILTER (WHERE len(callids) > 0), 0), 2)
+                           AS mean_calls_per_disk_op
+                FROM server_ops WHERE layer IN ({_DISK_LAYERS})""")[0],
+            # aggregators: ranks whose requests carried other ranks' CallIDs
+            "aggregators": [r for (r,) in con.execute(f"""
+                SELECT DISTINCT s.rank FROM server_ops s, unnest(s.callids) AS u(id)
+                WHERE (u.id >> {counter_bits}) <> s.rank ORDER BY 1""").fetchall()],
             "fanout_by_func": _rows(con, """
                 SELECT func, count(*) AS calls,
                        min(disk_ops) AS disk_ops_min, round(avg(disk_ops), 2) AS disk_ops_mean,
@@ -79,6 +92,9 @@ def render_stats(stats: dict) -> str:
         f"{stats['avg_arrows_per_callid']:.2f} per CallID that has any "
         f"({stats['callids_with_arrows']} CallIDs)",
         f"  {stats['unattributed_server_ops']} disk operations without a CallID",
+        f"  fan-in: {stats['fanin']['shared_disk_ops']} disk operations served several calls "
+        f"(at most {stats['fanin']['max_calls_per_disk_op']}); aggregator ranks: "
+        f"{', '.join(map(str, stats['aggregators'])) or 'none'}",
     ]
     for title, key in (("Fan-out per MPI function (disk operations and servers per call)",
                         "fanout_by_func"),
@@ -88,3 +104,21 @@ def render_stats(stats: dict) -> str:
             columns = list(rows[0])
             lines += ["", title, format_rows(columns, [tuple(r.values()) for r in rows], "table")]
     return "\n".join(lines)
+
+
+#: The scalar figures ``callid stats A B ...`` puts side by side.
+COMPARED = ("calls", "server_ops", "distinct_callids", "arrows", "avg_arrows_per_callid",
+            "unattributed_server_ops")
+
+
+def render_comparison(names: list[str], all_stats: list[dict]) -> str:
+    """Several runs' figures side by side: scalars, fan-in, aggregators, fan-out per function."""
+    rows = [(key, *(s[key] for s in all_stats)) for key in COMPARED]
+    rows += [(f"fanin.{k}", *(s["fanin"][k] for s in all_stats)) for k in all_stats[0]["fanin"]]
+    rows.append(("aggregators", *(",".join(map(str, s["aggregators"])) or "-" for s in all_stats)))
+    funcs = sorted({r["func"] for s in all_stats for r in s["fanout_by_func"]})
+    for func in funcs:
+        for key in ("disk_ops_mean", "servers_mean"):
+            rows.append((f"{func}.{key}", *(next((r[key] for r in s["fanout_by_func"] if r["func"] == func),
+                                                 "-") for s in all_stats)))
+    return format_rows(["figure", *names], rows, "table")

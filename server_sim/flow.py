@@ -42,6 +42,7 @@ class FlowSpec:
     segments: list[tuple[int, int]]
     hints: dict
     parent: int  # the request event
+    hints_for: Callable[[list], dict] | None = None  # per-operation attribution (aggregated requests)
 
 
 def _trove_op(ctx: FlowContext, spec: FlowSpec, flow_id: int, op: str,
@@ -50,7 +51,8 @@ def _trove_op(ctx: FlowContext, spec: FlowSpec, flow_id: int, op: str,
     event_id = ctx.events.new_id()
     t0 = now()
     n = fn(spec.handle, pieces, view)
-    ctx.events.record(event_id, "trove", op, spec.hints, flow_id, spec.handle,
+    hints = spec.hints_for(pieces) if spec.hints_for else spec.hints
+    ctx.events.record(event_id, "trove", op, hints, flow_id, spec.handle,
                       pieces[0][0], view.nbytes, t0, now())
     return n
 

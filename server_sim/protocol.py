@@ -186,8 +186,12 @@ REGIONS = ListOf(PairOf())
 # Typed key/value hints, as PVFS2's PVFS_hint: each hint is (key, type, value).
 HINT_INT, HINT_STR, HINT_U64_LIST = 1, 2, 3
 _HINT_CODECS: dict[int, _Codec] = {HINT_INT: I64, HINT_STR: STR, HINT_U64_LIST: ListOf(U64)}
-#: The known hints and their types.  ``callid`` lists every CallID the request serves.
-HINT_TYPES = {"callid": HINT_U64_LIST, "rank": HINT_INT, "request_id": HINT_INT}
+#: The known hints and their types.  ``callid`` lists every CallID the request serves;
+#: ``callid_map`` (aggregated requests) says whose data is where: flat triples
+#: (logical offset, length, index into ``callid``), at most ``MAX_CALLID_MAP`` of them.
+HINT_TYPES = {"callid": HINT_U64_LIST, "callid_map": HINT_U64_LIST, "rank": HINT_INT,
+              "request_id": HINT_INT}
+MAX_CALLID_MAP = 256
 
 
 def _encode_hints(out: bytearray, hints: dict[str, Any]) -> None:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from server_sim import protocol as P
+from server_sim.attribution import attribution
 from server_sim.distribution import SimpleStripe
 from server_sim.events import now
 from server_sim.flow import FlowContext, FlowSpec, read_flow, write_flow
@@ -77,6 +78,10 @@ def _physical_segments(req: P.IoRequest | P.SmallIoRequest) -> list[tuple[int, i
     return segments
 
 
+def _attribution(req: P.IoRequest | P.SmallIoRequest):
+    return attribution(req.hints, SimpleStripe(req.strip_size, req.dfile_count), req.dfile_nr)
+
+
 def _op_name(req: P.IoRequest | P.SmallIoRequest, prefix: str) -> str:
     if req.io_type not in (P.IoType.READ, P.IoType.WRITE):
         raise RequestError(P.Status.EINVAL, f"bad io_type {req.io_type}")
@@ -91,7 +96,7 @@ def ping(st: ServerState, sock, tag, req, req_event) -> P.Message:
 @handles(P.IoRequest)
 def io(st: ServerState, sock: socket.socket, tag: int, req: P.IoRequest, req_event: int) -> P.Message | None:
     _op_name(req, "io")  # validates io_type
-    spec = FlowSpec(req.handle, _physical_segments(req), req.hints, req_event)
+    spec = FlowSpec(req.handle, _physical_segments(req), req.hints, req_event, _attribution(req))
     st.send(tag, P.IoResponse(bstream_size=st.flow.trove.size(req.handle),
                               buffer_size=st.flow.buffer_size))
     if req.io_type == P.IoType.WRITE:
@@ -122,7 +127,7 @@ def small_io(st: ServerState, sock, tag, req: P.SmallIoRequest, req_event: int) 
             trove.read_list(req.handle, segments, memoryview(buf))
         data = buf
     if total:
-        st.events.record(event_id, "trove", op, req.hints, req_event, req.handle,
+        st.events.record(event_id, "trove", op, _attribution(req)(segments), req_event, req.handle,
                          segments[0][0], total, t0, now())
     return P.SmallIoResponse(bstream_size=size, bytes_done=total, data=data)
 

@@ -166,11 +166,14 @@ class TwoPhase:
             cover = _covered([(a, b - a) for a, b, _, _ in parts])
             first, last = cover[0][0], cover[-1][0] + cover[-1][1]
             buf = bytearray(last - first)
+            owners = _owners([(a, b, cid) for a, b, _, cid in parts], ids)
             if len(cover) > 1:  # holes: read-modify-write the whole extent
-                self.sysint.io(self.attrs, P.IoType.READ, [(first, last - first)], memoryview(buf), ids, func)
-            for a, b, d, _ in parts:
+                self.sysint.io(self.attrs, P.IoType.READ, [(first, last - first)], memoryview(buf), ids, func,
+                               owners)
+            for a, b, d, _ in parts:  # in rank order: the highest rank wins where writes overlap
                 buf[a - first:b - first] = d
-            self.sysint.io(self.attrs, P.IoType.WRITE, [(first, last - first)], memoryview(buf), ids, func)
+            self.sysint.io(self.attrs, P.IoType.WRITE, [(first, last - first)], memoryview(buf), ids, func,
+                           owners)
 
     def read(self, domains: list[tuple[int, int]], regions: Runs, data: memoryview, callid: int,
              func: str) -> int:
@@ -217,8 +220,9 @@ class TwoPhase:
                 continue
             cover = _covered([(a, b - a) for _, _, a, b in parts])
             buf = memoryview(bytearray(sum(n for _, n in cover)))
-            got = self.sysint.io(self.attrs, P.IoType.READ, cover, buf,
-                                 sorted({cid for _, cid, _, _ in parts}), func)
+            ids = sorted({cid for _, cid, _, _ in parts})
+            got = self.sysint.io(self.attrs, P.IoType.READ, cover, buf, ids, func,
+                                 _owners([(a, b, cid) for _, cid, a, b in parts], ids))
             eof = _end_of_data(cover, got)
             starts = list(_stream_starts(cover))
             for rank, _, a, b in parts:
@@ -226,6 +230,18 @@ class TwoPhase:
                 pos = starts[i] + a - cover[i][0]
                 answers[rank].append((a, b - a, bytes(buf[pos:pos + b - a]), max(0, min(b, eof) - a)))
         return answers
+
+
+def _owners(parts: list[tuple[int, int, int]], ids: list[int]) -> list[tuple[int, int, int]]:
+    """``(offset, length, index of the CallID in ids)`` per part, touching ranges of one owner joined."""
+    out: list[tuple[int, int, int]] = []
+    for a, b, cid in sorted(parts):
+        idx = ids.index(cid)
+        if out and out[-1][2] == idx and out[-1][0] + out[-1][1] == a:
+            out[-1] = (out[-1][0], b - out[-1][0], idx)
+        else:
+            out.append((a, b - a, idx))
+    return out
 
 
 def _stream_starts(runs: Runs):

@@ -104,17 +104,20 @@ class SysInt:
                 self._conns[server] = conn
             return conn
 
-    def _hints(self, callids: Sequence[int], seq: int) -> dict:
+    def _hints(self, callids: Sequence[int], seq: int, callid_map: list[int] | None = None) -> dict:
         hints: dict = {"rank": self.rank, "request_id": seq}
         if self.stamp:
             hints["callid"] = list(callids)
+            if callid_map:
+                hints["callid_map"] = callid_map
         return hints
 
     def _exchange(self, server: str, msg: P.Message, callids: Sequence[int], func: str,
-                  body: Callable[[_Connection, int], P.Response] | None = None) -> P.Response:
+                  body: Callable[[_Connection, int], P.Response] | None = None,
+                  callid_map: list[int] | None = None) -> P.Response:
         """Send ``msg`` to ``server``, run ``body`` (default: wait for one response), log the rpc."""
         seq = next(self._seq)
-        msg.hints = self._hints(callids, seq)
+        msg.hints = self._hints(callids, seq, callid_map)
         op = msg.OP.name.lower()
         conn = self._conn(server)
         t0 = time.time_ns()
@@ -209,12 +212,18 @@ class SysInt:
 
     # -- data -----------------------------------------------------------------------
     def io(self, f: FileAttrs, io_type: P.IoType, regions: Sequence[tuple[int, int]],
-           stream: memoryview, callids: Sequence[int], func: str) -> int:
+           stream: memoryview, callids: Sequence[int], func: str,
+           owners: Sequence[tuple[int, int, int]] | None = None) -> int:
         """Move ``stream`` to/from the file ``regions`` (list I/O); return the bytes transferred.
 
         One request goes to every datafile holding bytes of the access, with at most
         ``MAX_IO_REGIONS`` regions each (more regions: more requests, same CallIDs).
+        ``owners`` (aggregated requests): ``(offset, length, index into callids)`` ranges
+        saying whose data is where, sent as the ``callid_map`` hint when it fits.
         """
+        callid_map = None
+        if owners and len(callids) > 1 and len(owners) <= P.MAX_CALLID_MAP:
+            callid_map = [v for triple in owners for v in triple]
         if stream.nbytes == 0:
             return 0
         dist = f.dist
@@ -233,7 +242,8 @@ class SysInt:
         small = max(shares) <= self.small_io_limit and all(
             len(items) <= P.MAX_IO_REGIONS for items in plan.values())
         jobs = [
-            (lambda n=n, items=items: self._io_dfile(f, n, io_type, items, stream, callids, func, small))
+            (lambda n=n, items=items: self._io_dfile(f, n, io_type, items, stream, callids, func, small,
+                                                     callid_map))
             for n, items in plan.items()
         ]
         sizes = dict(zip(plan, self._parallel(jobs)))
@@ -257,19 +267,20 @@ class SysInt:
 
     def _io_dfile(self, f: FileAttrs, n: int, io_type: P.IoType,
                   items: list[tuple[tuple[int, int], list[tuple[int, int]]]], stream: memoryview,
-                  callids: Sequence[int], func: str, small: bool) -> int:
+                  callids: Sequence[int], func: str, small: bool, callid_map: list[int] | None) -> int:
         """All requests to one datafile; return its size before the access (reads use it)."""
         size = 0
         for i in range(0, len(items), P.MAX_IO_REGIONS):
             chunk = items[i:i + P.MAX_IO_REGIONS]
             regions = [region for region, _ in chunk]
             pieces = [piece for _, ps in chunk for piece in ps]
-            size = max(size, self._io_one(f, n, io_type, regions, stream, pieces, callids, func, small))
+            size = max(size, self._io_one(f, n, io_type, regions, stream, pieces, callids, func, small,
+                                          callid_map))
         return size
 
     def _io_one(self, f: FileAttrs, n: int, io_type: P.IoType, regions: list[tuple[int, int]],
                 view: memoryview, pieces: list[tuple[int, int]], callids: Sequence[int], func: str,
-                small: bool) -> int:
+                small: bool, callid_map: list[int] | None = None) -> int:
         """One request to datafile ``n``; return the datafile's size before the access."""
         server, handle = f.dfiles[n]
         common = dict(handle=handle, io_type=io_type, strip_size=f.strip_size, dfile_nr=n,
@@ -277,9 +288,9 @@ class SysInt:
         if small:
             data = b"".join(view[o:o + k] for o, k in pieces) if io_type == P.IoType.WRITE else b""
             msg = P.SmallIoRequest(data=data, **common)
-            msg.hints = self._hints(callids, 0)
+            msg.hints = self._hints(callids, 0, callid_map)
             if len(P.encode(msg)) <= bmi.UNEXPECTED_LIMIT:  # else (huge hint lists): a flow
-                resp = self._exchange(server, msg, callids, func)
+                resp = self._exchange(server, msg, callids, func, callid_map=callid_map)
                 if io_type == P.IoType.READ:
                     _scatter(resp.data, view, pieces)
                 return resp.bstream_size
@@ -299,7 +310,7 @@ class SysInt:
                 _recv_scatter(conn.sock, tag, [view[o:o + k] for o, k in buf])
             return ack
 
-        resp = self._exchange(server, P.IoRequest(**common), callids, func, flow)
+        resp = self._exchange(server, P.IoRequest(**common), callids, func, flow, callid_map)
         return getattr(resp, "bstream_size", 0)
 
 

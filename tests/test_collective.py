@@ -1,0 +1,106 @@
+"""Collective buffering and complete attribution: fan-in, aggregators, small I/O, concurrency."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from tests.conftest import EXAMPLES, callid_cmd
+
+
+def traced(tmp: Path, name: str, *args) -> tuple[Path, duckdb.DuckDBPyConnection, dict]:
+    """Run, merge and compute stats; return the output directory, the database and the stats."""
+    out = tmp / name
+    run = callid_cmd("run", "-o", out, *args)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "FAILED" not in run.stdout
+    db = out / "m.duckdb"
+    merge = callid_cmd("merge", out / "client.parquet", out / "server.parquet", "-o", db)
+    assert merge.returncode == 0, merge.stderr
+    stats = callid_cmd("stats", db, "--json")
+    assert stats.returncode == 0, stats.stderr
+    return out, duckdb.connect(str(db), read_only=True), json.loads(stats.stdout)
+
+
+def q(con, sql):
+    return con.execute(sql).fetchall()
+
+
+COLLECTIVE = [EXAMPLES / "collective_write.py", "--block", "256KiB", "--blocks", "4", "--cb-nodes", "2"]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("collective")
+    on = traced(tmp, "cb", "-n", 4, *COLLECTIVE)
+    off = traced(tmp, "nocb", "-n", 4, *COLLECTIVE, "--cb-write", "disable", "--cb-read", "disable")
+    return on, off
+
+
+def test_aggregated_trove_writes_carry_exactly_the_calls_whose_data_they_hold(runs):
+    (_, con, stats), _ = runs
+    # 256 KiB blocks, 64 KiB flow buffers: every Trove write holds the data of one rank's call
+    assert q(con, """SELECT DISTINCT len(callids) FROM server_ops WHERE op = 'trove_write'""") == [(1,)]
+    per_call = q(con, """SELECT rank, disk_ops, servers, disk_bytes FROM fanout
+                         WHERE func = 'MPI_File_write_all' ORDER BY rank""")
+    assert per_call == [(r, 16, 2, 1 << 20) for r in range(4)]
+    # the Trove bytes equal the bytes written, and only the two aggregators sent them
+    assert q(con, "SELECT sum(size) FROM server_ops WHERE op = 'trove_write'") == [(4 << 20,)]
+    assert q(con, "SELECT DISTINCT rank FROM server_ops WHERE op = 'trove_write' ORDER BY 1") == [(0,), (1,)]
+    assert stats["aggregators"] == [0, 1]
+    assert stats["unattributed_server_ops"] == 0
+
+
+def test_without_collective_buffering_every_rank_writes_its_own_blocks(runs):
+    _, (_, con, stats) = runs
+    senders = q(con, "SELECT DISTINCT rank FROM server_ops WHERE op = 'trove_write' ORDER BY 1")
+    assert senders == [(r,) for r in range(4)]
+    assert stats["aggregators"] == [] and stats["fanin"]["shared_disk_ops"] == 0
+    assert stats["unattributed_server_ops"] == 0
+
+
+def test_stats_compares_runs_side_by_side(runs):
+    (on, _, _), (off, _, _) = runs
+    both = callid_cmd("stats", on / "m.duckdb", off / "m.duckdb", "--json")
+    assert both.returncode == 0
+    figures = json.loads(both.stdout)
+    assert [f["aggregators"] for f in figures] == [[0, 1], []]
+    table = callid_cmd("stats", on / "m.duckdb", off / "m.duckdb").stdout
+    assert "aggregators" in table and "fanin.max_calls_per_disk_op" in table
+
+
+def test_small_blocks_give_fan_in_every_disk_operation_serves_all_four_calls(tmp_path):
+    _, con, stats = traced(tmp_path, "fanin", "-n", 4, EXAMPLES / "collective_write.py",
+                           "--block", "16KiB", "--blocks", "8", "--cb-nodes", "1")
+    # a 64 KiB Trove write of the aggregator holds one 16 KiB block of each of the 4 ranks
+    assert q(con, "SELECT DISTINCT len(callids) FROM server_ops WHERE op = 'trove_write'") == [(4,)]
+    assert q(con, """SELECT count(DISTINCT callid), sum(size) FROM arrows
+                     WHERE func = 'MPI_File_write_all' AND op = 'trove_write'""") == [(4, 4 * (512 << 10))]
+    assert stats["fanin"]["max_calls_per_disk_op"] == 4 and stats["aggregators"] == [0]
+    assert stats["unattributed_server_ops"] == 0
+
+
+def test_small_io_writes_use_the_small_io_path_and_each_has_arrows(tmp_path):
+    _, con, stats = traced(tmp_path, "small", "-n", 2, EXAMPLES / "mpi_io_test.py", "-b", "4KiB", "-i", 4)
+    assert q(con, "SELECT count(*) FROM server_ops WHERE op = 'small_io_write'") == [(8,)]
+    assert q(con, "SELECT count(*) FROM server_ops WHERE layer = 'flow'") == [(0,)]
+    per_write = q(con, "SELECT count(*), min(disk_ops) FROM fanout WHERE func = 'MPI_File_write_at'")
+    assert per_write == [(8, 1)]
+    assert stats["unattributed_server_ops"] == 0
+
+
+def test_concurrent_writers_log_overlapping_trove_events_that_add_up(tmp_path):
+    _, con, stats = traced(tmp_path, "stress", "-n", 8, "--servers", 2, EXAMPLES / "mpi_io_test.py",
+                           "-b", "1MiB", "-i", 2, "--no-read")
+    # 8 ranks x 2 writes of 1 MiB, 64 KiB flow buffers: 16 Trove writes per MPI write
+    assert q(con, "SELECT count(*), sum(size), count(DISTINCT event_id || server) FROM server_ops "
+                  "WHERE op = 'trove_write'") == [(256, 16 << 20, 256)]
+    overlapping = q(con, """SELECT count(*) FROM server_ops a JOIN server_ops b
+                            ON a.server = b.server AND a.event_id < b.event_id
+                            AND a.t_start < b.t_end AND b.t_start < a.t_end
+                            WHERE a.op = 'trove_write' AND b.op = 'trove_write'""")[0][0]
+    assert overlapping > 0
+    assert stats["unattributed_server_ops"] == 0
