@@ -52,6 +52,7 @@ def test_aggregated_trove_writes_carry_exactly_the_calls_whose_data_they_hold(ru
     assert q(con, "SELECT DISTINCT rank FROM server_ops WHERE op = 'trove_write' ORDER BY 1") == [(0,), (1,)]
     assert stats["aggregators"] == [0, 1]
     assert stats["unattributed_server_ops"] == 0
+    assert q(con, "SELECT count(*) FROM server_ops WHERE len(callids) = 0") == [(0,)]  # every layer
 
 
 def test_without_collective_buffering_every_rank_writes_its_own_blocks(runs):
@@ -104,3 +105,11 @@ def test_concurrent_writers_log_overlapping_trove_events_that_add_up(tmp_path):
                             WHERE a.op = 'trove_write' AND b.op = 'trove_write'""")[0][0]
     assert overlapping > 0
     assert stats["unattributed_server_ops"] == 0
+
+
+def test_default_is_one_aggregator_per_simulated_host(tmp_path):
+    _, con, stats = traced(tmp_path, "hosts", "-n", 4, "--ranks-per-host", 2,
+                           EXAMPLES / "collective_write.py", "--block", "64KiB", "--blocks", "2")
+    assert stats["aggregators"] == [0, 2]
+    clocks = q(con, "SELECT clock FROM clocks WHERE source = 'client' ORDER BY 1")
+    assert clocks == [("host0",), ("host1",)]

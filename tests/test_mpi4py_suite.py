@@ -67,6 +67,7 @@ def test_mpi4py_io_tests_pass_on_the_simulated_file_system(suite, tmp_path, rank
                 WHERE (func LIKE 'MPI_File_%read%' OR func LIKE 'MPI_File_%write%') AND func NOT LIKE '%_end'
                 AND (bytes IS NULL OR "offset" IS NULL) AND error IS NULL""") == (0,)
     assert q("SELECT count(*) FROM server_ops WHERE layer IN ('trove', 'meta')")[0] > 1000
+    assert q("SELECT count(*) FROM server_ops WHERE len(callids) = 0") == (0,)  # every layer
     assert q("""SELECT count(*) FROM server_ops s WHERE layer IN ('trove', 'meta') AND NOT EXISTS
                 (SELECT 1 FROM arrows a WHERE a.server = s.server AND a.event_id = s.event_id)""") == (0,)
     con.close()
