@@ -219,6 +219,33 @@ def sql(
 
 
 @app.command()
+def export(
+    db: DbPath,
+    output: Annotated[Path, typer.Option("-o", "--output", help="file to write")] = Path("trace.json"),
+    fmt: Annotated[str, typer.Option("--format", help="chrome (trace-event JSON for Perfetto)")] = "chrome",
+) -> None:
+    """Export the merged trace with its call -> disk-operation arrows for other viewers.
+
+    chrome: Chrome trace-event JSON; open it in https://ui.perfetto.dev or chrome://tracing.
+    Ranks and servers are tracks, the CallID is in every slice's args, arrows are flow events.
+
+    Example: callid export merged.duckdb --format chrome -o trace.json
+    """
+    from pipeline.errors import InputError
+    from pipeline.export import write_chrome_trace
+
+    if fmt != "chrome":
+        fail(f"--format {fmt!r}: only 'chrome' is available", EXIT_USAGE)
+    try:
+        n = write_chrome_trace(str(db), str(output))
+    except InputError as exc:
+        fail(str(exc), EXIT_USAGE)
+    except OSError as exc:
+        fail(f"{output}: {exc.strerror}")
+    typer.echo(f"callid: wrote {output} ({n} trace events); open it in https://ui.perfetto.dev")
+
+
+@app.command()
 def demo(
     out: Annotated[Path, typer.Option("-o", "--out", help="output directory")] = Path("callid-out"),
     np: Annotated[int, typer.Option("-n", "--np", min=1, help="MPI ranks")] = 2,
