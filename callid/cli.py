@@ -219,6 +219,31 @@ def sql(
 
 
 @app.command()
+def view(
+    db: DbPath,
+    output: Annotated[Path, typer.Option("-o", "--output", help="page to write")] = Path("timeline.html"),
+) -> None:
+    """Write one self-contained HTML timeline: lanes per rank and server, arrows per disk operation.
+
+    Zoom with the wheel, pan by dragging, hover for the CallID and details, click a call
+    to highlight its fan-out, filter by rank, file, function or CallID.  Summary plots
+    (fan-out, fan-in, per-server load, latency breakdown) are below the timeline.
+
+    Example: callid view merged.duckdb -o timeline.html
+    """
+    from pipeline.errors import InputError
+    from pipeline.timeline import write_timeline
+
+    try:
+        n = write_timeline(str(db), str(output))
+    except InputError as exc:
+        fail(str(exc), EXIT_USAGE)
+    except OSError as exc:
+        fail(f"{output}: {exc.strerror}")
+    typer.echo(f"callid: wrote {output} ({n} events); open it in a browser")
+
+
+@app.command()
 def export(
     db: DbPath,
     output: Annotated[Path, typer.Option("-o", "--output", help="file to write")] = Path("trace.json"),

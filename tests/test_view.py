@@ -1,0 +1,69 @@
+"""The timeline page in real headless Chromium: every arrow drawn, first paint measured, a screenshot.
+
+Chromium comes from Debian's ``chromium`` package, which ``.ci/run`` installs; CI sets
+CALLID_REQUIRE_BROWSER=1 so a missing browser fails there instead of skipping.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+
+import duckdb
+import pytest
+
+from tests.conftest import EXAMPLES, callid_cmd
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--window-size=1400,900", "--virtual-time-budget=5000"]
+
+pytestmark = pytest.mark.skipif(CHROMIUM is None and not os.environ.get("CALLID_REQUIRE_BROWSER"),
+                                reason="chromium is not installed (CI installs it)")
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("view")
+    out = tmp / "out"
+    run = callid_cmd("run", "-n", 2, "-o", out, EXAMPLES / "callid_demo.py")
+    assert run.returncode == 0, run.stderr[-2000:]
+    db = out / "m.duckdb"
+    assert callid_cmd("merge", out / "client.parquet", out / "server.parquet", "-o", db).returncode == 0
+    view = callid_cmd("view", db, "-o", tmp / "timeline.html")
+    assert view.returncode == 0, view.stderr
+    con = duckdb.connect(str(db), read_only=True)
+    arrows = con.execute("SELECT count(*) FROM arrows").fetchall()[0][0]
+    con.close()
+    return tmp, tmp / "timeline.html", arrows
+
+
+def _chromium(tmp, *args) -> str:
+    assert CHROMIUM, "chromium is required (apt-get install chromium)"
+    result = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp / 'profile'}", *args],
+                            capture_output=True, text=True, timeout=120)
+    return result.stdout
+
+
+def test_the_page_draws_one_arrow_per_arrows_row_and_reports_first_paint(page):
+    tmp, html, arrows = page
+    assert "http://" not in html.read_text().replace("http://www.w3.org/2000/svg", "")  # self-contained
+    dom = _chromium(tmp, "--dump-dom", html.as_uri())
+    body = re.search(r"<body([^>]*)>", dom).group(1)
+    attrs = dict(re.findall(r'data-([a-z-]+)="([^"]*)"', body))
+    assert attrs.get("ready") == "1"
+    assert int(attrs["arrows-drawn"]) == arrows == 66
+    assert float(attrs["first-draw-ms"]) > 0
+    print(f"timeline drawn {attrs['first-draw-ms']} ms after page start, first paint at "
+          f"{attrs.get('first-paint-ms', '?')} ms, drawing took {attrs['draw-ms']} ms")
+
+
+def test_screenshot(page):
+    tmp, html, _ = page
+    shot = tmp / "timeline.png"
+    _chromium(tmp, f"--screenshot={shot}", html.as_uri())
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+    print(f"screenshot: {shot}")
