@@ -218,6 +218,18 @@ def sql(
     typer.echo(format_rows(columns, rows, fmt))
 
 
+def _write(writer, db: Path, output: Path) -> int:
+    """Run ``writer(db, output)``; bad input or an unwritable output is a one-line error."""
+    from pipeline.errors import InputError
+
+    try:
+        return writer(str(db), str(output))
+    except InputError as exc:
+        fail(str(exc), EXIT_USAGE)
+    except OSError as exc:
+        fail(f"{output}: {exc.strerror}")
+
+
 @app.command()
 def view(
     db: DbPath,
@@ -231,15 +243,9 @@ def view(
 
     Example: callid view merged.duckdb -o timeline.html
     """
-    from pipeline.errors import InputError
     from pipeline.timeline import write_timeline
 
-    try:
-        n = write_timeline(str(db), str(output))
-    except InputError as exc:
-        fail(str(exc), EXIT_USAGE)
-    except OSError as exc:
-        fail(f"{output}: {exc.strerror}")
+    n = _write(write_timeline, db, output)
     typer.echo(f"callid: wrote {output} ({n} events); open it in a browser")
 
 
@@ -256,17 +262,11 @@ def export(
 
     Example: callid export merged.duckdb --format chrome -o trace.json
     """
-    from pipeline.errors import InputError
     from pipeline.export import write_chrome_trace
 
     if fmt != "chrome":
         fail(f"--format {fmt!r}: only 'chrome' is available", EXIT_USAGE)
-    try:
-        n = write_chrome_trace(str(db), str(output))
-    except InputError as exc:
-        fail(str(exc), EXIT_USAGE)
-    except OSError as exc:
-        fail(f"{output}: {exc.strerror}")
+    n = _write(write_chrome_trace, db, output)
     typer.echo(f"callid: wrote {output} ({n} trace events); open it in https://ui.perfetto.dev")
 
 

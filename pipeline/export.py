@@ -19,10 +19,9 @@ Flow ids are never reused, and every flow end lies inside a slice of its track.
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 from pipeline import schema as S
+from pipeline.atomic import replacing
 from pipeline.query import connect
 
 RANKS_PID = 1
@@ -104,12 +103,6 @@ def _mid(ts: float, te: float) -> float:
 def write_chrome_trace(db: str, out: str) -> int:
     """Write the trace to ``out`` (temporary name, then rename); return the number of events."""
     trace = chrome_trace(db)
-    out_path = Path(out)
-    tmp = out_path.with_name(f".{out_path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "w") as fh:
-            json.dump(trace, fh, separators=(",", ":"), default=str)
-        os.replace(tmp, out_path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with replacing(out) as tmp, open(tmp, "w") as fh:
+        json.dump(trace, fh, separators=(",", ":"), default=str)
     return len(trace["traceEvents"])

@@ -20,8 +20,8 @@ def connect(db: str) -> duckdb.DuckDBPyConnection:
         raise InputError(f"{db}: no such file")
     try:
         con = duckdb.connect(db, read_only=True)
-    except duckdb.Error as exc:
-        raise InputError(f"{db}: not a DuckDB database ({str(exc).splitlines()[0]})") from None
+    except duckdb.Error:
+        raise InputError(f"{db}: not a database written by 'callid merge' (DuckDB cannot open it)") from None
     tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
     if not {"calls", "server_ops", "arrows"} <= tables:
         con.close()

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import html
 import json
-import os
 from importlib import resources
-from pathlib import Path
 
 from pipeline import schema as S
+from pipeline.atomic import replacing
 from pipeline.query import connect
 
 LAYERS = ("req", "flow", "trove", "meta")
@@ -186,11 +185,6 @@ def write_timeline(db: str, out: str) -> int:
     """Write the timeline page (temporary name, then rename); return the number of events."""
     data = timeline_data(db)
     page = render_html(data, summary_plots(db))
-    out_path = Path(out)
-    tmp = out_path.with_name(f".{out_path.name}.{os.getpid()}.tmp")
-    try:
+    with replacing(out) as tmp:
         tmp.write_text(page)
-        os.replace(tmp, out_path)
-    finally:
-        tmp.unlink(missing_ok=True)
     return len(data["events"]["src"])

@@ -227,22 +227,20 @@ class SimFile:
         self.closed = True
         self.view.free()
 
-    def Set_size(self, rec: Record, size: int) -> None:
+    def _check_resize(self, rec: Record, size: int) -> None:
         self._check_open()
         if size < 0:
             raise SimIOError(MPI.ERR_ARG, f"negative size {size}")
         if self.amode & MPI.MODE_RDONLY:
             raise SimIOError(MPI.ERR_READ_ONLY, "file opened read-only")
         rec.size = size
+
+    def Set_size(self, rec: Record, size: int) -> None:
+        self._check_resize(rec, size)
         self._rank0(lambda: self.sysint.truncate(self.attrs, size, [rec.callid], "MPI_File_set_size"))
 
     def Preallocate(self, rec: Record, size: int) -> None:
-        self._check_open()
-        if size < 0:
-            raise SimIOError(MPI.ERR_ARG, f"negative size {size}")
-        if self.amode & MPI.MODE_RDONLY:
-            raise SimIOError(MPI.ERR_READ_ONLY, "file opened read-only")
-        rec.size = size
+        self._check_resize(rec, size)
 
         def grow() -> None:
             ids, func = [rec.callid], "MPI_File_preallocate"
