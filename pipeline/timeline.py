@@ -81,8 +81,8 @@ def summary_plots(db: str) -> str:
     try:
         fanout = con.execute("""SELECT func, disk_ops, count(*) FROM fanout WHERE disk_ops > 0
                                 GROUP BY ALL ORDER BY func, disk_ops""").fetchall()
-        fanin = con.execute(f"""SELECT len(callids), count(*) FROM server_ops WHERE layer IN ({_DISK})
-                                GROUP BY 1 ORDER BY 1""").fetchall()
+        fanin = con.execute(f"""SELECT func, n_callids, count(DISTINCT (server, event_id)) FROM arrows
+                                WHERE layer IN ({_DISK}) GROUP BY ALL ORDER BY func, n_callids""").fetchall()
         span = con.execute("SELECT min(t_start), max(t_end) FROM server_ops").fetchall()[0]
         load = []
         if span[0] is not None:
@@ -109,7 +109,8 @@ def summary_plots(db: str) -> str:
     for func in sorted({f for f, _, _ in fanout}):
         rows = [(str(k), n) for f, k, n in fanout if f == func]
         plots.append(_bars(f"fan-out of {func}: calls by disk operations per call", rows))
-    plots.append(_bars("fan-in: disk operations by calls they serve", [(str(k), n) for k, n in fanin]))
+        rows = [(str(k), n) for f, k, n in fanin if f == func]
+        plots.append(_bars(f"fan-in of {func}: its disk operations by calls they serve", rows))
     for column, title in ((2, "bytes"), (3, "disk operations")):
         series = {}
         for row in load:

@@ -1,0 +1,20 @@
+"""``python -m bench NAME [OPTIONS]``: run one benchmark (``python -m bench`` lists them)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+BENCHMARKS = {"view": "timeline generation for a ~100 k-event trace, against fetching the same rows"}
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] not in BENCHMARKS:
+        names = "\n".join(f"  {k:8} {v}" for k, v in BENCHMARKS.items())
+        print("usage: python -m bench NAME [OPTIONS]\n" + names, file=sys.stderr)
+        return 2
+    return importlib.import_module(f"bench.{argv[0]}").main(argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
