@@ -271,6 +271,35 @@ def export(
 
 
 @app.command()
+def synth(
+    out: Annotated[Path, typer.Option("-o", "--out", help="output directory")] = Path("synth-out"),
+    ranks: Annotated[int, typer.Option(min=1, help="ranks")] = 4,
+    servers: Annotated[int, typer.Option(min=1, help="I/O servers")] = 2,
+    calls: Annotated[int, typer.Option(min=1, help="calls in all")] = 1000,
+    fanout: Annotated[int, typer.Option(min=1, help="disk operations per call")] = 10,
+    collective_share: Annotated[float, typer.Option(
+        min=0, max=1, help="share of collective calls")] = 0.1,
+    seed: Annotated[int, typer.Option(help="random seed")] = 0,
+) -> None:
+    """Write synthetic client and server logs with their true arrows (for tests and benchmarks).
+
+    OUT/client.parquet and OUT/server.parquet have the schemas of a real run;
+    OUT/truth.parquet lists the exact arrows (callid, server, event_id).
+
+    Example: callid synth --ranks 1000 --calls 10000000 --fanout 10 -o big
+    """
+    from pipeline.synth import SynthOptions, synthesize
+
+    try:
+        counts = synthesize(SynthOptions(ranks=ranks, servers=servers, calls=calls, fanout=fanout,
+                                         collective_share=collective_share, seed=seed), out)
+    except OSError as exc:
+        fail(f"{out}: {exc.strerror}")
+    typer.echo(f"callid: wrote {out}/client.parquet, server.parquet and truth.parquet ({counts['calls']} "
+               f"calls, {counts['server_ops']} server operations, {counts['arrows']} arrows)")
+
+
+@app.command()
 def demo(
     out: Annotated[Path, typer.Option("-o", "--out", help="output directory")] = Path("callid-out"),
     np: Annotated[int, typer.Option("-n", "--np", min=1, help="MPI ranks")] = 2,

@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import BIN, ROOT, callid_cmd
 
-COMMANDS = ["run", "merge", "stats", "sql", "view", "export", "demo"]
+COMMANDS = ["run", "merge", "stats", "sql", "view", "export", "synth", "demo"]
 
 
 def test_readme_has_exactly_two_setup_commands_and_ci_runs_the_test_one():
