@@ -8,6 +8,7 @@ line on stderr with exit status 1 (a run or step failed) or 2 (bad usage or inpu
 from __future__ import annotations
 
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, NoReturn
 
@@ -129,6 +130,11 @@ def merge(
     server: Annotated[str, typer.Argument(help="server log: file, directory or glob of parts")],
     output: Annotated[Path | None, typer.Option(
         "-o", "--output", help="database to write", show_default="merged.duckdb next to CLIENT")] = None,
+    fmt: Annotated[str, typer.Option(
+        "--format", help="duckdb (one file) or parquet (a directory with one file per table)")] = "duckdb",
+    memory_limit: Annotated[str | None, typer.Option(
+        help="DuckDB memory limit, e.g. 4GB; beyond it the merge spills to disk",
+        show_default="half of the RAM")] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Merge client and server logs into one DuckDB database with calls, arrows and fan-out.
@@ -143,9 +149,11 @@ def merge(
 
     if output is None:
         base = Path(client)
-        output = (base if base.is_dir() else base.parent) / "merged.duckdb"
+        output = (base if base.is_dir() else base.parent) / ("merged.duckdb" if fmt == "duckdb" else "merged")
     try:
-        summary = do_merge(client, server, str(output))
+        with _steps("merging", quiet=as_json) as on_step:
+            summary = do_merge(client, server, str(output), memory_limit=memory_limit, fmt=fmt,
+                               on_step=on_step)
     except InputError as exc:
         fail(str(exc), EXIT_USAGE)
     if as_json:
@@ -216,6 +224,20 @@ def sql(
     except InputError as exc:
         fail(str(exc), EXIT_USAGE)
     typer.echo(format_rows(columns, rows, fmt))
+
+
+@contextmanager
+def _steps(title: str, quiet: bool = False):
+    """A progress display on stderr for a chain of named steps; yields the step callback."""
+    if quiet or not sys.stderr.isatty():
+        yield lambda name: None
+        return
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                  transient=True) as progress:
+        task = progress.add_task(title)
+        yield lambda name: progress.update(task, description=f"{title}: {name}")
 
 
 def _write(writer, db: Path, output: Path) -> int:

@@ -9,6 +9,8 @@ database is written under a temporary name and renamed only on success.
 from __future__ import annotations
 
 import os
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
@@ -18,11 +20,31 @@ from pipeline.errors import InputError
 from pipeline.load import LogInfo, validate_log
 
 TABLES = ("calls", "rpcs", "server_ops", "arrows", "fanout", "clocks", "run")
+FORMATS = ("duckdb", "parquet")
+
+
+def default_memory_limit() -> str:
+    """Half of this machine's memory: DuckDB spills to disk beyond it."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return "4GB"
+    return f"{max(total // 2 // 2**20, 256)}MB"
 _DISK_LAYERS = ", ".join(f"'{layer}'" for layer in S.DISK_LAYERS)
 
 
-def merge(client: str, server: str, out: str, *, memory_limit: str | None = None) -> dict:
-    """Validate both logs, build the merged database at ``out``; return the row count per table."""
+def merge(client: str, server: str, out: str, *, memory_limit: str | None = None, fmt: str = "duckdb",
+          on_step: Callable[[str], None] | None = None) -> dict:
+    """Validate both logs, build the merged tables at ``out``; return the row count per table.
+
+    ``fmt='parquet'`` writes ``out`` as a directory with one Parquet file per table.
+    DuckDB spills to a temporary directory beyond ``memory_limit`` (default: half the RAM).
+    ``on_step`` is called with the name of each step as it starts (for progress displays).
+    """
+    step = on_step or (lambda name: None)
+    if fmt not in FORMATS:
+        raise InputError(f"unknown output format {fmt!r}: choose duckdb or parquet")
+    step("validate")
     c = validate_log(client, S.KIND_CLIENT)
     s = validate_log(server, S.KIND_SERVER)
     if c.layout != s.layout:
@@ -30,18 +52,24 @@ def merge(client: str, server: str, out: str, *, memory_limit: str | None = None
     out_path = Path(out)
     tmp = out_path.with_name(f".{out_path.name}.{os.getpid()}.tmp")
     _remove(tmp)
-    con = duckdb.connect(str(tmp))
+    con = duckdb.connect(str(tmp) if fmt == "duckdb" else ":memory:")
     try:
-        if memory_limit:
-            con.execute(f"SET memory_limit = '{memory_limit}'")
+        con.execute(f"SET memory_limit = '{memory_limit or default_memory_limit()}'")
+        con.execute(f"SET temp_directory = '{tmp}.spill'")
         _sources(con, c, s)
-        align_clocks(con)
-        build_tables(con)
-        derive_arrows(con)
-        derive_fanout(con)
+        for name, fn in (("align clocks", align_clocks), ("build tables", build_tables),
+                         ("derive arrows", derive_arrows), ("derive fan-out", derive_fanout)):
+            step(name)
+            fn(con)
         write_run(con, c, s)
+        step("write")
         counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0] for t in TABLES}
+        if fmt == "parquet":
+            tmp.mkdir()
+            for table in (*TABLES, "events"):
+                con.execute(f"COPY {table} TO '{tmp / (table + '.parquet')}' (FORMAT parquet)")
         con.close()
+        _remove(out_path)
         os.replace(tmp, out_path)
     except duckdb.Error as exc:
         con.close()
@@ -55,8 +83,11 @@ def merge(client: str, server: str, out: str, *, memory_limit: str | None = None
 
 
 def _remove(path: Path) -> None:
-    for p in (path, Path(str(path) + ".wal")):
-        p.unlink(missing_ok=True)
+    for p in (path, Path(str(path) + ".wal"), Path(str(path) + ".spill")):
+        if p.is_dir():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
 
 
 def _files(info: LogInfo) -> str:
@@ -116,7 +147,7 @@ def build_tables(con: duckdb.DuckDBPyConnection) -> None:
                callid_hex(NULLIF(callid, no_callid())) AS callid_hex,
                list_filter(callids, lambda x: x <> no_callid()) AS callids,
                rank, req_id, event_id, parent, handle, "offset", size, t_start, t_end
-        FROM server_log ORDER BY t_start
+        FROM server_log
     """)
     con.execute("""
         CREATE VIEW events AS
@@ -142,7 +173,6 @@ def derive_arrows(con: duckdb.DuckDBPyConnection) -> None:
                c.t_start AS call_t_start, c.t_end AS call_t_end, l.server, l.layer, l.op,
                l.handle, l."offset", l.size, l.t_start, l.t_end, l.event_id, l.n_callids
         FROM links l JOIN calls c ON c.callid = l.callid
-        ORDER BY l.t_start
     """)
 
 
@@ -163,7 +193,6 @@ def derive_fanout(con: duckdb.DuckDBPyConnection) -> None:
                coalesce(p.disk_ops, 0) AS disk_ops, coalesce(p.servers, 0) AS servers,
                coalesce(p.disk_bytes, 0) AS disk_bytes, p.bytes_per_server
         FROM calls c LEFT JOIN per_call p ON p.callid = c.callid
-        ORDER BY c.t_start
     """)
 
 

@@ -15,14 +15,23 @@ FORMATS = ("table", "csv", "json", "markdown")
 
 
 def connect(db: str) -> duckdb.DuckDBPyConnection:
-    """Open a merged database read-only; :class:`InputError` if it is missing or not one."""
-    if not Path(db).is_file():
+    """Open a merged database read-only (a DuckDB file, or a directory of Parquet tables from
+    ``callid merge --format parquet``); :class:`InputError` if it is missing or not one."""
+    if Path(db).is_dir():
+        con = duckdb.connect()
+        for table in sorted(Path(db).glob("*.parquet")):
+            path = str(table).replace("'", "''")
+            con.execute(f'CREATE VIEW "{table.stem}" AS SELECT * FROM read_parquet(\'{path}\')')
+    elif not Path(db).is_file():
         raise InputError(f"{db}: no such file")
+    else:
+        con = None
     try:
-        con = duckdb.connect(db, read_only=True)
+        con = con or duckdb.connect(db, read_only=True)
     except duckdb.Error:
         raise InputError(f"{db}: not a database written by 'callid merge' (DuckDB cannot open it)") from None
     tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    tables |= {r[0] for r in con.execute("SELECT view_name FROM duckdb_views()").fetchall()}
     if not {"calls", "server_ops", "arrows"} <= tables:
         con.close()
         raise InputError(f"{db}: not a database written by 'callid merge' (no table 'arrows')")

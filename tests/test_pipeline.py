@@ -212,3 +212,17 @@ def test_stats_and_sql_on_a_file_that_is_not_a_merged_database(logs, tmp_path):
         result = callid_cmd(*args)
         assert result.returncode == 2
         assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_parquet_output_is_a_directory_of_the_same_tables(logs, merged, tmp_path):
+    out = tmp_path / "tables"
+    counts = merge(str(logs[0]), str(logs[1]), str(out), fmt="parquet", memory_limit="256MB")
+    assert sorted(p.stem for p in out.glob("*.parquet")) == sorted([*counts, "events"])
+    assert compute_stats(str(out)) == compute_stats(str(merged))
+    assert not list(tmp_path.glob(".*"))  # no temporary or spill directory left
+
+
+def test_merge_reports_its_steps(logs, tmp_path):
+    steps = []
+    merge(str(logs[0]), str(logs[1]), str(tmp_path / "s.duckdb"), on_step=steps.append)
+    assert steps == ["validate", "align clocks", "build tables", "derive arrows", "derive fan-out", "write"]

@@ -69,7 +69,7 @@ def _runs(dtype: MPI.Datatype) -> Runs:
         return merge_runs(run for d, n, t in zip(p["displacements"], p["blocklengths"], p["datatypes"])
                           for run in flatten(t).tile(n, d))
     if combiner == "DARRAY":
-        return _by_packing(dtype)
+        return _darray(flatten(base), p)
     bflat = flatten(base)
     ext = bflat.extent
     if combiner == "CONTIGUOUS":
@@ -85,7 +85,7 @@ def _runs(dtype: MPI.Datatype) -> Runs:
         return _blocks(bflat, ((d * scale, p["blocklength"]) for d in p["displacements"]))
     if combiner == "SUBARRAY":
         return _subarray(bflat, p["sizes"], p["subsizes"], p["starts"], p["order"])
-    return _by_packing(dtype)  # anything newer
+    return _by_packing(dtype)  # anything newer (exact for byte-exact element types)
 
 
 def _blocks(base: Flat, blocks: Iterable[tuple[int, int]]) -> Runs:
@@ -105,6 +105,22 @@ def _subarray(base: Flat, sizes: list[int], subsizes: list[int], starts: list[in
         first = sum(i * s for i, s in zip(idx, strides)) + starts[-1]
         runs += base.tile(subsizes[-1], first * base.extent)
     return merge_runs(runs)
+
+
+def _darray(base: Flat, p: dict) -> Runs:
+    """A darray's element slots, found by packing the same darray over an opaque byte block of
+    the element's extent (MPI packs bytes exactly; it may not pack e.g. long double so), then
+    each slot filled with the element's own runs."""
+    block = MPI.BYTE.Create_contiguous(base.extent).Commit()
+    slots = block.Create_darray(p["size"], p["rank"], p["gsizes"], p["distribs"], p["dargs"], p["psizes"],
+                                p["order"]).Commit()
+    try:
+        runs = _by_packing(slots)
+    finally:
+        slots.Free()
+        block.Free()
+    return merge_runs(run for off, n in runs for i in range(n // base.extent)
+                      for run in base.tile(1, off + i * base.extent))
 
 
 @lru_cache(maxsize=64)
