@@ -352,16 +352,10 @@ class WriteCompletion(Response):
 
 @message
 @dataclass
-class SmallIoRequest(Message):
+class SmallIoRequest(IoRequest):
     """I/O whose data travels inside the request (write) or the response (read)."""
 
     OP = Op.SMALL_IO
-    handle: int = wire(U64, 0)
-    io_type: int = wire(U32, IoType.READ)
-    strip_size: int = wire(U64, 0)
-    dfile_nr: int = wire(U32, 0)
-    dfile_count: int = wire(U32, 1)
-    regions: list = wire(REGIONS, [])
     data: bytes = wire(BYTES, b"")
 
 

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from callid.run import RunOptions, ServerGroup, make_config
@@ -46,3 +47,20 @@ def callid_cmd(*args: str, cwd: Path | None = None, timeout: float = 300) -> sub
     return subprocess.run([CALLID, *map(str, args)], cwd=cwd,
                           capture_output=True, text=True, timeout=timeout,
                           env=dict(os.environ, PYTHONPATH=str(ROOT)))
+
+
+def traced(tmp: Path, name: str, *run_args) -> tuple[Path, duckdb.DuckDBPyConnection, dict]:
+    """``callid run``, ``merge`` and ``stats --json`` as a user would; the output directory,
+    the merged database (open, read-only) and the statistics."""
+    import json
+
+    out = tmp / name
+    run = callid_cmd("run", "-o", out, *run_args)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "FAILED" not in run.stdout
+    db = out / "m.duckdb"
+    merge = callid_cmd("merge", out / "client.parquet", out / "server.parquet", "-o", db)
+    assert merge.returncode == 0, merge.stderr
+    stats = callid_cmd("stats", db, "--json")
+    assert stats.returncode == 0, stats.stderr
+    return out, duckdb.connect(str(db), read_only=True), json.loads(stats.stdout)

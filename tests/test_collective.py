@@ -3,26 +3,10 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
-import duckdb
 import pytest
 
-from tests.conftest import EXAMPLES, callid_cmd
-
-
-def traced(tmp: Path, name: str, *args) -> tuple[Path, duckdb.DuckDBPyConnection, dict]:
-    """Run, merge and compute stats; return the output directory, the database and the stats."""
-    out = tmp / name
-    run = callid_cmd("run", "-o", out, *args)
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert "FAILED" not in run.stdout
-    db = out / "m.duckdb"
-    merge = callid_cmd("merge", out / "client.parquet", out / "server.parquet", "-o", db)
-    assert merge.returncode == 0, merge.stderr
-    stats = callid_cmd("stats", db, "--json")
-    assert stats.returncode == 0, stats.stderr
-    return out, duckdb.connect(str(db), read_only=True), json.loads(stats.stdout)
+from tests.conftest import EXAMPLES, callid_cmd, traced
 
 
 def q(con, sql):

@@ -5,26 +5,20 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-import duckdb
 import pytest
 
-from tests.conftest import EXAMPLES, callid_cmd
+from tests.conftest import EXAMPLES, callid_cmd, traced
 
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("export")
-    out = tmp / "out"
-    run = callid_cmd("run", "-n", 4, "-o", out, EXAMPLES / "collective_write.py", "--block", "16KiB",
-                     "--blocks", 4, "--cb-nodes", 1)
-    assert run.returncode == 0, run.stderr[-2000:]
-    db = out / "m.duckdb"
-    assert callid_cmd("merge", out / "client.parquet", out / "server.parquet", "-o", db).returncode == 0
-    result = callid_cmd("export", db, "--format", "chrome", "-o", tmp / "trace.json")
-    assert result.returncode == 0, result.stderr
-    con = duckdb.connect(str(db), read_only=True)
+    out, con, _ = traced(tmp, "out", "-n", 4, EXAMPLES / "collective_write.py", "--block", "16KiB",
+                         "--blocks", 4, "--cb-nodes", 1)
     arrows = con.execute("SELECT count(*), count(*) FILTER (WHERE n_callids > 1) FROM arrows").fetchall()[0]
     con.close()
+    result = callid_cmd("export", out / "m.duckdb", "--format", "chrome", "-o", tmp / "trace.json")
+    assert result.returncode == 0, result.stderr
     return json.loads((tmp / "trace.json").read_text())["traceEvents"], arrows
 
 

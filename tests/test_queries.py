@@ -7,22 +7,18 @@ import json
 import duckdb
 import pytest
 
-from tests.conftest import EXAMPLES, callid_cmd
+from tests.conftest import EXAMPLES, callid_cmd, traced
 
 QUERIES = sorted((EXAMPLES / "queries").glob("*.sql"))
 
 
 @pytest.fixture(scope="module")
 def db(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("queries")
-    out = tmp / "out"
     # 1 KiB blocks: the aggregator's pieces are small I/O and every disk operation serves 4 calls
-    run = callid_cmd("run", "-n", 4, "-o", out, EXAMPLES / "collective_write.py", "--block", "1KiB",
-                     "--blocks", 2, "--cb-nodes", 1)
-    assert run.returncode == 0, run.stderr[-2000:]
-    path = out / "m.duckdb"
-    assert callid_cmd("merge", out / "client.parquet", out / "server.parquet", "-o", path).returncode == 0
-    return path
+    out, con, _ = traced(tmp_path_factory.mktemp("queries"), "out", "-n", 4, EXAMPLES / "collective_write.py",
+                         "--block", "1KiB", "--blocks", 2, "--cb-nodes", 1)
+    con.close()
+    return out / "m.duckdb"
 
 
 def _run(db, query) -> list[dict]:
