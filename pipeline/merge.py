@@ -54,6 +54,7 @@ def merge(client: str, server: str, out: str, *, memory_limit: str | None = None
     _remove(tmp)
     con = duckdb.connect(str(tmp) if fmt == "duckdb" else ":memory:")
     try:
+        con.execute("SET enable_progress_bar = false")  # progress is the caller's (on_step)
         con.execute(f"SET memory_limit = '{memory_limit or default_memory_limit()}'")
         con.execute(f"SET temp_directory = '{tmp}.spill'")
         _sources(con, c, s)

@@ -1,0 +1,129 @@
+"""Merge throughput and peak memory: ``callid merge`` against a straightforward pandas version.
+
+For each size, ``callid synth`` makes a trace (10 server events per call), then each
+implementation runs in its own process (so peak RSS is its own): ``callid merge``
+(arrows + fan-out + statistics) and the same arrows and fan-out with pandas, whose
+arrows are checked equal to callid's.  The thesis' O(n^2) arrow scan runs at 10 k and
+100 k events to show its growth.  Needs pandas: ``pip install -e '.[bench]'``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from pipeline.synth import SynthOptions, synthesize
+
+CALLID = """
+import resource, sys, time
+from pipeline.merge import merge
+from pipeline.stats import compute_stats
+t = time.perf_counter()
+merge(sys.argv[1] + "/client.parquet", sys.argv[1] + "/server.parquet", sys.argv[1] + "/m.duckdb")
+compute_stats(sys.argv[1] + "/m.duckdb")
+print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+PANDAS = """
+import resource, sys, time
+import duckdb, pandas as pd
+t = time.perf_counter()
+client = pd.read_parquet(sys.argv[1] + "/client.parquet")
+server = pd.read_parquet(sys.argv[1] + "/server.parquet")
+calls = client[client["kind"] == "call"]
+ops = server[server["layer"].isin(["trove", "meta"])][["server", "event_id", "callids", "size"]]
+links = ops.explode("callids").dropna(subset=["callids"]).rename(columns={"callids": "callid"})
+links["callid"] = links["callid"].astype("uint64")
+arrows = links.merge(calls[["callid", "rank", "func"]], on="callid", how="inner")
+per_server = arrows.groupby(["callid", "server"]).agg(ops=("event_id", "size"), bytes=("size", "sum"))
+fanout = per_server.groupby(level="callid").agg(disk_ops=("ops", "sum"), servers=("ops", "size"),
+                                                disk_bytes=("bytes", "sum"))
+fanout = calls[["callid", "func"]].merge(fanout, on="callid", how="left").fillna(0)
+stats = fanout.groupby("func")["disk_ops"].agg(["min", "mean", "max"])
+seconds = time.perf_counter() - t
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+ours = duckdb.connect(sys.argv[1] + "/m.duckdb", read_only=True).execute(
+    "SELECT callid, server, event_id FROM arrows ORDER BY ALL").df()
+mine = arrows[["callid", "server", "event_id"]].sort_values(["callid", "server", "event_id"])
+equal = len(ours) == len(mine) and (ours.to_numpy() == mine.to_numpy()).all()
+print(seconds, rss, bool(equal))
+"""
+
+
+def _child(code: str, directory: Path, timeout: float) -> tuple[float, float, list[str]] | None:
+    """Run ``code`` in a fresh Python; return (seconds, peak RSS in MiB, extra fields) or None if it died."""
+    try:
+        result = subprocess.run([sys.executable, "-c", code, str(directory)], capture_output=True, text=True,
+                                timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None
+    if result.returncode != 0:
+        print(f"  failed: {result.stderr.strip().splitlines()[-1] if result.stderr else result.returncode}",
+              file=sys.stderr)
+        return None
+    seconds, rss, *rest = result.stdout.strip().splitlines()[-1].split()
+    return float(seconds), int(rss) / 1024, rest
+
+
+def thesis_scan(events: int) -> float:
+    """Seconds of the thesis' arrow building: for every call, scan every server event."""
+    calls = events // 10
+    call_ids = list(range(calls))
+    event_ids = [i // 10 for i in range(events)]
+    t = time.perf_counter()
+    arrows = 0
+    for cid in call_ids:
+        for eid in event_ids:
+            if eid == cid:
+                arrows += 1
+    assert arrows == events
+    return time.perf_counter() - t
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench merge", description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, nargs="+", default=[1_000_000, 10_000_000],
+                        help="server events per trace (default 1M 10M); synth holds a trace in memory")
+    parser.add_argument("--pandas-timeout", type=float, default=900)
+    parser.add_argument("--no-thesis", action="store_true", help="skip the O(n^2) scan")
+    args = parser.parse_args(argv)
+    try:
+        import pandas  # noqa: F401
+    except ImportError:
+        print("python -m bench merge needs pandas: pip install -e '.[bench]'", file=sys.stderr)
+        return 2
+    figures: dict = {"benchmark": "merge", "sizes": []}
+    for events in args.events:
+        with tempfile.TemporaryDirectory() as tmp:
+            directory = Path(tmp)
+            calls = events // 10
+            synthesize(SynthOptions(ranks=min(1000, max(1, calls // 100)), calls=calls, fanout=10,
+                                    collective_share=0.0), directory)
+            ours = _child(CALLID, directory, 3600)
+            theirs = _child(PANDAS, directory, args.pandas_timeout) if ours else None
+        row = {"server_events": events, "calls": calls}
+        if ours:
+            row.update(callid_seconds=round(ours[0], 2), callid_events_per_s=round(events / ours[0]),
+                       callid_peak_rss_mib=round(ours[1]))
+        if theirs:
+            row.update(pandas_seconds=round(theirs[0], 2), pandas_peak_rss_mib=round(theirs[1]),
+                       same_arrows=theirs[2] == ["True"], speedup=round(theirs[0] / ours[0], 2))
+        else:
+            row.update(pandas="failed or timed out")
+        figures["sizes"].append(row)
+        get = row.get
+        print(f"{events:>11,} events: callid {get('callid_seconds')} s, {get('callid_peak_rss_mib')} MiB"
+              f" | pandas {get('pandas_seconds', '-')} s, {get('pandas_peak_rss_mib', '-')} MiB"
+              f" | same arrows: {get('same_arrows', '-')} | speed-up {get('speedup', '-')}x", flush=True)
+    if not args.no_thesis:
+        scan = {n: round(thesis_scan(n), 2) for n in (10_000, 100_000)}
+        figures["thesis_scan_seconds"] = scan
+        print(f"thesis O(n^2) arrow scan: 10k events {scan[10_000]} s, 100k events {scan[100_000]} s "
+              f"({scan[100_000] / scan[10_000]:.0f}x for 10x the events)")
+    print(json.dumps(figures))
+    return 0
