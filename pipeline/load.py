@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import glob
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
@@ -12,6 +12,8 @@ import pyarrow.parquet as pq
 
 from pipeline import schema as S
 from pipeline.errors import InputError
+
+_META_PREFIX = "callid."
 
 
 @dataclass(frozen=True)
@@ -24,6 +26,8 @@ class LogInfo:
     run_id: str
     config: str
     rows: int
+    #: every ``callid.*`` key/value of the first file, without the ``callid.`` prefix
+    metadata: dict[str, str] = field(default_factory=dict)
 
     @property
     def total_bits(self) -> int:
@@ -33,71 +37,102 @@ class LogInfo:
     def rank_bits(self) -> int:
         return int(self.layout.split("/")[1])
 
+    @property
+    def counter_bits(self) -> int:
+        return self.total_bits - self.rank_bits
+
+    @property
+    def sentinel(self) -> int:
+        """The all-ones CallID of the layout: "no CallID"."""
+        return (1 << self.total_bits) - 1
+
 
 def resolve(spec: str) -> list[str]:
     """A file, a directory of ``*.parquet`` parts, or a glob -> the sorted files."""
     path = Path(spec)
     if path.is_dir():
-        files = sorted(str(p) for p in path.glob("*.parquet"))
+        files = sorted(str(p) for p in path.glob("*.parquet") if p.is_file())
         if not files:
             raise InputError(f"{spec}: directory holds no .parquet files")
         return files
+    if path.exists():
+        return [spec]
     if any(ch in spec for ch in "*?["):
-        files = sorted(glob.glob(spec))
+        files = sorted(f for f in glob.glob(spec) if os.path.isfile(f))
         if not files:
             raise InputError(f"{spec}: no file matches")
         return files
-    if not path.exists():
-        raise InputError(f"{spec}: no such file")
-    return [spec]
+    raise InputError(f"{spec}: no such file")
 
 
-def _check_file(path: str, kind: str) -> tuple[dict[bytes, bytes], int]:
+_LISTS = tuple(getattr(pa, n) for n in ("ListType", "LargeListType", "ListViewType") if hasattr(pa, n))
+_STRINGS = {pa.string(), pa.large_string(), *([pa.string_view()] if hasattr(pa, "string_view") else [])}
+
+
+def _normal(type_: pa.DataType) -> object:
+    """A type without what does not matter to the readers (list item name and nullability,
+    large and view variants of strings and lists)."""
+    if isinstance(type_, _LISTS):
+        return ("list", _normal(type_.value_type))
+    return "string" if type_ in _STRINGS else type_
+
+
+def check_layout(layout: str, where: str) -> None:
+    """``TOTAL/RANK`` with TOTAL 32 or 64 and at least 2 counter bits, as ``callid.ids.Layout``."""
+    if not layout:
+        raise InputError(f"{where}: no '{S.META_LAYOUT}' metadata (CallID layout)")
+    try:
+        total, rank = (int(x) for x in layout.split("/"))
+    except ValueError:
+        total, rank = 0, 0
+    if total not in (32, 64) or not 1 <= rank <= total - 2:
+        raise InputError(f"{where}: unknown CallID layout {layout!r} in '{S.META_LAYOUT}' "
+                         "(expected TOTAL/RANK, TOTAL 32 or 64, e.g. 64/23)")
+
+
+def _check_file(path: str, kind: str) -> tuple[dict[str, str], int]:
+    """Validate one file's footer; return its ``callid.*`` metadata and row count."""
     if os.path.getsize(path) == 0:
         raise InputError(f"{path}: empty file, expected a {kind} log")
     try:
         meta = pq.read_metadata(path)
-        schema = pq.read_schema(path)
-    except (pa.ArrowInvalid, OSError) as exc:
+        schema = meta.schema.to_arrow_schema()
+    except PermissionError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+    except (pa.ArrowException, OSError) as exc:
         raise InputError(f"{path}: not a Parquet file ({str(exc).splitlines()[0]})") from None
-    kv = schema.metadata or {}
-    found = kv.get(S.META_KIND.encode(), b"").decode()
+    kv = {k.decode(errors="replace"): v.decode(errors="replace")
+          for k, v in (meta.metadata or {}).items() if k.startswith(_META_PREFIX.encode())}
+    found = kv.get(S.META_KIND, "")
     if not found:
         raise InputError(f"{path}: not a callid log (no '{S.META_KIND}' metadata)")
     if found != kind:
         raise InputError(f"{path}: is a {found} log, expected a {kind} log")
-    expected = S.SCHEMAS[kind]
-    for field in expected:
-        idx = schema.get_field_index(field.name)
+    for expected in S.SCHEMAS[kind]:
+        idx = schema.get_field_index(expected.name)
         if idx < 0:
-            raise InputError(f"{path}: missing column '{field.name}'")
+            raise InputError(f"{path}: missing column '{expected.name}'")
         got = schema.field(idx).type
-        if got != field.type:
-            raise InputError(f"{path}: column '{field.name}' has type {got}, expected {field.type}")
-    layout = kv.get(S.META_LAYOUT.encode(), b"").decode()
-    try:
-        total, rank = (int(x) for x in layout.split("/"))
-        if total not in (32, 64) or not 0 < rank < total:
-            raise ValueError
-    except ValueError:
-        raise InputError(f"{path}: bad CallID layout metadata {layout!r}") from None
+        if _normal(got) != _normal(expected.type):
+            raise InputError(f"{path}: column '{expected.name}' has type {got}, expected {expected.type}")
+    check_layout(kv.get(S.META_LAYOUT, ""), path)
     return kv, meta.num_rows
 
 
-def validate_log(spec: str, kind: str) -> LogInfo:
+def validate_log(path_or_glob: str, kind: str) -> LogInfo:
     """Validate every file of a log of ``kind`` ('client' or 'server'); raise :class:`InputError`."""
-    files = resolve(spec)
+    files = resolve(path_or_glob)
     rows = 0
-    first: dict[bytes, bytes] | None = None
+    first: dict[str, str] = {}
     for path in files:
         kv, n = _check_file(path, kind)
         rows += n
-        if first is None:
+        if path == files[0]:
             first = kv
             continue
         for key in (S.META_LAYOUT, S.META_RUN_ID):
-            if kv.get(key.encode()) != first.get(key.encode()):
-                raise InputError(f"{path}: '{key}' differs from {files[0]}")
-    assert first is not None
-    get = lambda key: first.get(key.encode(), b"").decode()  # noqa: E731
-    return LogInfo(kind, files, get(S.META_LAYOUT), get(S.META_RUN_ID), get(S.META_CONFIG), rows)
+            if kv.get(key) != first.get(key):
+                raise InputError(f"{path}: '{key}' is {kv.get(key)!r} but {first.get(key)!r} in {files[0]}")
+    return LogInfo(kind, files, first[S.META_LAYOUT], first.get(S.META_RUN_ID, ""),
+                   first.get(S.META_CONFIG, ""), rows,
+                   {k.removeprefix(_META_PREFIX): v for k, v in first.items()})

@@ -1,16 +1,16 @@
 """Merge: client + server logs -> one DuckDB database of calls, server operations and arrows.
 
-The chain of steps is load -> validate -> align clocks -> build tables -> derive
-arrows and fan-out.  Everything relational runs in DuckDB SQL straight from the
-Parquet files (hash joins, out of core), never as Python loops over rows.  The
-database is written under a temporary name and renamed only on success.
+The chain of steps is validate -> align clocks -> build tables -> derive arrows ->
+derive fan-out -> write.  Everything relational runs in DuckDB SQL straight from
+the Parquet files (hash joins, out of core), never as Python loops over rows.  The
+output is written under a temporary name next to ``out`` and renamed only on success.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import duckdb
@@ -20,7 +20,15 @@ from pipeline.errors import InputError
 from pipeline.load import LogInfo, validate_log
 
 TABLES = ("calls", "rpcs", "server_ops", "arrows", "fanout", "clocks", "run")
+VIEWS = ("events",)
 FORMATS = ("duckdb", "parquet")
+
+#: client columns that only ``kind = 'rpc'`` rows fill
+RPC_ONLY = ("server", "op", "req_seq", "t_recv", "t_send")
+#: the client columns of the ``rpcs`` table after callid and callid_hex
+RPC_COLUMNS = ("rank", "clock", "func", *RPC_ONLY[:3], "t_start", "t_end", *RPC_ONLY[3:], "error")
+
+_DISK_LAYERS = ", ".join(f"'{layer}'" for layer in S.DISK_LAYERS)
 
 
 def default_memory_limit() -> str:
@@ -30,7 +38,6 @@ def default_memory_limit() -> str:
     except (ValueError, OSError):
         return "4GB"
     return f"{max(total // 2 // 2**20, 256)}MB"
-_DISK_LAYERS = ", ".join(f"'{layer}'" for layer in S.DISK_LAYERS)
 
 
 def merge(client: str, server: str, out: str, *, memory_limit: str | None = None, fmt: str = "duckdb",
@@ -40,6 +47,7 @@ def merge(client: str, server: str, out: str, *, memory_limit: str | None = None
     ``fmt='parquet'`` writes ``out`` as a directory with one Parquet file per table.
     DuckDB spills to a temporary directory beyond ``memory_limit`` (default: half the RAM).
     ``on_step`` is called with the name of each step as it starts (for progress displays).
+    Bad input or an unwritable output raises :class:`InputError`; then nothing is written.
     """
     step = on_step or (lambda name: None)
     if fmt not in FORMATS:
@@ -49,15 +57,20 @@ def merge(client: str, server: str, out: str, *, memory_limit: str | None = None
     s = validate_log(server, S.KIND_SERVER)
     if c.layout != s.layout:
         raise InputError(f"{server}: CallID layout {s.layout} differs from the client log's {c.layout}")
+    if c.run_id != s.run_id:
+        raise InputError(f"{server}: run id {s.run_id!r} differs from the client log's {c.run_id!r} "
+                         "(logs of different runs would link unrelated CallIDs)")
     out_path = Path(out)
+    _check_output(out_path, fmt, [*c.files, *s.files])
     tmp = out_path.with_name(f".{out_path.name}.{os.getpid()}.tmp")
     _remove(tmp)
-    con = duckdb.connect(str(tmp) if fmt == "duckdb" else ":memory:")
+    con = None
     try:
+        con = duckdb.connect(str(tmp) if fmt == "duckdb" else ":memory:")
         con.execute("SET enable_progress_bar = false")  # progress is the caller's (on_step)
-        con.execute(f"SET memory_limit = '{memory_limit or default_memory_limit()}'")
-        con.execute(f"SET temp_directory = '{tmp}.spill'")
-        _sources(con, c, s)
+        con.execute(f"SET memory_limit = {_literal(memory_limit or default_memory_limit())}")
+        con.execute(f"SET temp_directory = {_literal(str(tmp) + '.spill')}")
+        sources(con, c, s)
         for name, fn in (("align clocks", align_clocks), ("build tables", build_tables),
                          ("derive arrows", derive_arrows), ("derive fan-out", derive_fanout)):
             step(name)
@@ -67,20 +80,59 @@ def merge(client: str, server: str, out: str, *, memory_limit: str | None = None
         counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0] for t in TABLES}
         if fmt == "parquet":
             tmp.mkdir()
-            for table in (*TABLES, "events"):
-                con.execute(f"COPY {table} TO '{tmp / (table + '.parquet')}' (FORMAT parquet)")
+            for table in (*TABLES, *VIEWS):
+                con.execute(f"COPY {table} TO {_literal(str(tmp / (table + '.parquet')))} (FORMAT parquet)")
         con.close()
-        _remove(out_path)
-        os.replace(tmp, out_path)
+        _install(tmp, out_path)
     except duckdb.Error as exc:
-        con.close()
-        _remove(tmp)
         raise InputError(f"merge failed: {str(exc).splitlines()[0]}") from None
-    except BaseException:
-        con.close()
+    except OSError as exc:
+        raise InputError(f"{out}: cannot write ({exc.strerror or exc})") from None
+    finally:
+        if con is not None:
+            con.close()
         _remove(tmp)
-        raise
     return counts
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _is_merge_output_dir(path: Path) -> bool:
+    names = {p.name for p in path.iterdir()}
+    return names <= {f"{t}.parquet" for t in (*TABLES, *VIEWS)}
+
+
+def _check_output(out: Path, fmt: str, inputs: Iterable[str]) -> None:
+    """Refuse outputs that would destroy something other than a previous merge output."""
+    if not out.parent.is_dir():
+        raise InputError(f"{out}: directory {out.parent} does not exist")
+    if out.exists() and any(out.resolve() == Path(f).resolve() for f in inputs):
+        raise InputError(f"{out}: is one of the input logs; choose another output")
+    if out.is_dir() and (fmt == "duckdb" or not _is_merge_output_dir(out)):
+        raise InputError(f"{out}: is a directory that 'callid merge --format parquet' did not write")
+    if out.exists() and not out.is_dir() and fmt == "parquet":
+        raise InputError(f"{out}: is a file; --format parquet writes a directory")
+
+
+def _install(tmp: Path, out: Path) -> None:
+    """Rename the finished ``tmp`` to ``out``; a previous ``out`` is replaced only if this works."""
+    if not tmp.is_dir():
+        Path(str(out) + ".wal").unlink(missing_ok=True)  # a stale WAL would be replayed onto the new file
+        os.replace(tmp, out)
+        return
+    if not out.exists():
+        os.rename(tmp, out)
+        return
+    old = out.with_name(f".{out.name}.{os.getpid()}.old")
+    os.rename(out, old)
+    try:
+        os.rename(tmp, out)
+    except OSError:
+        os.rename(old, out)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def _remove(path: Path) -> None:
@@ -92,30 +144,33 @@ def _remove(path: Path) -> None:
 
 
 def _files(info: LogInfo) -> str:
-    return "[" + ", ".join("'" + f.replace("'", "''") + "'" for f in info.files) + "]"
+    return "[" + ", ".join(_literal(f) for f in info.files) + "]"
 
 
-def _sources(con: duckdb.DuckDBPyConnection, c: LogInfo, s: LogInfo) -> None:
-    """Views over the Parquet files, and the CallID constants of the run's layout."""
+def _cols(names: Iterable[str]) -> str:
+    return ", ".join(f'"{n}"' for n in names)
+
+
+def sources(con: duckdb.DuckDBPyConnection, c: LogInfo, s: LogInfo) -> None:
+    """Views over the Parquet files, and the CallID macros of the run's layout."""
     con.execute(f"CREATE TEMP VIEW client_log AS SELECT * FROM read_parquet({_files(c)})")
     con.execute(f"CREATE TEMP VIEW server_log AS SELECT * FROM read_parquet({_files(s)})")
-    counter_bits = c.total_bits - c.rank_bits
-    sentinel = (1 << c.total_bits) - 1
-    rank_w, counter_w = -(-c.rank_bits // 4), -(-counter_bits // 4)
+    bits = c.counter_bits
+    rank_w, counter_w = -(-c.rank_bits // 4), -(-bits // 4)
+    con.execute(f"CREATE TEMP MACRO no_callid() AS {c.sentinel}::UBIGINT")
+    con.execute(f"CREATE TEMP MACRO counter_mask() AS {(1 << bits) - 1}::UBIGINT")
     # callid_hex(id) prints a CallID as callid.ids.Layout.format does; kept in the database.
     con.execute(
         f"CREATE MACRO callid_hex(id) AS CASE WHEN id IS NULL THEN NULL ELSE "
-        f"printf('0x%0{rank_w}x_%0{counter_w}x', id >> {counter_bits}, "
-        f"id & {(1 << counter_bits) - 1}::UBIGINT) END"
+        f"printf('0x%0{rank_w}x_%0{counter_w}x', id >> {bits}, id & counter_mask()) END"
     )
-    con.execute(f"CREATE TEMP MACRO no_callid() AS {sentinel}::UBIGINT")
 
 
 def align_clocks(con: duckdb.DuckDBPyConnection) -> None:
-    """Map every clock domain onto the reference clock.
+    """Map every clock domain onto the reference clock: the ``clocks`` table.
 
     Identity for now (every process of a run reads one machine's clock); the
-    ``clocks`` table records what was applied so later steps can use any model.
+    table records what was applied so a later estimator can fill in offsets.
     """
     con.execute("""
         CREATE TABLE clocks AS
@@ -128,28 +183,28 @@ def align_clocks(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def build_tables(con: duckdb.DuckDBPyConnection) -> None:
-    """``calls``, ``rpcs`` and ``server_ops``: the logs with CallIDs made NULL where absent."""
-    con.execute("""
+    """``calls``, ``rpcs``, ``server_ops`` (CallIDs NULL where absent) and the ``events`` view."""
+    callid = "NULLIF(callid, no_callid())"
+    stamped = f"{callid} AS callid, callid_hex({callid}) AS callid_hex"
+    call_cols = [f.name for f in S.CLIENT_SCHEMA if f.name not in ("callid", "kind", *RPC_ONLY)]
+    con.execute(f"""
         CREATE TABLE calls AS
-        SELECT NULLIF(callid, no_callid()) AS callid, callid_hex(NULLIF(callid, no_callid())) AS callid_hex,
-               rank, clock, func, file, fid, "offset", size, count, datatype, bytes, collective,
-               coll_seq, rid, t_start, t_end, error
+        SELECT {stamped}, {callid} & counter_mask() AS counter, {_cols(call_cols)}
         FROM client_log WHERE kind = 'call' ORDER BY t_start
     """)
-    con.execute("""
+    con.execute(f"""
         CREATE TABLE rpcs AS
-        SELECT NULLIF(callid, no_callid()) AS callid, callid_hex(NULLIF(callid, no_callid())) AS callid_hex,
-               rank, clock, func, server, op, req_seq, t_start, t_end, t_recv, t_send, error
-        FROM client_log WHERE kind = 'rpc' ORDER BY t_start
+        SELECT {stamped}, {_cols(RPC_COLUMNS)} FROM client_log WHERE kind = 'rpc' ORDER BY t_start
     """)
-    con.execute("""
-        CREATE TABLE server_ops AS
-        SELECT server, clock, layer, op, NULLIF(callid, no_callid()) AS callid,
-               callid_hex(NULLIF(callid, no_callid())) AS callid_hex,
-               list_filter(callids, lambda x: x <> no_callid()) AS callids,
-               rank, req_id, event_id, parent, handle, "offset", size, t_start, t_end
-        FROM server_log
-    """)
+    server_cols = []
+    for f in S.SERVER_SCHEMA:
+        if f.name == "callid":
+            server_cols.append(stamped)
+        elif f.name == "callids":
+            server_cols.append("list_filter(callids, lambda x: x <> no_callid()) AS callids")
+        else:
+            server_cols.append(f'"{f.name}"')
+    con.execute(f"CREATE TABLE server_ops AS SELECT {', '.join(server_cols)} FROM server_log")
     con.execute("""
         CREATE VIEW events AS
         SELECT 'client' AS source, 'rank ' || rank AS lane, 'mpi' AS layer, func AS name,
@@ -165,10 +220,12 @@ def derive_arrows(con: duckdb.DuckDBPyConnection) -> None:
     """One row per (call, disk operation): unnest each operation's CallIDs, hash-join the calls."""
     con.execute(f"""
         CREATE TABLE arrows AS
-        WITH links AS (
-            SELECT unnest(callids) AS callid, len(callids) AS n_callids, server, layer, op, handle,
-                   "offset", size, t_start, t_end, event_id
+        WITH ops AS (
+            SELECT list_distinct(callids) AS ids, server, layer, op, handle, "offset", size,
+                   t_start, t_end, event_id
             FROM server_ops WHERE layer IN ({_DISK_LAYERS}) AND len(callids) > 0
+        ), links AS (
+            SELECT unnest(ids) AS callid, len(ids) AS n_callids, * EXCLUDE (ids) FROM ops
         )
         SELECT l.callid, callid_hex(l.callid) AS callid_hex, c.rank, c.func, c.file,
                c.t_start AS call_t_start, c.t_end AS call_t_end, l.server, l.layer, l.op,
@@ -182,30 +239,28 @@ def derive_fanout(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("""
         CREATE TABLE fanout AS
         WITH per_server AS (
-            SELECT callid, server, count(*) AS ops, sum(size) AS bytes FROM arrows GROUP BY ALL
+            SELECT callid, server, count(*) AS ops, sum(size)::BIGINT AS bytes FROM arrows GROUP BY ALL
         ), per_call AS (
             SELECT callid, sum(ops)::BIGINT AS disk_ops, count(*)::BIGINT AS servers,
                    sum(bytes)::BIGINT AS disk_bytes,
-                   list({'server': server, 'ops': ops, 'bytes': bytes::BIGINT} ORDER BY server)
-                       AS bytes_per_server
+                   list({'server': server, 'ops': ops, 'bytes': bytes} ORDER BY server) AS bytes_per_server
             FROM per_server GROUP BY callid
         )
         SELECT c.callid, c.callid_hex, c.rank, c.func, c.size,
                coalesce(p.disk_ops, 0) AS disk_ops, coalesce(p.servers, 0) AS servers,
-               coalesce(p.disk_bytes, 0) AS disk_bytes, p.bytes_per_server
+               coalesce(p.disk_bytes, 0) AS disk_bytes,
+               coalesce(p.bytes_per_server, []) AS bytes_per_server
         FROM calls c LEFT JOIN per_call p ON p.callid = c.callid
+        ORDER BY c.t_start
     """)
 
 
 def write_run(con: duckdb.DuckDBPyConnection, c: LogInfo, s: LogInfo) -> None:
-    """The ``run`` table: key/value metadata of both logs."""
-    rows = [
-        ("layout", c.layout), ("sentinel", str((1 << c.total_bits) - 1)),
-        ("client.run_id", c.run_id), ("server.run_id", s.run_id),
-        ("client.files", str(len(c.files))), ("server.files", str(len(s.files))),
-        ("client.rows", str(c.rows)), ("server.rows", str(s.rows)),
-        ("client.config", c.config), ("server.config", s.config),
-        ("schema_version", S.SCHEMA_VERSION),
-    ]
+    """The ``run`` table: both logs' metadata (``client.*``, ``server.*``), layout and sentinel."""
+    rows = [("layout", c.layout), ("sentinel", str(c.sentinel))]
+    for info in (c, s):
+        meta = {**info.metadata, "files": str(len(info.files)), "rows": str(info.rows)}
+        meta.pop("kind", None)
+        rows += [(f"{info.kind}.{key}", value) for key, value in sorted(meta.items())]
     con.execute("CREATE TABLE run (key VARCHAR, value VARCHAR)")
     con.executemany("INSERT INTO run VALUES (?, ?)", rows)

@@ -69,7 +69,7 @@ def compute_stats(db: str) -> dict:
                        sum(disk_bytes)::BIGINT AS disk_bytes
                 FROM fanout GROUP BY func ORDER BY func"""),
             "bytes_per_server": _rows(con, f"""
-                SELECT server, count(*) AS disk_ops,
+                SELECT server, count(*) AS ops,
                        coalesce(sum(size) FILTER (WHERE op = 'trove_read'), 0)::BIGINT AS bytes_read,
                        coalesce(sum(size) FILTER (WHERE op = 'trove_write'), 0)::BIGINT AS bytes_written,
                        count(*) FILTER (WHERE len(callids) = 0) AS unattributed

@@ -11,10 +11,11 @@ import pytest
 
 from pipeline import schema as S
 from pipeline.errors import InputError
+from pipeline.load import validate_log
 from pipeline.logwriter import PartLog, combine_parts, file_metadata
 from pipeline.merge import merge
 from pipeline.query import format_rows, run_query
-from pipeline.stats import compute_stats
+from pipeline.stats import compute_stats, render_stats
 from tests.conftest import callid_cmd
 
 LAYOUT = "32/8"
@@ -22,8 +23,8 @@ NONE = 0xFFFFFFFF
 A, B, C = 0x00000001, 0x01000001, 0x01000002  # rank 0 call 1, rank 1 calls 1 and 2
 
 
-def _meta(kind: str) -> dict[bytes, bytes]:
-    return file_metadata(kind, LAYOUT, "run1", "{}")
+def _meta(kind: str, layout: str = LAYOUT, run_id: str = "run1") -> dict[bytes, bytes]:
+    return file_metadata(kind, layout, run_id, '{"servers": 2}')
 
 
 def _call(callid, rank, func, size, t0):
@@ -31,8 +32,8 @@ def _call(callid, rank, func, size, t0):
             False, None, None, t0, t0 + 100, None, None, None, None, None, None)
 
 
-def _op(server, layer, op, callids, event_id, size, t0):
-    callid = callids[0] if len(callids) == 1 else NONE
+def _op(server, layer, op, callids, event_id, size, t0, none=NONE):
+    callid = callids[0] if len(callids) == 1 else none
     return (server, server, layer, op, callid, callids, 0, 1, event_id, -1, 5, 0, size, t0, t0 + 10)
 
 
@@ -48,19 +49,22 @@ SERVER_ROWS = [
     _op("io0", "trove", "trove_write", [A], 1, 100, 1010),
     _op("io0", "trove", "trove_write", [A], 2, 100, 1020),
     _op("io1", "trove", "trove_read", [B], 3, 150, 1110),
-    _op("io1", "trove", "trove_read", [], 4, 50, 1120),  # unattributed
+    _op("io1", "trove", "trove_read", [NONE], 4, 50, 1120),  # unattributed: only the sentinel
     _op("io1", "trove", "trove_write", [A, B], 5, 100, 1130),  # one disk op, two calls (fan-in)
     _op("io0", "flow", "flow_write", [A], 6, 200, 1005),  # not a disk operation
     _op("meta0", "meta", "keyval_read", [B], 7, 0, 1105),
+    _op("io0", "req", "io", [A], 8, 300, 1002),  # not a disk operation
 ]
 
 
-def _write(path, schema, rows, kind):
-    log = PartLog(schema, path.parent / f"{path.stem}-parts", path.stem, _meta(kind))
+def _write(path, schema, rows, kind, layout=LAYOUT, run_id="run1", flush_rows=3):
+    """A log written as a real run writes it: flushed parts, then combined into ``path``."""
+    parts = path.parent / f"{path.stem}-parts"
+    log = PartLog(schema, parts, path.stem, _meta(kind, layout, run_id), flush_rows=flush_rows)
     for row in rows:
         log.append(row)
     log.close()
-    combine_parts(sorted((path.parent / f"{path.stem}-parts").glob("*.parquet")), path, schema, _meta(kind))
+    combine_parts(sorted(parts.glob("*.parquet")), path, schema, _meta(kind, layout, run_id))
     return path
 
 
@@ -86,36 +90,122 @@ def _q(db, sql):
         con.close()
 
 
+def _columns(db, table):
+    return [r[0] for r in _q(db, f"DESCRIBE {table}")]
+
+
+# --- tables -------------------------------------------------------------------------------------
+
+
+def test_merge_returns_row_counts(logs, tmp_path):
+    counts = merge(str(logs[0]), str(logs[1]), str(tmp_path / "c.duckdb"))
+    assert counts == {"calls": 4, "rpcs": 1, "server_ops": 8, "arrows": 6, "fanout": 4, "clocks": 4,
+                      "run": 14}
+
+
 def test_arrows_are_one_row_per_call_and_disk_operation_including_fan_in(merged):
-    rows = _q(merged, "SELECT callid, event_id, server, op, n_callids FROM arrows ORDER BY callid, event_id")
-    assert rows == [(A, 1, "io0", "trove_write", 1), (A, 2, "io0", "trove_write", 1),
-                    (A, 5, "io1", "trove_write", 2),
-                    (B, 3, "io1", "trove_read", 1), (B, 5, "io1", "trove_write", 2),
-                    (B, 7, "meta0", "keyval_read", 1)]
-    assert _q(merged, f"SELECT callid_hex FROM arrows WHERE callid = {B} LIMIT 1") == [("0x01_000001",)]
+    assert _columns(merged, "arrows") == [
+        "callid", "callid_hex", "rank", "func", "file", "call_t_start", "call_t_end", "server", "layer",
+        "op", "handle", "offset", "size", "t_start", "t_end", "event_id", "n_callids"]
+    rows = _q(merged, "SELECT callid, event_id, server, layer, op, size, n_callids, call_t_start "
+                      "FROM arrows ORDER BY callid, event_id")
+    assert rows == [(A, 1, "io0", "trove", "trove_write", 100, 1, 1000),
+                    (A, 2, "io0", "trove", "trove_write", 100, 1, 1000),
+                    (A, 5, "io1", "trove", "trove_write", 100, 2, 1000),
+                    (B, 3, "io1", "trove", "trove_read", 150, 1, 1100),
+                    (B, 5, "io1", "trove", "trove_write", 100, 2, 1100),
+                    (B, 7, "meta0", "meta", "keyval_read", 0, 1, 1100)]
+    assert _q(merged, f"SELECT DISTINCT callid_hex, rank, func FROM arrows WHERE callid = {B}") == [
+        ("0x01_000001", 1, "MPI_File_read_at")]
 
 
 def test_fanout_counts_operations_servers_and_bytes_per_call(merged):
-    rows = _q(merged, "SELECT callid, func, disk_ops, servers, disk_bytes, bytes_per_server FROM fanout "
-                      "ORDER BY func")
+    rows = _q(merged, "SELECT callid, callid_hex, func, size, disk_ops, servers, disk_bytes, "
+                      "bytes_per_server FROM fanout ORDER BY func")
     assert rows == [
-        (C, "MPI_File_get_size", 0, 0, 0, None),
-        (B, "MPI_File_read_at", 3, 2, 250,
+        (C, "0x01_000002", "MPI_File_get_size", 0, 0, 0, 0, []),
+        (B, "0x01_000001", "MPI_File_read_at", 200, 3, 2, 250,
          [{"server": "io1", "ops": 2, "bytes": 250}, {"server": "meta0", "ops": 1, "bytes": 0}]),
-        (None, "MPI_File_seek", 0, 0, 0, None),
-        (A, "MPI_File_write_at", 3, 2, 300,
+        (None, None, "MPI_File_seek", 0, 0, 0, 0, []),
+        (A, "0x00_000001", "MPI_File_write_at", 300, 3, 2, 300,
          [{"server": "io0", "ops": 2, "bytes": 200}, {"server": "io1", "ops": 1, "bytes": 100}]),
     ]
 
 
-def test_sentinel_becomes_null_and_tables_are_complete(merged):
-    assert _q(merged, "SELECT count(*) FROM calls WHERE callid IS NULL") == [(1,)]
-    assert _q(merged, "SELECT callids FROM server_ops WHERE event_id = 4") == [([],)]
-    assert _q(merged, "SELECT server, op, t_recv, t_send FROM rpcs") == [("io0", "io", 1010, 1080)]
-    assert _q(merged, "SELECT clock, source FROM clocks ORDER BY clock") == [
-        ("host0", "client"), ("io0", "server"), ("io1", "server"), ("meta0", "server")]
-    assert _q(merged, "SELECT count(*) FROM events") == [(len(CLIENT_ROWS) + len(SERVER_ROWS),)]
-    assert ("layout", LAYOUT) in _q(merged, "SELECT key, value FROM run")
+def test_calls_rpcs_and_server_ops(merged):
+    client_cols = [f.name for f in S.CLIENT_SCHEMA]
+    call_cols = [c for c in client_cols[1:client_cols.index("server")] if c != "kind"]
+    assert _columns(merged, "calls") == ["callid", "callid_hex", "counter", *call_cols]
+    assert _q(merged, "SELECT callid, callid_hex, counter, func FROM calls ORDER BY t_start") == [
+        (A, "0x00_000001", 1, "MPI_File_write_at"), (B, "0x01_000001", 1, "MPI_File_read_at"),
+        (None, None, None, "MPI_File_seek"), (C, "0x01_000002", 2, "MPI_File_get_size")]
+    assert _q(merged, "SELECT * FROM rpcs") == [
+        (A, "0x00_000001", 0, "host0", "MPI_File_write_at", "io0", "io", 1, 1001, 1090, 1010, 1080, None)]
+    assert _columns(merged, "rpcs")[:2] == ["callid", "callid_hex"]
+    assert _columns(merged, "server_ops") == ["server", "clock", "layer", "op", "callid", "callid_hex",
+                                              *[f.name for f in S.SERVER_SCHEMA][5:]]
+    assert _q(merged, "SELECT event_id, callid, callid_hex, callids FROM server_ops "
+                      "WHERE event_id IN (4, 5) ORDER BY 1") == [(4, None, None, []), (5, None, None, [A, B])]
+
+
+def test_clocks_run_and_events(merged):
+    assert _q(merged, "SELECT * FROM clocks ORDER BY clock") == [
+        ("host0", "client", 0, 0.0, None, "identity"), ("io0", "server", 0, 0.0, None, "identity"),
+        ("io1", "server", 0, 0.0, None, "identity"), ("meta0", "server", 0, 0.0, None, "identity")]
+    run = dict(_q(merged, "SELECT key, value FROM run"))
+    assert run == {
+        "layout": LAYOUT, "sentinel": str(NONE),
+        **{f"{k}.{key}": v for k in ("client", "server") for key, v in (
+            ("config", '{"servers": 2}'), ("files", "1"), ("layout", LAYOUT), ("run_id", "run1"),
+            ("schema_version", S.SCHEMA_VERSION))},
+        "client.rows": str(len(CLIENT_ROWS)), "server.rows": str(len(SERVER_ROWS))}
+    events = _q(merged, "SELECT source, lane, layer, name, callid_hex, t_start, size FROM events "
+                        "ORDER BY t_start, source")
+    assert len(events) == len(CLIENT_ROWS) + len(SERVER_ROWS)
+    assert events[:3] == [("client", "rank 0", "mpi", "MPI_File_write_at", "0x00_000001", 1000, 300),
+                          ("client", "rank 0", "rpc", "io", "0x00_000001", 1001, None),
+                          ("server", "io0", "req", "io", "0x00_000001", 1002, 300)]
+
+
+def test_64_bit_layout_prints_rank_and_counter_apart(tmp_path):
+    none = (1 << 64) - 1
+    a = (1 << 40) | 3  # layout 64/24: rank 1, counter 3
+    client = _write(tmp_path / "c.parquet", S.CLIENT_SCHEMA, [_call(a, 1, "MPI_File_write", 8, 10)],
+                    S.KIND_CLIENT, layout="64/24")
+    server = _write(tmp_path / "s.parquet", S.SERVER_SCHEMA,
+                    [_op("io0", "trove", "trove_write", [a, none, a], 1, 8, 20, none=none)],
+                    S.KIND_SERVER, layout="64/24")
+    db = tmp_path / "m.duckdb"
+    merge(str(client), str(server), str(db))
+    assert _q(db, "SELECT callid_hex, counter FROM calls") == [("0x000001_0000000003", 3)]
+    assert _q(db, "SELECT callids FROM server_ops") == [([a, a],)]  # as logged, less the sentinel
+    assert _q(db, "SELECT callid_hex, n_callids FROM arrows") == [("0x000001_0000000003", 1)]  # one call
+    assert ("sentinel", str(none)) in _q(db, "SELECT * FROM run")
+
+
+def test_directories_and_globs_of_parts_are_inputs(logs, tmp_path):
+    assert len(list((tmp_path / "server-parts").glob("*.parquet"))) == 3
+    info = validate_log(str(tmp_path / "client-parts"), S.KIND_CLIENT)
+    assert (len(info.files), info.rows, info.layout, info.run_id) == (2, len(CLIENT_ROWS), LAYOUT, "run1")
+    db = tmp_path / "parts.duckdb"
+    merge(str(tmp_path / "client-parts"), str(tmp_path / "server-parts" / "*.parquet"), str(db))
+    assert _q(db, "SELECT count(*) FROM arrows") == [(6,)]
+
+
+def test_extra_columns_and_other_writers_list_types_are_accepted(logs, tmp_path):
+    table = pq.read_table(logs[1])
+    item = pa.field("element", pa.uint64(), nullable=False)  # as DuckDB or Spark write lists
+    fields = [pa.field(f.name, pa.list_(item)) if f.name == "callids" else f for f in table.schema]
+    table = table.cast(pa.schema(fields, metadata=table.schema.metadata))
+    table = table.append_column("note", pa.array(["x"] * table.num_rows))
+    pq.write_table(table, tmp_path / "other.parquet")
+    db = tmp_path / "o.duckdb"
+    merge(str(logs[0]), str(tmp_path / "other.parquet"), str(db))
+    assert _q(db, "SELECT count(*) FROM arrows") == [(6,)]
+    assert "note" not in _columns(db, "server_ops")
+
+
+# --- statistics and queries ---------------------------------------------------------------------
 
 
 def test_statistics(merged):
@@ -123,19 +213,39 @@ def test_statistics(merged):
     assert stats["distinct_callids"] == 3  # A, B and C; the unstamped seek has none
     assert stats["arrows"] == 6
     assert stats["avg_arrows_per_callid"] == 3.0  # 6 arrows over A and B
-    assert stats["unattributed_server_ops"] == 1
+    assert stats["unattributed_server_ops"] == 1  # event 4
+    # write_at, read_at, get_size; trove_write, trove_read, flow_write, keyval_read, req io
+    assert stats["categories_with_callid"] == 8
+    assert (stats["calls"], stats["server_ops"], stats["events"]) == (4, 8, 12)
     by_func = {r["func"]: r for r in stats["fanout_by_func"]}
-    write = by_func["MPI_File_write_at"]
-    assert (write["disk_ops_max"], write["servers_max"]) == (3, 2)
-    per_server = {r["server"]: r for r in stats["bytes_per_server"]}
-    assert per_server["io1"] == {"server": "io1", "disk_ops": 3, "bytes_read": 200, "bytes_written": 100,
-                                 "unattributed": 1}
+    assert by_func["MPI_File_read_at"] == {
+        "func": "MPI_File_read_at", "calls": 1, "disk_ops_min": 3, "disk_ops_mean": 3.0, "disk_ops_max": 3,
+        "servers_min": 2, "servers_mean": 2.0, "servers_max": 2, "bytes_requested": 200, "disk_bytes": 250}
+    assert sorted(by_func) == ["MPI_File_get_size", "MPI_File_read_at", "MPI_File_seek", "MPI_File_write_at"]
+    assert stats["bytes_per_server"] == [
+        {"server": "io0", "ops": 2, "bytes_read": 0, "bytes_written": 200, "unattributed": 0},
+        {"server": "io1", "ops": 3, "bytes_read": 200, "bytes_written": 100, "unattributed": 1},
+        {"server": "meta0", "ops": 1, "bytes_read": 0, "bytes_written": 0, "unattributed": 0}]
+    assert stats["fanin"] == {"shared_disk_ops": 1, "max_calls_per_disk_op": 2, "mean_calls_per_disk_op": 1.2}
+    assert stats["aggregators"] == [0]  # rank 0 sent the request carrying rank 1's CallID
+    json.dumps(stats)  # JSON-ready
+    text = render_stats(stats)
+    for figure in ("8 event categories carry CallIDs", "3 distinct CallIDs", "6 arrows",
+                   "3.00 per CallID", "1 disk operations without a CallID"):
+        assert figure in text
+    assert any(line.split()[:3] == ["io1", "3", "200"] for line in text.splitlines())
 
 
-def test_directories_and_globs_of_parts_are_inputs(logs, tmp_path):
-    db = tmp_path / "parts.duckdb"
-    merge(str(tmp_path / "client-parts"), str(tmp_path / "server-parts" / "*.parquet"), str(db))
-    assert _q(db, "SELECT count(*) FROM arrows") == [(6,)]
+def test_statistics_of_logs_without_arrows(tmp_path):
+    client = _write(tmp_path / "c.parquet", S.CLIENT_SCHEMA, [_call(NONE, 0, "MPI_File_open", 0, 1)],
+                    S.KIND_CLIENT)
+    server = _write(tmp_path / "s.parquet", S.SERVER_SCHEMA, [_op("io0", "meta", "create", [], 1, 0, 2)],
+                    S.KIND_SERVER)
+    merge(str(client), str(server), str(tmp_path / "m.duckdb"))
+    stats = compute_stats(str(tmp_path / "m.duckdb"))
+    assert (stats["arrows"], stats["avg_arrows_per_callid"], stats["distinct_callids"]) == (0, 0, 0)
+    assert (stats["categories_with_callid"], stats["unattributed_server_ops"]) == (0, 1)
+    assert "0 arrows" in render_stats(stats)
 
 
 def test_query_formats(merged):
@@ -146,17 +256,69 @@ def test_query_formats(merged):
         {"callid_hex": "0x01_000002", "size": 0}]
     assert format_rows(cols, rows, "csv").splitlines() == [
         "callid_hex,size", "0x00_000001,300", "0x01_000001,200", "0x01_000002,0"]
-    assert format_rows(cols, rows, "markdown").splitlines()[:2] == [
-        "| callid_hex  | size |", "|-------------|------|"]
-    table = format_rows(cols, rows, "table").splitlines()
-    assert table[0].split() == ["callid_hex", "size"] and table[-1] == "(3 rows)"
-    with pytest.raises(InputError, match="SQL error"):
+    assert format_rows(cols, rows, "markdown").splitlines() == [
+        "| callid_hex  | size |", "|-------------|------|", "| 0x00_000001 | 300  |",
+        "| 0x01_000001 | 200  |", "| 0x01_000002 | 0    |"]
+    assert format_rows(cols, rows, "table").splitlines() == [
+        "callid_hex   size", "-----------  ----", "0x00_000001   300", "0x01_000001   200",
+        "0x01_000002     0", "(3 rows)"]
+    assert format_rows(["a|b"], [("x|y",)], "markdown").splitlines()[2] == "| x\\|y |"
+    cols, rows = run_query(str(merged), "SELECT callid, bytes_per_server FROM fanout WHERE callid = 1")
+    assert json.loads(format_rows(cols, rows, "json")) == [
+        {"callid": 1, "bytes_per_server": [{"server": "io0", "ops": 2, "bytes": 200},
+                                           {"server": "io1", "ops": 1, "bytes": 100}]}]
+    assert format_rows(["n", "m"], [(None, 1)], "csv") == "n,m\n,1"
+
+
+def test_query_errors_are_one_line_input_errors(merged, logs, tmp_path):
+    with pytest.raises(InputError, match=r"^SQL error: Binder Error: .*nope") as err:
         run_query(str(merged), "SELECT nope FROM calls")
+    assert "\n" not in str(err.value)
+    with pytest.raises(InputError, match="SQL error"):
+        run_query(str(merged), "DELETE FROM calls")  # read-only
+    assert _q(merged, "SELECT count(*) FROM calls") == [(4,)]
+    with pytest.raises(InputError, match="unknown format"):
+        format_rows(["a"], [], "xml")
+
+
+def test_stats_and_sql_refuse_what_is_not_a_merged_database(logs, tmp_path):
+    other = tmp_path / "other.duckdb"
+    con = duckdb.connect(str(other))
+    con.execute("CREATE TABLE calls (x INT)")
+    con.close()
+    (tmp_path / "empty.duckdb").write_bytes(b"")
+    cases = [(tmp_path / "none.duckdb", "none.duckdb: no such file"),
+             (other, "other.duckdb: not a database written by 'callid merge' (no table 'rpcs')"),
+             (logs[0], "client.parquet: not a database written by 'callid merge'"),
+             (tmp_path / "empty.duckdb", "empty.duckdb: not a database written by 'callid merge'")]
+    for db, message in cases:
+        for call, args in ((compute_stats, (str(db),)), (run_query, (str(db), "SELECT 1"))):
+            with pytest.raises(InputError) as err:
+                call(*args)
+            assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_parquet_output_is_a_directory_of_the_same_tables(logs, merged, tmp_path):
+    out = tmp_path / "tables"
+    counts = merge(str(logs[0]), str(logs[1]), str(out), fmt="parquet", memory_limit="256MB")
+    assert sorted(p.stem for p in out.glob("*.parquet")) == sorted([*counts, "events"])
+    assert compute_stats(str(out)) == compute_stats(str(merged))
+    merge(str(logs[0]), str(logs[1]), str(out), fmt="parquet")  # a previous output is replaced
+    assert run_query(str(out), "SELECT count(*) FROM arrows") == (["count_star()"], [(6,)])
+    assert not list(tmp_path.glob(".*"))  # no temporary or spill directory left
+
+
+def test_merge_reports_its_steps(logs, tmp_path):
+    steps = []
+    merge(str(logs[0]), str(logs[1]), str(tmp_path / "s.duckdb"), on_step=steps.append)
+    assert steps == ["validate", "align clocks", "build tables", "derive arrows", "derive fan-out", "write"]
+
+
+# --- bad input ----------------------------------------------------------------------------------
 
 
 def _drop_column(src, dst, column):
-    table = pq.read_table(src)
-    pq.write_table(table.drop_columns([column]), dst)
+    pq.write_table(pq.read_table(src).drop_columns([column]), dst)
 
 
 def _retype_column(src, dst, column):
@@ -166,35 +328,114 @@ def _retype_column(src, dst, column):
     pq.write_table(table, dst)
 
 
-@pytest.mark.parametrize("case, message", [
-    ("missing", "client.bad.parquet: no such file"),
-    ("empty", "client.bad.parquet: empty file, expected a client log"),
-    ("not_parquet", "client.bad.parquet: not a Parquet file"),
-    ("other_kind", "client.bad.parquet: is a server log, expected a client log"),
-    ("missing_column", "client.bad.parquet: missing column 'func'"),
-    ("wrong_type", "client.bad.parquet: column 'rank' has type string, expected int32"),
-])
-def test_bad_input_is_one_line_exit_2_and_writes_nothing(logs, tmp_path, case, message):
-    client, server = logs
-    bad = tmp_path / "client.bad.parquet"
+def _set_meta(src, dst, **changes):
+    table = pq.read_table(src)
+    meta = dict(table.schema.metadata)
+    for key, value in changes.items():
+        if value is None:
+            meta.pop(key.encode(), None)
+        else:
+            meta[key.encode()] = value.encode()
+    pq.write_table(table.replace_schema_metadata(meta), dst)
+
+
+def _make_bad(case, bad, client, server):
     if case == "empty":
         bad.write_bytes(b"")
     elif case == "not_parquet":
         bad.write_text("callid,rank\n1,2\n")
+    elif case == "truncated":
+        data = client.read_bytes()
+        bad.write_bytes(data[: len(data) // 2])
     elif case == "other_kind":
         bad.write_bytes(server.read_bytes())
     elif case == "missing_column":
         _drop_column(client, bad, "func")
     elif case == "wrong_type":
         _retype_column(client, bad, "rank")
+    elif case == "no_kind":
+        _set_meta(client, bad, **{S.META_KIND: None})
+    elif case == "no_layout":
+        _set_meta(client, bad, **{S.META_LAYOUT: None})
+    elif case == "unknown_layout":
+        _set_meta(client, bad, **{S.META_LAYOUT: "48/8"})
+
+
+BAD_CLIENT = [
+    ("missing", "client.bad.parquet: no such file"),
+    ("empty", "client.bad.parquet: empty file, expected a client log"),
+    ("not_parquet", "client.bad.parquet: not a Parquet file"),
+    ("truncated", "client.bad.parquet: not a Parquet file"),
+    ("other_kind", "client.bad.parquet: is a server log, expected a client log"),
+    ("missing_column", "client.bad.parquet: missing column 'func'"),
+    ("wrong_type", "client.bad.parquet: column 'rank' has type string, expected int32"),
+    ("no_kind", "client.bad.parquet: not a callid log (no 'callid.kind' metadata)"),
+    ("no_layout", "client.bad.parquet: no 'callid.layout' metadata"),
+    ("unknown_layout", "client.bad.parquet: unknown CallID layout '48/8'"),
+]
+
+
+@pytest.mark.parametrize("case, message", BAD_CLIENT, ids=[c for c, _ in BAD_CLIENT])
+def test_bad_input_is_a_one_line_error_and_writes_nothing(logs, tmp_path, case, message):
+    client, server = logs
+    bad = tmp_path / "client.bad.parquet"
+    _make_bad(case, bad, client, server)
     out = tmp_path / "out.duckdb"
     before = set(tmp_path.iterdir())
-    result = callid_cmd("merge", bad, server, "-o", out)
-    assert result.returncode == 2
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("callid: error: ") and message in lines[0]
-    assert "Traceback" not in result.stderr
+    with pytest.raises(InputError) as err:
+        merge(str(bad), str(server), str(out))
+    assert message in str(err.value) and "\n" not in str(err.value)
+    assert str(err.value).startswith(str(bad))
     assert set(tmp_path.iterdir()) == before  # no output, no temporary left behind
+
+
+def test_parts_of_one_log_must_agree(logs, tmp_path):
+    parts = tmp_path / "mixed"
+    parts.mkdir()
+    _write(parts / "a.parquet", S.SERVER_SCHEMA, SERVER_ROWS[:2], S.KIND_SERVER)
+    _write(parts / "b.parquet", S.SERVER_SCHEMA, SERVER_ROWS[2:], S.KIND_SERVER, run_id="run2")
+    with pytest.raises(InputError, match=r"b.parquet: 'callid.run_id' is 'run2' but 'run1' in .*a.parquet"):
+        validate_log(str(parts / "*.parquet"), S.KIND_SERVER)
+    (parts / "b.parquet").unlink()
+    _write(parts / "b.parquet", S.SERVER_SCHEMA, SERVER_ROWS[2:], S.KIND_SERVER, layout="64/23")
+    with pytest.raises(InputError, match=r"b.parquet: 'callid.layout' is '64/23' but '32/8'"):
+        merge(str(logs[0]), str(parts / "*.parquet"), str(tmp_path / "x.duckdb"))
+    assert not (tmp_path / "x.duckdb").exists()
+    with pytest.raises(InputError, match="empty-dir: directory holds no .parquet files"):
+        (tmp_path / "empty-dir").mkdir()
+        validate_log(str(tmp_path / "empty-dir"), S.KIND_CLIENT)
+    with pytest.raises(InputError, match=r"nothing\*.parquet: no file matches"):
+        validate_log(str(tmp_path / "nothing*.parquet"), S.KIND_CLIENT)
+
+
+def test_client_and_server_logs_must_be_of_one_run(logs, tmp_path):
+    client, _ = logs
+    other = _write(tmp_path / "other.parquet", S.SERVER_SCHEMA, SERVER_ROWS, S.KIND_SERVER, run_id="run2")
+    with pytest.raises(InputError, match="other.parquet: run id 'run2' differs from the client log's 'run1'"):
+        merge(str(client), str(other), str(tmp_path / "x.duckdb"))
+    other64 = _write(tmp_path / "o64.parquet", S.SERVER_SCHEMA, SERVER_ROWS, S.KIND_SERVER, layout="64/23")
+    with pytest.raises(InputError, match="o64.parquet: CallID layout 64/23 differs from the client log's"):
+        merge(str(client), str(other64), str(tmp_path / "x.duckdb"))
+    assert not (tmp_path / "x.duckdb").exists()
+
+
+def test_outputs_that_must_not_be_written(logs, tmp_path):
+    client, server = logs
+    with pytest.raises(InputError, match="directory .*no-such-dir does not exist"):
+        merge(str(client), str(server), str(tmp_path / "no-such-dir" / "m.duckdb"))
+    with pytest.raises(InputError, match="is one of the input logs"):
+        merge(str(client), str(server), str(client))
+    keep = tmp_path / "keep"
+    keep.mkdir()
+    (keep / "notes.txt").write_text("mine")
+    for fmt in ("duckdb", "parquet"):
+        with pytest.raises(InputError, match="is a directory that 'callid merge --format parquet' did not"):
+            merge(str(client), str(server), str(keep), fmt=fmt)
+    assert (keep / "notes.txt").read_text() == "mine"
+    with pytest.raises(InputError, match="(?i)merge failed: .*memory"):
+        merge(str(client), str(server), str(tmp_path / "m.duckdb"), memory_limit="lots")
+    assert not (tmp_path / "m.duckdb").exists()
+    assert not list(tmp_path.glob(".*"))
 
 
 def test_a_failed_merge_keeps_the_previous_output(logs, tmp_path):
@@ -205,24 +446,18 @@ def test_a_failed_merge_keeps_the_previous_output(logs, tmp_path):
     with pytest.raises(InputError):
         merge(str(server), str(server), str(out))
     assert out.read_bytes() == before
+    merge(str(client), str(server), str(out))  # a successful merge replaces it
+    assert _q(out, "SELECT count(*) FROM arrows") == [(6,)]
 
 
-def test_stats_and_sql_on_a_file_that_is_not_a_merged_database(logs, tmp_path):
-    for args in (["stats", logs[0]], ["sql", logs[0], "SELECT 1"], ["stats", tmp_path / "none.duckdb"]):
-        result = callid_cmd(*args)
-        assert result.returncode == 2
-        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
-
-
-def test_parquet_output_is_a_directory_of_the_same_tables(logs, merged, tmp_path):
-    out = tmp_path / "tables"
-    counts = merge(str(logs[0]), str(logs[1]), str(out), fmt="parquet", memory_limit="256MB")
-    assert sorted(p.stem for p in out.glob("*.parquet")) == sorted([*counts, "events"])
-    assert compute_stats(str(out)) == compute_stats(str(merged))
-    assert not list(tmp_path.glob(".*"))  # no temporary or spill directory left
-
-
-def test_merge_reports_its_steps(logs, tmp_path):
-    steps = []
-    merge(str(logs[0]), str(logs[1]), str(tmp_path / "s.duckdb"), on_step=steps.append)
-    assert steps == ["validate", "align clocks", "build tables", "derive arrows", "derive fan-out", "write"]
+@pytest.mark.parametrize("case, message", [BAD_CLIENT[0], BAD_CLIENT[4]])
+def test_command_line_reports_bad_input_in_one_line_with_exit_2(logs, tmp_path, case, message):
+    client, server = logs
+    bad = tmp_path / "client.bad.parquet"
+    _make_bad(case, bad, client, server)
+    before = set(tmp_path.iterdir())
+    result = callid_cmd("merge", bad, server, "-o", tmp_path / "out.duckdb")
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("callid: error: ") and message in lines[0]
+    assert set(tmp_path.iterdir()) == before
