@@ -19,7 +19,7 @@ class ClientTrace:
                  flush_rows: int = DEFAULT_FLUSH_ROWS) -> None:
         self.rank = rank
         self.clock = clock
-        self.sentinel = (1 << int(layout.split("/")[0])) - 1
+        self.sentinel = S.sentinel(layout)
         meta = file_metadata(S.KIND_CLIENT, layout, run_id, config_json)
         self.log = PartLog(S.CLIENT_SCHEMA, directory, f"client-rank{rank:06d}", meta, flush_rows)
 

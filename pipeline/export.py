@@ -26,7 +26,6 @@ from pipeline.query import connect
 
 RANKS_PID = 1
 LAYER_TIDS = {"req": 1, "flow": 2, "trove": 3, "meta": 4}
-_DISK = ", ".join(f"'{layer}'" for layer in S.DISK_LAYERS)
 
 
 def chrome_trace(db: str) -> dict:
@@ -48,7 +47,7 @@ def chrome_trace(db: str) -> dict:
         # flow ids: a call with single-call disk operations gets one v2 id (fan-out)
         fanout_ids = dict(con.execute(f"""
             SELECT callid, row_number() OVER (ORDER BY callid) FROM (
-                SELECT DISTINCT callid FROM arrows WHERE n_callids = 1 AND layer IN ({_DISK}))
+                SELECT DISTINCT callid FROM arrows WHERE n_callids = 1 AND layer IN ({S.DISK_LAYERS_SQL}))
         """).fetchall())
         for callid, hexid, rank, func, file, off, size, nbytes, ts, te in con.execute("""
                 SELECT callid, callid_hex, rank, func, file, "offset", size, bytes, t_start, t_end
@@ -72,7 +71,7 @@ def chrome_trace(db: str) -> dict:
         next_id = len(fanout_ids) + 1
         for rank, cts, cte, server, layer, ts, te in con.execute(f"""
                 SELECT rank, call_t_start, call_t_end, server, layer, t_start, t_end FROM arrows
-                WHERE n_callids > 1 AND layer IN ({_DISK}) ORDER BY t_start, rank""").fetchall():
+                WHERE n_callids > 1 AND layer IN ({S.DISK_LAYERS_SQL}) ORDER BY t_start, rank""").fetchall():
             flow = {"name": "arrow", "cat": "callid", "id": next_id}
             events.append({**flow, "ph": "s", "pid": RANKS_PID, "tid": rank, "ts": _mid(us(cts), us(cte))})
             events.append({**flow, "ph": "f", "bp": "e", "pid": server_pid[server],

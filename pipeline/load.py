@@ -31,11 +31,11 @@ class LogInfo:
 
     @property
     def total_bits(self) -> int:
-        return int(self.layout.split("/")[0])
+        return S.layout_bits(self.layout)[0]
 
     @property
     def rank_bits(self) -> int:
-        return int(self.layout.split("/")[1])
+        return S.layout_bits(self.layout)[1]
 
     @property
     def counter_bits(self) -> int:
@@ -44,7 +44,7 @@ class LogInfo:
     @property
     def sentinel(self) -> int:
         """The all-ones CallID of the layout: "no CallID"."""
-        return (1 << self.total_bits) - 1
+        return S.sentinel(self.layout)
 
 
 def resolve(spec: str) -> list[str]:

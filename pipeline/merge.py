@@ -28,7 +28,6 @@ RPC_ONLY = ("server", "op", "req_seq", "t_recv", "t_send")
 #: the client columns of the ``rpcs`` table after callid and callid_hex
 RPC_COLUMNS = ("rank", "clock", "func", *RPC_ONLY[:3], "t_start", "t_end", *RPC_ONLY[3:], "error")
 
-_DISK_LAYERS = ", ".join(f"'{layer}'" for layer in S.DISK_LAYERS)
 
 
 def default_memory_limit() -> str:
@@ -223,7 +222,7 @@ def derive_arrows(con: duckdb.DuckDBPyConnection) -> None:
         WITH ops AS (
             SELECT list_distinct(callids) AS ids, server, layer, op, handle, "offset", size,
                    t_start, t_end, event_id
-            FROM server_ops WHERE layer IN ({_DISK_LAYERS}) AND len(callids) > 0
+            FROM server_ops WHERE layer IN ({S.DISK_LAYERS_SQL}) AND len(callids) > 0
         ), links AS (
             SELECT unnest(ids) AS callid, len(ids) AS n_callids, * EXCLUDE (ids) FROM ops
         )

@@ -82,3 +82,16 @@ SCHEMAS = {KIND_CLIENT: CLIENT_SCHEMA, KIND_SERVER: SERVER_SCHEMA}
 
 # Server-event layers whose operations are disk operations (targets of arrows).
 DISK_LAYERS = ("trove", "meta")
+#: The same, as a SQL list: ``layer IN ({DISK_LAYERS_SQL})``.
+DISK_LAYERS_SQL = ", ".join(f"'{layer}'" for layer in DISK_LAYERS)
+
+
+def layout_bits(layout: str) -> tuple[int, int]:
+    """``(total_bits, rank_bits)`` of a CallID layout written ``TOTAL/RANK`` (file metadata)."""
+    total, rank = layout.split("/")
+    return int(total), int(rank)
+
+
+def sentinel(layout: str) -> int:
+    """The all-ones CallID of a layout: "no CallID" in the logs."""
+    return (1 << layout_bits(layout)[0]) - 1

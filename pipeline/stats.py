@@ -8,8 +8,6 @@ from __future__ import annotations
 from pipeline import schema as S
 from pipeline.query import connect, format_rows
 
-_DISK_LAYERS = ", ".join(f"'{layer}'" for layer in S.DISK_LAYERS)
-
 
 def _rows(con, sql: str) -> list[dict]:
     cur = con.execute(sql)
@@ -46,7 +44,7 @@ def compute_stats(db: str) -> dict:
             "callids_with_arrows": with_arrows,
             "avg_arrows_per_callid": round(arrows / with_arrows, 3) if with_arrows else 0.0,
             "unattributed_server_ops": one(f"""
-                SELECT count(*) FROM server_ops s WHERE layer IN ({_DISK_LAYERS})
+                SELECT count(*) FROM server_ops s WHERE layer IN ({S.DISK_LAYERS_SQL})
                 AND NOT EXISTS (SELECT 1 FROM arrows a WHERE a.server = s.server
                                 AND a.event_id = s.event_id)"""),
             # fan-in: how many calls one disk operation served (collective buffering)
@@ -55,7 +53,7 @@ def compute_stats(db: str) -> dict:
                        coalesce(max(len(callids)), 0) AS max_calls_per_disk_op,
                        round(coalesce(avg(len(callids)) FILTER (WHERE len(callids) > 0), 0), 2)
                            AS mean_calls_per_disk_op
-                FROM server_ops WHERE layer IN ({_DISK_LAYERS})""")[0],
+                FROM server_ops WHERE layer IN ({S.DISK_LAYERS_SQL})""")[0],
             # aggregators: ranks whose requests carried other ranks' CallIDs
             "aggregators": [r for (r,) in con.execute(f"""
                 SELECT DISTINCT s.rank FROM server_ops s, unnest(s.callids) AS u(id)
@@ -73,7 +71,7 @@ def compute_stats(db: str) -> dict:
                        coalesce(sum(size) FILTER (WHERE op = 'trove_read'), 0)::BIGINT AS bytes_read,
                        coalesce(sum(size) FILTER (WHERE op = 'trove_write'), 0)::BIGINT AS bytes_written,
                        count(*) FILTER (WHERE len(callids) = 0) AS unattributed
-                FROM server_ops WHERE layer IN ({_DISK_LAYERS}) GROUP BY server ORDER BY server"""),
+                FROM server_ops WHERE layer IN ({S.DISK_LAYERS_SQL}) GROUP BY server ORDER BY server"""),
         }
     finally:
         con.close()

@@ -16,7 +16,6 @@ from pipeline.atomic import replacing
 from pipeline.query import connect
 
 LAYERS = ("req", "flow", "trove", "meta")
-_DISK = ", ".join(f"'{layer}'" for layer in S.DISK_LAYERS)
 
 
 def _index(values: list) -> tuple[list, dict]:
@@ -36,7 +35,7 @@ def timeline_data(db: str) -> dict:
                                     len(callids), server || ':' || event_id FROM server_ops
                              ORDER BY t_start""").fetchall()
         arrows = con.execute(f"""SELECT callid, server || ':' || event_id, op FROM arrows
-                                 WHERE layer IN ({_DISK})""").fetchall()
+                                 WHERE layer IN ({S.DISK_LAYERS_SQL})""").fetchall()
         layout = dict(con.execute("SELECT key, value FROM run").fetchall()).get("layout", "")
     finally:
         con.close()
@@ -82,20 +81,23 @@ def summary_plots(db: str) -> str:
         fanout = con.execute("""SELECT func, disk_ops, count(*) FROM fanout WHERE disk_ops > 0
                                 GROUP BY ALL ORDER BY func, disk_ops""").fetchall()
         fanin = con.execute(f"""SELECT func, n_callids, count(DISTINCT (server, event_id)) FROM arrows
-                                WHERE layer IN ({_DISK}) GROUP BY ALL ORDER BY func, n_callids""").fetchall()
+                                WHERE layer IN ({S.DISK_LAYERS_SQL})
+                                GROUP BY ALL ORDER BY func, n_callids""").fetchall()
         span = con.execute("SELECT min(t_start), max(t_end) FROM server_ops").fetchall()[0]
         load = []
         if span[0] is not None:
             width = max(1, (span[1] - span[0]) // 40 + 1)
             load = con.execute(f"""SELECT server, (t_start - {span[0]}) // {width} AS bucket,
                                           sum(size), count(*) FROM server_ops
-                                   WHERE layer IN ({_DISK}) GROUP BY ALL ORDER BY ALL""").fetchall()
+                                   WHERE layer IN ({S.DISK_LAYERS_SQL})
+                                   GROUP BY ALL ORDER BY ALL""").fetchall()
         latency = con.execute(f"""
             WITH per_call AS (
                 SELECT c.callid, c.func, c.t_end - c.t_start AS total,
                        max(s.t_end) - min(s.t_start) AS server_span,
-                       min(s.t_start) FILTER (WHERE s.layer IN ({_DISK})) - min(s.t_start) AS queue,
-                       sum(s.t_end - s.t_start) FILTER (WHERE s.layer IN ({_DISK})) AS disk
+                       min(s.t_start) FILTER (WHERE s.layer IN ({S.DISK_LAYERS_SQL}))
+                           - min(s.t_start) AS queue,
+                       sum(s.t_end - s.t_start) FILTER (WHERE s.layer IN ({S.DISK_LAYERS_SQL})) AS disk
                 FROM calls c
                 JOIN (SELECT unnest(callids) AS callid, layer, t_start, t_end FROM server_ops) s
                      USING (callid)

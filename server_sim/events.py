@@ -20,7 +20,7 @@ class ServerEvents:
     def __init__(self, config: Config, server: str) -> None:
         self.server = server
         self.clock = server
-        self.sentinel = (1 << int(config.callid_layout.split("/")[0])) - 1
+        self.sentinel = S.sentinel(config.callid_layout)
         meta = file_metadata(S.KIND_SERVER, config.callid_layout, config.run_id, config.to_json())
         self.log = PartLog(S.SERVER_SCHEMA, config.trace_dir, f"server-{server}", meta, config.flush_rows)
         self._ids = itertools.count(1)
