@@ -65,9 +65,12 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="print machine-readable J
 def _run_traced(opts) -> object:
     from callid.ids import CallIDError
     from callid.run import RunError, run
+    from server_sim.clock import SkewError
 
     try:
         return run(opts)
+    except SkewError as exc:
+        fail(f"--clock-skew: {exc}", EXIT_USAGE)
     except (RunError, CallIDError) as exc:
         fail(str(exc))
 
@@ -93,6 +96,9 @@ def run(
         help="path prefix of the simulated file system (repeatable)", show_default="/pvfs2")] = None,
     ranks_per_host: Annotated[int, typer.Option(
         min=0, help="group ranks into simulated hosts of this size (0: one host)")] = 0,
+    clock_skew: Annotated[str, typer.Option(
+        metavar="SPEC", help="give clocks an offset and drift, e.g. server:0=+40ms@30ppm,host:1=-3ms@-12ppm "
+        "(server:N is ioN; host:N needs --ranks-per-host)")] = "",
     out: Annotated[Path, typer.Option("-o", "--out", help="output directory")] = Path("callid-out"),
     timeout: Annotated[float | None, typer.Option(
         help="give up on the ranks after this many seconds")] = None,
@@ -116,7 +122,8 @@ def run(
     opts = RunOptions(target=target, np=np, servers=servers, strip_size=strip_size,
                       flow_buffer=flow_buffer, flow_buffers=flow_buffers, small_io=small_io,
                       callid=callid, callid_layout=callid_layout, mount=mount or ["/pvfs2"],
-                      ranks_per_host=ranks_per_host, out=str(out), timeout=timeout)
+                      ranks_per_host=ranks_per_host, clock_skew=clock_skew, out=str(out),
+                      timeout=timeout)
     result = _run_traced(opts)
     typer.echo(f"callid: run finished in {result.seconds:.1f} s: {result.client_rows} client rows, "
                f"{result.server_rows} server events", err=True)

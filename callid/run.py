@@ -18,6 +18,7 @@ from pipeline import schema as S
 from pipeline.logwriter import combine_parts, file_metadata
 from server_sim import bmi
 from server_sim import protocol as P
+from server_sim.clock import parse_skew, skews_to_json
 from server_sim.config import CONFIG_ENV, ROLE_IO, ROLE_META, Config, ServerConfig
 
 
@@ -40,6 +41,7 @@ class RunOptions:
     callid_layout: str = str(DEFAULT_LAYOUT)
     mount: list[str] = field(default_factory=lambda: ["/pvfs2"])
     ranks_per_host: int = 0
+    clock_skew: str = ""  # server_sim.clock skew specification, e.g. server:0=+40ms@30ppm
     out: str = "callid-out"
     timeout: float | None = None
     quiet: bool = False
@@ -68,15 +70,22 @@ def find_mpiexec() -> str:
 
 
 def make_config(opts: RunOptions, out: Path) -> Config:
-    """The file system of one run: one metadata server and ``opts.servers`` I/O servers."""
+    """The file system of one run: one metadata server and ``opts.servers`` I/O servers.
+
+    Raises ``server_sim.clock.SkewError`` for a bad ``opts.clock_skew``.
+    """
     storage = out / "storage"
     servers = [ServerConfig("meta0", [ROLE_META], str(storage / "meta0"))]
     servers += [ServerConfig(f"io{i}", [ROLE_IO], str(storage / f"io{i}")) for i in range(opts.servers)]
+    hosts = -(-opts.np // opts.ranks_per_host) if opts.ranks_per_host else 1
+    skews = parse_skew(opts.clock_skew, [s.name for s in servers],
+                       [s.name for s in servers if ROLE_IO in s.roles], hosts)
     return Config(
         run_id=uuid.uuid4().hex[:12], servers=servers, trace_dir=str(out / "parts"),
         mount=[os.path.abspath(m) for m in opts.mount], callid_layout=opts.callid_layout, callid=opts.callid,
         strip_size=opts.strip_size, flow_buffer=opts.flow_buffer, flow_buffers=opts.flow_buffers,
         small_io=opts.small_io, ranks_per_host=opts.ranks_per_host,
+        clock_skew=skews_to_json(skews), clock_t0=time.time_ns(),
     )
 
 
@@ -160,13 +169,13 @@ def run(opts: RunOptions) -> RunResult:
     """Do one traced run; raise :class:`RunError` naming what failed."""
     t0 = time.monotonic()
     out = Path(opts.out)
+    config = make_config(opts, out)
     out.mkdir(parents=True, exist_ok=True)
     parts = out / "parts"
     shutil.rmtree(parts, ignore_errors=True)
     parts.mkdir()
     run_dir = out / "servers"
     run_dir.mkdir(exist_ok=True)
-    config = make_config(opts, out)
     config_path = out / "fs.json"
     group = ServerGroup(config, config_path, run_dir)
     failures: list[str] = []

@@ -44,6 +44,8 @@ class Config:
     small_io: int = 16384  # 0 disables small I/O
     flush_rows: int = 4096
     ranks_per_host: int = 0  # simulated hosts: ranks [h*n, (h+1)*n) share host h; 0: one host
+    clock_skew: dict[str, dict] = field(default_factory=dict)  # domain -> server_sim.clock.Skew
+    clock_t0: int = 0  # ns, machine clock: the time from which injected drifts accumulate
 
     @property
     def meta_server(self) -> ServerConfig:

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import itertools
-import time
 
 from pipeline import schema as S
 from pipeline.logwriter import PartLog, file_metadata
+from server_sim.clock import now
 from server_sim.config import Config
 
 __all__ = ["ServerEvents", "now"]
-
-now = time.time_ns
 
 
 class ServerEvents:

@@ -11,7 +11,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from server_sim import bmi
+from server_sim import bmi, clock
 from server_sim import protocol as P
 from server_sim.config import ROLE_META, Config
 from server_sim.events import ServerEvents, now
@@ -36,6 +36,7 @@ class Server:
     def __init__(self, config: Config, name: str) -> None:
         self.config = config
         self.me = config.server(name)
+        clock.use_domain(config.clock_skew, config.clock_t0, name)
         self.events = ServerEvents(config, name)
         self.trove = Trove(self.me.storage)
         self.meta = MetaStore(self.me.storage) if ROLE_META in self.me.roles else None

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +20,7 @@ from callid.mpiio.collective import host_of
 from callid.mpiio.simfile import SimFile, SimIOError, buffer_spec
 from callid.mpiio.sysint import SysInt
 from callid.trace import ClientTrace
+from server_sim import clock
 from server_sim import protocol as P
 from server_sim.config import Config
 
@@ -93,6 +93,8 @@ class Tracer:
         self.stamper = Stamper(rank, Layout.parse(layout))
         self.stamp = stamp
         host = host_of(rank, config.ranks_per_host) if config else 0
+        if config is not None:
+            clock.use_domain(config.clock_skew, config.clock_t0, f"host{host}")
         self.trace = ClientTrace(trace_dir, rank, layout, run_id,
                                  config.to_json() if config else "{}", clock=f"host{host}",
                                  flush_rows=config.flush_rows if config else 4096)
@@ -158,7 +160,7 @@ def _call(fh: TracedFile | None, name: str, *args: Any, **kwargs: Any) -> Any:
         if spec.collective:
             rec.coll_seq = fh._callid_coll_seq()
     error = None
-    t0 = time.time_ns()
+    t0 = clock.now()
     try:
         if name == "Open":
             return _open(tr, rec, *args, **kwargs)
@@ -175,7 +177,7 @@ def _call(fh: TracedFile | None, name: str, *args: Any, **kwargs: Any) -> Any:
     finally:
         tr.trace.call(rec.callid, spec.func, rec.file, rec.fid, rec.offset, rec.size, rec.count,
                       rec.datatype, rec.nbytes, spec.collective, rec.coll_seq, rec.rid,
-                      t0, time.time_ns(), error)
+                      t0, clock.now(), error)
 
 
 def _open(tr: Tracer, rec: Record, cls: type, comm: MPI.Intracomm, filename: Any,
@@ -264,7 +266,7 @@ def _completed_request(tr: Tracer, rec: Record, func: str, nbytes: int) -> MPI.G
 
     def query(status: MPI.Status) -> None:
         _set_status(status, nbytes)
-        now = time.time_ns()
+        now = clock.now()
         tr.trace.call(rec.callid, func, rec.file, rec.fid, rec.offset, rec.size, rec.count,
                       rec.datatype, nbytes, False, None, rec.rid, now, now, None, kind="wait")
 

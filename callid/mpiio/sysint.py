@@ -11,13 +11,12 @@ from __future__ import annotations
 import itertools
 import socket
 import threading
-import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from server_sim import bmi
+from server_sim import bmi, clock
 from server_sim import protocol as P
 from server_sim.config import Config
 from server_sim.distribution import SimpleStripe, split_buffers
@@ -120,7 +119,7 @@ class SysInt:
         msg.hints = self._hints(callids, seq, callid_map)
         op = msg.OP.name.lower()
         conn = self._conn(server)
-        t0 = time.time_ns()
+        t0 = clock.now()
         resp: P.Response | None = None
         error = None
         try:
@@ -139,7 +138,7 @@ class SysInt:
             error = error or str(exc)
             raise
         finally:
-            self.on_rpc(callids, func, server, op, seq, t0, time.time_ns(),
+            self.on_rpc(callids, func, server, op, seq, t0, clock.now(),
                         resp.t_recv if resp else None, resp.t_send if resp else None, error)
 
     def _drop(self, server: str) -> None:
