@@ -15,7 +15,7 @@ from typing import Annotated, NoReturn
 import typer
 
 from callid.ids import DEFAULT_LAYOUT
-from callid.units import parse_size
+from callid.units import parse_duration, parse_size
 
 DEFAULT_LAYOUT_TEXT = str(DEFAULT_LAYOUT)
 
@@ -44,6 +44,13 @@ def fail(message: str, code: int = EXIT_FAILED) -> NoReturn:
 def _size(value: str) -> int:
     try:
         return parse_size(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+def _duration(value: str) -> float:
+    try:
+        return parse_duration(value)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
 
@@ -142,9 +149,16 @@ def merge(
     memory_limit: Annotated[str | None, typer.Option(
         help="DuckDB memory limit, e.g. 4GB; beyond it the merge spills to disk",
         show_default="half of the RAM")] = None,
+    clock_sync: Annotated[str, typer.Option(
+        help="clock model: none (times as logged), offset, or offset and drift, per time window")] = "drift",
     as_json: JsonFlag = False,
 ) -> None:
     """Merge client and server logs into one DuckDB database with calls, arrows and fan-out.
+
+    Every clock is aligned onto rank 0's host clock from causal constraints
+    (requests are received after they are sent, responses before they arrive,
+    requests start after their calls); the clocks table gives each clock's offset,
+    drift, guaranteed bound and causality violations before and after.
 
     The output is written under a temporary name and renamed at the end: on any
     error nothing is written.
@@ -160,7 +174,7 @@ def merge(
     try:
         with _steps("merging", quiet=as_json) as on_step:
             summary = do_merge(client, server, str(output), memory_limit=memory_limit, fmt=fmt,
-                               on_step=on_step)
+                               clock_sync=clock_sync, on_step=on_step)
     except InputError as exc:
         fail(str(exc), EXIT_USAGE)
     if as_json:
@@ -308,24 +322,45 @@ def synth(
     fanout: Annotated[int, typer.Option(min=1, help="disk operations per call")] = 10,
     collective_share: Annotated[float, typer.Option(
         min=0, max=1, help="share of collective calls")] = 0.1,
+    skew: Annotated[str, typer.Option(
+        metavar="SPEC", help="clock offsets, drifts and drift wander, e.g. "
+        "server:0=+250ms@15ppm~1ppm,host:1=-3ms@-12ppm (as callid run --clock-skew)")] = "",
+    duration: Annotated[str, typer.Option(
+        parser=_duration, metavar="D", help="time from the first call to the last, e.g. 1h",
+        show_default="calls back to back")] = "0",
+    async_share: Annotated[float, typer.Option(
+        min=0, max=1, help="share of writes whose disk operations end after the call (write-back)")] = 0.0,
+    misjoined: Annotated[int, typer.Option(min=0, help="requests logged with another call's CallID")] = 0,
+    ranks_per_host: Annotated[int, typer.Option(
+        min=0, help="ranks per simulated host (0: all on one host)")] = 0,
     seed: Annotated[int, typer.Option(help="random seed")] = 0,
 ) -> None:
-    """Write synthetic client and server logs with their true arrows (for tests and benchmarks).
+    """Write synthetic client and server logs with their true arrows and clocks (for tests and benchmarks).
 
     OUT/client.parquet and OUT/server.parquet have the schemas of a real run;
-    OUT/truth.parquet lists the exact arrows (callid, server, event_id).
+    OUT/truth.parquet lists the exact arrows (callid, server, event_id); the true
+    clock parameters are in the files' metadata, as a real run stores them.
 
-    Example: callid synth --ranks 1000 --calls 10000000 --fanout 10 -o big
+    Example: callid synth --ranks 16 --calls 1000000 --duration 1h --skew server:0=+250ms@15ppm -o big
     """
-    from pipeline.synth import SynthOptions, synthesize
+    from pipeline.synth import SynthError, SynthOptions, synthesize
+    from server_sim.clock import SkewError
 
+    opts = SynthOptions(ranks=ranks, servers=servers, calls=calls, fanout=fanout,
+                        collective_share=collective_share, skew=skew, duration=duration,
+                        async_share=async_share, misjoined=misjoined, ranks_per_host=ranks_per_host,
+                        seed=seed)
     try:
-        counts = synthesize(SynthOptions(ranks=ranks, servers=servers, calls=calls, fanout=fanout,
-                                         collective_share=collective_share, seed=seed), out)
+        counts = synthesize(opts, out)
+    except SkewError as exc:
+        fail(f"--skew: {exc}", EXIT_USAGE)
+    except SynthError as exc:
+        fail(str(exc), EXIT_USAGE)
     except OSError as exc:
         fail(f"{out}: {exc.strerror}")
     typer.echo(f"callid: wrote {out}/client.parquet, server.parquet and truth.parquet ({counts['calls']} "
-               f"calls, {counts['server_ops']} server operations, {counts['arrows']} arrows)")
+               f"calls, {counts['rpcs']} requests, {counts['server_ops']} server events, "
+               f"{counts['arrows']} arrows)")
 
 
 @app.command()

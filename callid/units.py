@@ -1,4 +1,4 @@
-"""Byte sizes written as ``65536``, ``64KiB``, ``64k``, ``1MiB``, ``1M`` or ``1GiB``."""
+"""Byte sizes written as ``65536``, ``64KiB``, ``1MiB``; durations written as ``250ms``, ``1h``."""
 
 from __future__ import annotations
 
@@ -26,3 +26,17 @@ def format_size(n: int) -> str:
         if n and n % factor == 0:
             return f"{n // factor}{unit}"
     return str(n)
+
+
+#: nanoseconds per time unit (durations, clock offsets)
+TIME_UNITS_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000,
+                 "min": 60_000_000_000, "h": 3_600_000_000_000}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ns|us|µs|ms|s|min|h)?\s*$")
+
+
+def parse_duration(text: str) -> float:
+    """Parse a duration into ns (no unit: seconds).  Raise ValueError with the reason."""
+    match = _DURATION.match(text)
+    if not match:
+        raise ValueError(f"{text!r} is not a duration (examples: 1h, 30s, 250ms)")
+    return float(match.group(1)) * TIME_UNITS_NS[match.group(2) or "s"]

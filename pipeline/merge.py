@@ -15,6 +15,7 @@ from pathlib import Path
 
 import duckdb
 
+from pipeline import clocks
 from pipeline import schema as S
 from pipeline.errors import InputError
 from pipeline.load import LogInfo, validate_log
@@ -40,17 +41,20 @@ def default_memory_limit() -> str:
 
 
 def merge(client: str, server: str, out: str, *, memory_limit: str | None = None, fmt: str = "duckdb",
-          on_step: Callable[[str], None] | None = None) -> dict:
+          clock_sync: str = "drift", on_step: Callable[[str], None] | None = None) -> dict:
     """Validate both logs, build the merged tables at ``out``; return the row count per table.
 
     ``fmt='parquet'`` writes ``out`` as a directory with one Parquet file per table.
     DuckDB spills to a temporary directory beyond ``memory_limit`` (default: half the RAM).
+    ``clock_sync`` is the clock model: ``none``, ``offset`` or ``drift`` (see :mod:`pipeline.clocks`).
     ``on_step`` is called with the name of each step as it starts (for progress displays).
     Bad input or an unwritable output raises :class:`InputError`; then nothing is written.
     """
     step = on_step or (lambda name: None)
     if fmt not in FORMATS:
         raise InputError(f"unknown output format {fmt!r}: choose duckdb or parquet")
+    if clock_sync not in clocks.MODELS:
+        raise InputError(f"unknown clock model {clock_sync!r}: choose none, offset or drift")
     step("validate")
     c = validate_log(client, S.KIND_CLIENT)
     s = validate_log(server, S.KIND_SERVER)
@@ -70,7 +74,9 @@ def merge(client: str, server: str, out: str, *, memory_limit: str | None = None
         con.execute(f"SET memory_limit = {_literal(memory_limit or default_memory_limit())}")
         con.execute(f"SET temp_directory = {_literal(str(tmp) + '.spill')}")
         sources(con, c, s)
-        for name, fn in (("align clocks", align_clocks), ("build tables", build_tables),
+        step("align clocks")
+        align_clocks(con, clock_sync)
+        for name, fn in (("build tables", build_tables),
                          ("derive arrows", derive_arrows), ("derive fan-out", derive_fanout)):
             step(name)
             fn(con)
@@ -165,45 +171,66 @@ def sources(con: duckdb.DuckDBPyConnection, c: LogInfo, s: LogInfo) -> None:
     )
 
 
-def align_clocks(con: duckdb.DuckDBPyConnection) -> None:
-    """Map every clock domain onto the reference clock: the ``clocks`` table.
+def align_clocks(con: duckdb.DuckDBPyConnection, model: str = "drift") -> None:
+    """Estimate every clock domain's mapping onto the reference clock: the ``clocks`` table."""
+    clocks.align(con, model)
 
-    Identity for now (every process of a run reads one machine's clock); the
-    table records what was applied so a later estimator can fill in offsets.
-    """
-    con.execute("""
-        CREATE TABLE clocks AS
-        SELECT clock, min(source) AS source, 0::BIGINT AS offset_ns, 0.0::DOUBLE AS drift_ppm,
-               NULL::BIGINT AS bound_ns, 'identity' AS method
-        FROM (SELECT DISTINCT clock, 'client' AS source FROM client_log
-              UNION ALL SELECT DISTINCT clock, 'server' AS source FROM server_log)
-        GROUP BY clock ORDER BY clock
-    """)
+
+def _timed_source(source: str, times: dict[str, str], mode: str,
+                  join: str = "") -> tuple[str, dict[str, str]]:
+    """The ``FROM`` clause (``source`` as ``x``) and the expressions putting the time columns
+    ``times`` (column -> its clock's expression) on the reference clock (``mode``: see
+    :func:`pipeline.clocks.create_clock_map`)."""
+    sql = f"FROM {source} x {join}"
+    if mode == "identity":
+        return sql, {col: f"x.{col}" for col in times}
+    exprs: dict[str, str] = {}
+    aliases: dict[str, str] = {}
+    for col, clock in times.items():
+        if mode == "windowed":  # each time finds its own window
+            alias = f"m{len(exprs)}"
+            sql += (f" ASOF LEFT JOIN clock_map {alias} ON {clock} = {alias}.clock"
+                    f" AND x.{col} >= {alias}.t_from")
+        elif clock not in aliases:  # one window per clock: one join per clock expression
+            alias = aliases[clock] = f"m{len(aliases)}"
+            sql += f" LEFT JOIN clock_map {alias} ON {clock} = {alias}.clock"
+        else:
+            alias = aliases[clock]
+        exprs[col] = clocks.mapped(f"x.{col}", alias)
+    return sql, exprs
 
 
 def build_tables(con: duckdb.DuckDBPyConnection) -> None:
-    """``calls``, ``rpcs``, ``server_ops`` (CallIDs NULL where absent) and the ``events`` view."""
-    callid = "NULLIF(callid, no_callid())"
+    """``calls``, ``rpcs``, ``server_ops`` (times on the reference clock; CallIDs NULL where absent)
+    and the ``events`` view."""
+    mode = clocks.create_clock_map(con)
+    callid = "NULLIF(x.callid, no_callid())"
     stamped = f"{callid} AS callid, callid_hex({callid}) AS callid_hex"
     call_cols = [f.name for f in S.CLIENT_SCHEMA if f.name not in ("callid", "kind", *RPC_ONLY)]
+    src, t = _timed_source("client_log", {"t_start": "x.clock", "t_end": "x.clock"}, mode)
     con.execute(f"""
         CREATE TABLE calls AS
-        SELECT {stamped}, {callid} & counter_mask() AS counter, {_cols(call_cols)}
-        FROM client_log WHERE kind = 'call' ORDER BY t_start
+        SELECT {stamped}, {callid} & counter_mask() AS counter, {_select(call_cols, t)}
+        {src} WHERE x.kind = 'call' ORDER BY t_start
     """)
+    src, t = _timed_source(
+        "client_log", {"t_start": "x.clock", "t_end": "x.clock", "t_recv": "sc.clock", "t_send": "sc.clock"},
+        mode, "LEFT JOIN (SELECT server, any_value(clock) AS clock FROM server_log GROUP BY server) sc "
+        "ON sc.server = x.server")
     con.execute(f"""
         CREATE TABLE rpcs AS
-        SELECT {stamped}, {_cols(RPC_COLUMNS)} FROM client_log WHERE kind = 'rpc' ORDER BY t_start
+        SELECT {stamped}, {_select(RPC_COLUMNS, t)} {src} WHERE x.kind = 'rpc' ORDER BY t_start
     """)
+    src, t = _timed_source("server_log", {"t_start": "x.clock", "t_end": "x.clock"}, mode)
     server_cols = []
     for f in S.SERVER_SCHEMA:
         if f.name == "callid":
             server_cols.append(stamped)
         elif f.name == "callids":
-            server_cols.append("list_filter(callids, lambda x: x <> no_callid()) AS callids")
+            server_cols.append("list_filter(x.callids, lambda v: v <> no_callid()) AS callids")
         else:
-            server_cols.append(f'"{f.name}"')
-    con.execute(f"CREATE TABLE server_ops AS SELECT {', '.join(server_cols)} FROM server_log")
+            server_cols.append(_select([f.name], t))
+    con.execute(f"CREATE TABLE server_ops AS SELECT {', '.join(server_cols)} {src}")
     con.execute("""
         CREATE VIEW events AS
         SELECT 'client' AS source, 'rank ' || rank AS lane, 'mpi' AS layer, func AS name,
@@ -213,6 +240,10 @@ def build_tables(con: duckdb.DuckDBPyConnection) -> None:
         UNION ALL
         SELECT 'server', server, layer, op, callid, callid_hex, t_start, t_end, size FROM server_ops
     """)
+
+
+def _select(names: Iterable[str], mapped: dict[str, str]) -> str:
+    return ", ".join(f'{mapped[n]} AS "{n}"' if n in mapped else f'x."{n}"' for n in names)
 
 
 def derive_arrows(con: duckdb.DuckDBPyConnection) -> None:

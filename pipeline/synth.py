@@ -1,20 +1,29 @@
-"""``callid synth``: synthetic client and server logs with known arrows (the ground truth).
+"""``callid synth``: synthetic client and server logs with known arrows and clocks (the ground truth).
 
-Each rank makes ``calls / ranks`` sequential calls; each call causes ``fanout``
-disk operations on random servers, inside the call's time window.  A share of
-the calls are collective: one call per rank with the same ``coll_seq`` whose disk
-operations all carry every rank's CallID (fan-in).  Some server operations carry
-no CallID (unattributed) and some calls are not stamped (the all-ones sentinel).
+Each rank makes ``calls / ranks`` sequential calls.  A call sends one request to
+each server its disk operations are on: the client logs an rpc row (send and
+receive on its host's clock, the server's receive and send on the server's
+clock, one-way network latencies ``latency + Exp(jitter)``), the server logs a
+``req`` event and ``fanout`` Trove operations in all, inside the request (a share
+of writes are write-back: they end after the response, and after the call).  A
+share of the calls are collective: one call per rank with the same ``coll_seq``,
+whose requests one aggregator sends, carrying every rank's CallID (fan-in).  Some
+server operations carry no CallID (unattributed), some calls are not stamped (the
+all-ones sentinel), and ``misjoined`` requests carry the CallID of another call of
+the same rank (as a tracing bug would).  Every host and server clock can be given
+an offset, drift and drift wander (``server_sim.clock``); the truth is stored in the
+file metadata (``clock_skew``, ``clock_t0``), as a real run stores it.
 Generation is vectorized (numpy), so millions of events take seconds.
 
 Writes ``client.parquet``, ``server.parquet`` (the schemas of a real run) and
-``truth.parquet`` (callid, server, event_id: one row per true arrow).
+``truth.parquet`` (callid, server, event_id: one row per arrow the logged CallIDs
+imply; for mis-joined requests that is the logged, wrong, CallID).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -24,9 +33,13 @@ import pyarrow.parquet as pq
 from pipeline import schema as S
 from pipeline.atomic import replacing
 from pipeline.logwriter import file_metadata
+from server_sim.clock import parse_skew, skews_to_json
 
 LAYOUT = (64, 23)
 TRUTH_SCHEMA = pa.schema([("callid", pa.uint64()), ("server", pa.string()), ("event_id", pa.int64())])
+
+
+T_BASE = 1_800_000_000 * 10**9  # ns: where synthetic time starts (an epoch time, as real logs have)
 
 
 @dataclass
@@ -40,7 +53,18 @@ class SynthOptions:
     collective_share: float = 0.1
     unattributed_share: float = 0.01
     unstamped_share: float = 0.01
+    skew: str = ""  # server_sim.clock specification, e.g. server:0=+250ms@15ppm~1ppm
+    duration: float = 0.0  # ns from first call to last; 0: calls follow each other closely
+    async_share: float = 0.0  # share of Trove writes that end after their response (write-back)
+    misjoined: int = 0  # requests logged with another call's CallID
+    ranks_per_host: int = 0  # 0: every rank on one host
+    latency: float = 5_000.0  # ns: least one-way network latency
+    jitter: float = 10_000.0  # ns: mean of the exponential part of the latency
     seed: int = 0
+
+
+class SynthError(ValueError):
+    """Options that cannot make a trace (the message says which)."""
 
 
 def synthesize(opts: SynthOptions, out: str | Path) -> dict:
@@ -50,91 +74,193 @@ def synthesize(opts: SynthOptions, out: str | Path) -> dict:
     counter_bits = total_bits - rank_bits
     sentinel = np.uint64((1 << total_bits) - 1)
     per_rank = max(1, opts.calls // opts.ranks)
-    n = per_rank * opts.ranks
+    n, nsrv = per_rank * opts.ranks, opts.servers
+    hosts = -(-opts.ranks // opts.ranks_per_host) if opts.ranks_per_host else 1
+    names = np.array([f"io{s}" for s in range(nsrv)])
+    skews = parse_skew(opts.skew, list(names), list(names), hosts)
 
     # calls, rank-major: rank r makes calls r*per_rank ... in time order
     rank = np.repeat(np.arange(opts.ranks, dtype=np.int32), per_rank)
     counter = np.tile(np.arange(1, per_rank + 1, dtype=np.uint64), opts.ranks)
     callid = (rank.astype(np.uint64) << np.uint64(counter_bits)) | counter
-    duration = rng.integers(20_000, 200_000, n)  # ns
-    gap = rng.integers(1_000, 50_000, n)
-    steps = (duration + gap).reshape(opts.ranks, per_rank)
-    t_start = (np.cumsum(steps, axis=1) - steps).reshape(-1) + 1_000_000_000
-    # collective groups: the same call index on every rank
-    collective_idx = rng.random(per_rank) < opts.collective_share
+    collective_idx = rng.random(per_rank) < opts.collective_share  # the same call index on every rank
     collective = np.tile(collective_idx, opts.ranks)
     coll_seq = np.where(collective, np.tile(np.arange(per_rank), opts.ranks), -1)
-    if collective_idx.any():  # a collective call lasts from the first rank's start to the last's end
-        t_grid = t_start.reshape(opts.ranks, per_rank)
-        d_grid = duration.reshape(opts.ranks, per_rank)
-        start = t_grid.min(axis=0)
-        end = (t_grid + d_grid).max(axis=0)
-        t_grid[:, collective_idx] = start[collective_idx]
-        d_grid[:, collective_idx] = (end - start)[collective_idx]
-        t_start, duration = t_grid.reshape(-1), d_grid.reshape(-1)
-    t_end = t_start + duration
     stamped = rng.random(n) >= opts.unstamped_share
     stamped[collective] = True
     logged_id = np.where(stamped, callid, sentinel)
     write = rng.random(n) < 0.5
     size = rng.integers(1, 64, n) * 65536
 
-    # disk operations: independent calls own theirs; a collective group's are shared by all ranks
+    # disk operations: independent calls own theirs; a collective group's are shared by all ranks and
+    # sent by one aggregator (rank g % ranks for group g)
     owner_call = np.repeat(np.nonzero(~collective & stamped)[0], opts.fanout)
-    group_first = np.nonzero(collective_idx)[0]  # index of rank 0's call of each group
+    group_first = np.nonzero(collective_idx)[0]
+    aggregator_call = (group_first % opts.ranks) * per_rank + group_first
     shared_group = np.repeat(group_first, opts.fanout)
     n_own, n_shared = len(owner_call), len(shared_group)
-    n_unattr = int(round((n_own + n_shared) * opts.unattributed_share))
-    op_call = np.concatenate([owner_call, shared_group, rng.integers(0, n, n_unattr)])
-    m = len(op_call)
-    win_start, win_len = t_start[op_call], duration[op_call]
-    op_start = win_start + (rng.random(m) * win_len * 0.5).astype(np.int64)
-    op_end = op_start + np.maximum(1, (rng.random(m) * (win_start + win_len - op_start)).astype(np.int64))
-    server = rng.integers(0, opts.servers, m)
-    event_id = np.empty(m, dtype=np.int64)
-    for s in range(opts.servers):  # per-server event ids 1, 2, ...
-        mask = server == s
-        event_id[mask] = np.arange(1, mask.sum() + 1)
-    # callid lists: one id (own), every rank's id (shared), none (unattributed)
-    group_ids = callid.reshape(opts.ranks, per_rank)[:, shared_group].T if n_shared else np.empty((0, 0))
-    lengths = np.concatenate([np.ones(n_own, np.int64), np.full(n_shared, opts.ranks),
-                              np.zeros(n_unattr, np.int64)])
-    values = np.concatenate([callid[owner_call], group_ids.reshape(-1).astype(np.uint64)])
-    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
-    op_callid = np.full(m, sentinel, dtype=np.uint64)
-    op_callid[:n_own] = callid[owner_call]
-    op_write = write[op_call]
+    op_call = np.concatenate([owner_call, np.repeat(aggregator_call, opts.fanout)])  # the requesting call
+    op_server = rng.integers(0, nsrv, n_own + n_shared)
 
-    meta_args = (f"{total_bits}/{rank_bits}", f"synth-{opts.seed}", json.dumps({"synth": asdict(opts)}))
-    client = pa.table({
-        "callid": pa.array(logged_id, pa.uint64()), "rank": rank, "clock": pa.array(["host0"] * n),
+    # requests: one per (requesting call, server); times relative to the call's start
+    req_key, op_req = np.unique(op_call.astype(np.int64) * nsrv + op_server, return_inverse=True)
+    req_call, req_server = req_key // nsrv, req_key % nsrv
+    m_req = len(req_key)
+    send_after = rng.integers(500, 5_000, m_req)
+    lat_out = opts.latency + rng.exponential(opts.jitter, m_req)
+    service = rng.integers(20_000, 150_000, m_req)
+    lat_back = opts.latency + rng.exponential(opts.jitter, m_req)
+    need = np.zeros(n)
+    np.maximum.at(need, req_call, send_after + lat_out + service + lat_back)
+    duration = np.where(need > 0, need + rng.integers(500, 5_000, n), rng.integers(20_000, 200_000, n))
+    duration = np.ceil(duration).astype(np.int64)
+    busy = duration.reshape(opts.ranks, per_rank)
+    if opts.duration:
+        room = opts.duration - busy.sum(axis=1, keepdims=True)
+        if (room <= 0).any():
+            raise SynthError(f"--duration {opts.duration / 1e9:g} s is too short for {per_rank} calls "
+                             "per rank")
+        weights = rng.exponential(1.0, (opts.ranks, per_rank))
+        gap = (weights / weights.sum(axis=1, keepdims=True) * room).astype(np.int64)
+    else:
+        gap = rng.integers(1_000, 50_000, (opts.ranks, per_rank))
+    steps = busy + gap
+    t_start = (np.cumsum(steps, axis=1) - steps).reshape(-1) + T_BASE
+    if collective_idx.any():  # a collective call lasts from the first rank's start to the last's end
+        t_grid, d_grid = t_start.reshape(opts.ranks, per_rank), duration.reshape(opts.ranks, per_rank)
+        start = t_grid.min(axis=0)
+        end = (start + d_grid).max(axis=0)
+        t_grid[:, collective_idx] = start[collective_idx]
+        d_grid[:, collective_idx] = (end - start)[collective_idx]
+        t_start, duration = t_grid.reshape(-1), d_grid.reshape(-1)
+    t_end = t_start + duration
+    sent = t_start[req_call] + send_after
+    received = sent + np.rint(lat_out).astype(np.int64)
+    answered = received + service
+    back = answered + np.rint(lat_back).astype(np.int64)
+
+    # Trove operations inside their request; write-backs end after the response
+    r = op_req
+    op_start = received[r] + 200 + (rng.random(len(r)) * (service[r] - 400) * 0.5).astype(np.int64)
+    op_end = op_start + 1 + (rng.random(len(r)) * (answered[r] - 200 - op_start)).astype(np.int64)
+    op_write = write[op_call]
+    late = op_write & (rng.random(len(r)) < opts.async_share)
+    op_end[late] = answered[r][late] + rng.integers(1_000, 2_000_000, int(late.sum()))
+    # unattributed operations: in some call's window, on any server, no request
+    n_unattr = int(round((n_own + n_shared) * opts.unattributed_share))
+    un_call = rng.integers(0, n, n_unattr)
+    un_start = t_start[un_call] + (rng.random(n_unattr) * duration[un_call] * 0.5).astype(np.int64)
+    un_end = un_start + 1 + (rng.random(n_unattr) * (t_end[un_call] - un_start)).astype(np.int64)
+
+    # CallIDs: of the requesting call (own), of every rank (collective group); mis-joined requests
+    req_ids = logged_id[req_call].copy()
+    req_own = ~collective[req_call]
+    wrong = rng.choice(np.nonzero(req_own)[0], min(opts.misjoined, int(req_own.sum())), replace=False)
+    if len(wrong):
+        c = req_call[wrong]
+        step = rng.integers(1, max(per_rank, 2), len(c))
+        other = (c // per_rank) * per_rank + (c % per_rank + step) % per_rank
+        ok = stamped[other] & ~collective[other] & (other != c)
+        req_ids[wrong[ok]] = callid[other[ok]]
+    group_ids = callid.reshape(opts.ranks, per_rank)[:, group_first].T  # (groups, ranks)
+    group_of_req = np.searchsorted(group_first, req_call % per_rank)
+    shared_req = ~req_own
+
+    # server events: own ops, shared ops, unattributed ops, then one req event per request
+    m_ops = n_own + n_shared
+    ev_server = np.concatenate([op_server, rng.integers(0, nsrv, n_unattr), req_server])
+    m = len(ev_server)
+    event_id = np.empty(m, dtype=np.int64)
+    for s_ in range(nsrv):  # per-server event ids 1, 2, ...
+        mask = ev_server == s_
+        event_id[mask] = np.arange(1, mask.sum() + 1)
+    req_event = event_id[m_ops + n_unattr:]
+    lengths = np.concatenate([np.where(shared_req[op_req], opts.ranks, 1), np.zeros(n_unattr, np.int64),
+                              np.where(shared_req, opts.ranks, 1)])
+    values = np.empty(int(lengths.sum()), dtype=np.uint64)
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    ev_req = np.concatenate([op_req, np.full(n_unattr, -1), np.arange(m_req)])  # request of each event
+    single = lengths == 1
+    values[offsets[:-1][single]] = req_ids[ev_req[single]]
+    multi = np.nonzero(lengths > 1)[0]
+    if len(multi):
+        pos = offsets[multi][:, None] + np.arange(opts.ranks)
+        values[pos.reshape(-1)] = group_ids[group_of_req[ev_req[multi]]].reshape(-1)
+    ev_callid = np.full(m, sentinel, dtype=np.uint64)
+    ev_callid[single] = values[offsets[:-1][single]]
+    ev_rank = np.concatenate([rank[op_call], rank[un_call], rank[req_call]])
+    ev_start = np.concatenate([op_start, un_start, received])
+    ev_end = np.concatenate([op_end, un_end, answered - 100])
+    ev_parent = np.concatenate([req_event[op_req], np.full(n_unattr, -1), np.full(m_req, -1)])
+    req_ops = np.where(write[req_call], "io_write", "io_read")
+    ev_layer = np.concatenate([np.full(m_ops + n_unattr, "trove"), np.full(m_req, "req")])
+    ev_op = np.concatenate([np.where(op_write, "trove_write", "trove_read"),
+                            np.where(write[un_call], "trove_write", "trove_read"), req_ops])
+    ev_size = np.concatenate([np.full(m_ops + n_unattr, 65536), size[req_call]])
+
+    # clocks: every host's and server's times as that clock reads them
+    span = float(t_end.max() - T_BASE) or 1.0
+    clock_of = {name: replace(sk, period_ns=span) for name, sk in skews.items()}
+    host = rank // opts.ranks_per_host if opts.ranks_per_host else np.zeros(n, np.int32)
+
+    def on_clock(t: np.ndarray, domain: np.ndarray, prefix: str) -> np.ndarray:
+        out = t.copy()
+        for d in np.unique(domain):
+            sk = clock_of.get(f"{prefix}{d}")
+            if sk is not None:
+                sel = domain == d
+                out[sel] = sk.local(t[sel], T_BASE)
+        return out
+
+    call_clock = np.char.add("host", host.astype(str))
+    req_host = host[req_call]
+    meta_args = (f"{total_bits}/{rank_bits}", f"synth-{opts.seed}",
+                 json.dumps({"synth": asdict(opts), "clock_skew": skews_to_json(clock_of), "clock_t0": T_BASE,
+                             "ranks_per_host": opts.ranks_per_host}))
+    n_rpc = m_req
+    null = lambda k, t: pa.nulls(k, t)  # noqa: E731
+    calls = {
+        "callid": pa.array(logged_id, pa.uint64()), "rank": rank, "clock": pa.array(call_clock),
         "kind": pa.array(["call"] * n),
         "func": pa.array(np.where(write, "MPI_File_write_at", "MPI_File_read_at")),
         "file": pa.array(["/pvfs2/synth"] * n), "fid": np.ones(n, np.int64),
-        "offset": counter.astype(np.int64) * 65536,
-        "size": size, "count": size, "datatype": pa.array(["MPI_BYTE"] * n), "bytes": size,
-        "collective": collective, "coll_seq": pa.array(coll_seq, mask=coll_seq < 0),
-        "rid": pa.nulls(n, pa.int64()), "t_start": t_start, "t_end": t_end,
-        "error": pa.nulls(n, pa.string()), "server": pa.nulls(n, pa.string()),
-        "op": pa.nulls(n, pa.string()), "req_seq": pa.nulls(n, pa.int64()),
-        "t_recv": pa.nulls(n, pa.int64()), "t_send": pa.nulls(n, pa.int64()),
-    })
-    names = np.array([f"io{s}" for s in range(opts.servers)])
+        "offset": counter.astype(np.int64) * 65536, "size": size, "count": size,
+        "datatype": pa.array(["MPI_BYTE"] * n), "bytes": size, "collective": collective,
+        "coll_seq": pa.array(coll_seq, mask=coll_seq < 0), "rid": null(n, pa.int64()),
+        "t_start": on_clock(t_start, host, "host"), "t_end": on_clock(t_end, host, "host"),
+        "error": null(n, pa.string()), "server": null(n, pa.string()), "op": null(n, pa.string()),
+        "req_seq": null(n, pa.int64()), "t_recv": null(n, pa.int64()), "t_send": null(n, pa.int64()),
+    }
+    rpcs = {
+        "callid": pa.array(np.where(shared_req, sentinel, logged_id[req_call]), pa.uint64()),
+        "rank": rank[req_call], "clock": pa.array(call_clock[req_call]), "kind": pa.array(["rpc"] * n_rpc),
+        "func": pa.array(np.where(write[req_call], "MPI_File_write_at", "MPI_File_read_at")),
+        "file": null(n_rpc, pa.string()), "fid": null(n_rpc, pa.int64()), "offset": null(n_rpc, pa.int64()),
+        "size": null(n_rpc, pa.int64()), "count": null(n_rpc, pa.int64()),
+        "datatype": null(n_rpc, pa.string()), "bytes": null(n_rpc, pa.int64()),
+        "collective": null(n_rpc, pa.bool_()), "coll_seq": null(n_rpc, pa.int64()),
+        "rid": null(n_rpc, pa.int64()),
+        "t_start": on_clock(sent, req_host, "host"), "t_end": on_clock(back, req_host, "host"),
+        "error": null(n_rpc, pa.string()), "server": pa.array(names[req_server]), "op": pa.array(req_ops),
+        "req_seq": np.arange(m_req, dtype=np.int64),
+        "t_recv": on_clock(received, req_server, "io"), "t_send": on_clock(answered, req_server, "io"),
+    }
+    client = pa.concat_tables([pa.table(calls).cast(S.CLIENT_SCHEMA), pa.table(rpcs).cast(S.CLIENT_SCHEMA)])
     srv = pa.table({
-        "server": pa.array(names[server]), "clock": pa.array(names[server]), "layer": pa.array(["trove"] * m),
-        "op": pa.array(np.where(op_write, "trove_write", "trove_read")),
-        "callid": pa.array(op_callid, pa.uint64()),
-        "callids": pa.ListArray.from_arrays(pa.array(offsets), pa.array(values, pa.uint64())),
-        "rank": rank[op_call], "req_id": np.arange(m, dtype=np.int64), "event_id": event_id,
-        "parent": np.full(m, -1, np.int64), "handle": np.full(m, 42, np.uint64),
-        "offset": np.zeros(m, np.int64), "size": np.full(m, 65536, np.int64),
-        "t_start": op_start, "t_end": op_end,
+        "server": pa.array(names[ev_server]), "clock": pa.array(names[ev_server]),
+        "layer": pa.array(ev_layer), "op": pa.array(ev_op), "callid": pa.array(ev_callid, pa.uint64()),
+        "callids": pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)),
+                                            pa.array(values, pa.uint64())),
+        "rank": ev_rank, "req_id": ev_req, "event_id": event_id, "parent": ev_parent,
+        "handle": np.full(m, 42, np.uint64), "offset": np.zeros(m, np.int64), "size": ev_size,
+        "t_start": on_clock(ev_start, ev_server, "io"), "t_end": on_clock(ev_end, ev_server, "io"),
     })
-    truth_ids = values
-    truth_server = np.repeat(names[server[: n_own + n_shared]], lengths[: n_own + n_shared])
-    truth_event = np.repeat(event_id[: n_own + n_shared], lengths[: n_own + n_shared])
-    truth = pa.table({"callid": pa.array(truth_ids, pa.uint64()), "server": pa.array(truth_server),
-                      "event_id": truth_event})
+    disk = np.r_[np.ones(m_ops, bool), np.zeros(n_unattr + m_req, bool)]  # arrows: disk ops with CallIDs
+    n_ids = np.where(disk, lengths, 0)
+    truth = pa.table({
+        "callid": pa.array(values[np.repeat(disk, lengths)], pa.uint64()),
+        "server": pa.array(np.repeat(names[ev_server], n_ids)), "event_id": np.repeat(event_id, n_ids),
+    })
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     for name, table, schema, kind in (("client", client, S.CLIENT_SCHEMA, S.KIND_CLIENT),
@@ -143,4 +269,4 @@ def synthesize(opts: SynthOptions, out: str | Path) -> dict:
         meta = file_metadata(kind, *meta_args) if kind else {b"callid.kind": b"truth"}
         with replacing(out / f"{name}.parquet") as tmp:
             pq.write_table(table.cast(schema).replace_schema_metadata(meta), tmp, row_group_size=1 << 20)
-    return {"calls": n, "server_ops": m, "arrows": len(truth_ids)}
+    return {"calls": n, "rpcs": n_rpc, "server_ops": m, "arrows": truth.num_rows}

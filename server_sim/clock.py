@@ -23,9 +23,10 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from callid.units import TIME_UNITS_NS
+
 __all__ = ["Skew", "SkewError", "now", "parse_skew", "skewed_clock", "skews_from_json", "use_domain"]
 
-_UNITS_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 _ITEM = re.compile(
     r"^(?P<kind>server|host):(?P<which>[A-Za-z0-9_]+)="
     r"(?P<off>[+-]?\d+(?:\.\d+)?)(?P<unit>ns|us|µs|ms|s)"
@@ -97,7 +98,7 @@ def parse_skew(spec: str, servers: list[str] | None = None, io_servers: list[str
                            "host:0.. (--ranks-per-host groups them)")
         if name in out:
             raise SkewError(f"{item}: clock {name} is given twice")
-        out[name] = Skew(float(m["off"]) * _UNITS_NS[m["unit"]], float(m["drift"] or 0),
+        out[name] = Skew(float(m["off"]) * TIME_UNITS_NS[m["unit"]], float(m["drift"] or 0),
                          float(m["wander"] or 0))
     return out
 

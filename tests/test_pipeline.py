@@ -78,7 +78,7 @@ def logs(tmp_path):
 @pytest.fixture
 def merged(logs, tmp_path):
     db = tmp_path / "m.duckdb"
-    merge(str(logs[0]), str(logs[1]), str(db))
+    merge(str(logs[0]), str(logs[1]), str(db), clock_sync="none")  # the clocks are tested apart
     return db
 
 
@@ -149,9 +149,10 @@ def test_calls_rpcs_and_server_ops(merged):
 
 
 def test_clocks_run_and_events(merged):
-    assert _q(merged, "SELECT * FROM clocks ORDER BY clock") == [
-        ("host0", "client", 0, 0.0, None, "identity"), ("io0", "server", 0, 0.0, None, "identity"),
-        ("io1", "server", 0, 0.0, None, "identity"), ("meta0", "server", 0, 0.0, None, "identity")]
+    assert _q(merged, "SELECT clock, source, offset_ns, drift_ppm, bound_ns, quality, method FROM clocks "
+                      "ORDER BY clock") == [
+        ("host0", "client", 0.0, 0.0, 0.0, "reference", "reference"),
+        *[(c, "server", 0.0, 0.0, None, "none", "identity") for c in ("io0", "io1", "meta0")]]
     run = dict(_q(merged, "SELECT key, value FROM run"))
     assert run == {
         "layout": LAYOUT, "sentinel": str(NONE),
@@ -165,6 +166,25 @@ def test_clocks_run_and_events(merged):
     assert events[:3] == [("client", "rank 0", "mpi", "MPI_File_write_at", "0x00_000001", 1000, 300),
                           ("client", "rank 0", "rpc", "io", "0x00_000001", 1001, None),
                           ("server", "io0", "req", "io", "0x00_000001", 1002, 300)]
+
+
+@pytest.mark.parametrize("model", ["offset", "drift"])
+def test_clock_alignment_takes_the_middle_of_what_the_constraints_allow(logs, tmp_path, model):
+    # io0's constraints: request sent 1001 (client) <= received 1010 (io0): offset >= -9;
+    # call A started 1000 <= its request event 1002: offset >= -2; reply sent 1080 <= received
+    # 1090: offset <= 10.  The estimate is the middle, 4, guaranteed to within 6.
+    db = tmp_path / f"{model}.duckdb"
+    merge(str(logs[0]), str(logs[1]), str(db), clock_sync=model)
+    (offset, drift, bound, quality, n, after), = _q(
+        db, "SELECT offset_ns, drift_ppm, bound_ns, quality, constraints, violations_after "
+            "FROM clocks WHERE clock = 'io0'")
+    assert (offset, n, after) == (4.0, 3, 0)
+    assert 6.0 <= bound < 6.1  # (a drift up to 1000 ppm over the 78 ns window adds < 0.1)
+    # three constraints over 78 ns cannot pin a drift: none is assumed, and the fit says so
+    assert (drift, quality) == (0.0, "accurate" if model == "offset" else "approximate")
+    assert _q(db, "SELECT quality, bound_ns FROM clocks WHERE clock IN ('io1', 'meta0')") == [
+        ("failed", None)] * 2  # no constraint reaches them: identity, and said so
+    assert _q(db, "SELECT t_recv, t_send FROM rpcs") == [(1014, 1084)]  # on the reference clock
 
 
 def test_64_bit_layout_prints_rank_and_counter_apart(tmp_path):

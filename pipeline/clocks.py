@@ -1,0 +1,489 @@
+"""Clock alignment: map every clock domain onto the reference clock (rank 0's host).
+
+Each clock ``c`` maps as ``t + offset + drift * (t - t0)`` (per time window), estimated
+from causal constraints, pairs of events where ``a`` must have happened before ``b``:
+
+* request/response exchanges (the client's rpc rows): the client sent the request
+  before the server received it, and the server sent the response before the client
+  received it (four timestamps, two clocks).  This is the "operation the call waits
+  for ends before the call ends" constraint, applied only where the wait is known:
+  a call waits for the responses to its requests, not for every server event that
+  carries its CallID (a write-back outlives the call; a read request's event ends
+  after the data the client waited for has been sent);
+* a server request caused by a call (the ``req`` event carries its CallIDs, all the
+  ranks' for a collective) starts after the call started.  Disk operations lie
+  inside their request on the same clock, so the request's bound implies theirs.
+
+For a clock with local times ``x`` and reference times ``r``, ``y = r - x`` must lie
+above the line ``offset + drift*(x - t0)`` for "before" pairs (lower bounds) and below
+it for "after" pairs (upper bounds).  Only the upper hull of the lower bounds and the
+lower hull of the upper bounds can bind; the estimate is the line of maximum minimum
+slack (a 3-variable linear program over the hull points), and the guaranteed bound is
+the largest distance, over the window, from the estimate to any line the constraints
+allow.  Infeasible sets are handled in order: gross outliers against a robust first
+fit are dropped, then the window is split in two (drift that changes), and a window
+that still cannot be satisfied gets a soft fit minimising the total violation.
+
+SQL (DuckDB) builds the constraint pairs from the logs; numpy does hulls and windows;
+scipy solves the small linear programs.  Clocks reached only through other clocks
+(ranks on other hosts talk only to servers) are aligned in a second round against the
+already-aligned ones; their bound adds the bound of those clocks.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+from scipy.optimize import linprog
+
+__all__ = ["MODELS", "Fit", "align", "create_clock_map", "fit_clock", "mapped", "truth_errors"]
+
+MODELS = ("none", "offset", "drift")
+MAX_DRIFT = 1e-3  # |drift| at most 1000 ppm
+MIN_WINDOW = 32  # constraints per window below which a window is not split further
+MAX_DEPTH = 10  # at most 2**10 windows per clock
+GROSS_FLOOR_NS = 1e6  # an outlier is off the robust fit by at least this much (1 ms) ...
+GROSS_FACTOR = 20.0  # ... and by this many times the median distance of all constraints
+SOFT_POINTS = 512  # per side: the block extremes a soft fit works on
+
+
+@dataclass
+class Fit:
+    """The mapping of one clock over one time window, and how it was obtained."""
+
+    clock: str
+    win: int  # time window number, 0..
+    t_from: int | None  # local ns: the window's constraints span t_from..t_to; the first and last
+    t_to: int | None  # windows also map the times before and after them (None: no constraints)
+    t0: int
+    offset_ns: float
+    drift_ppm: float
+    bound_ns: float | None  # guaranteed +- error; None: not bounded (one-sided or soft fit)
+    slack_ns: float | None  # the maximum minimum slack (negative: infeasible)
+    quality: str  # reference, accurate, approximate, failed, none
+    method: str  # reference, hull, soft, identity
+    via: str  # the clocks whose constraints were used
+    constraints: int = 0
+    dropped: int = 0
+    violations_before: int = 0
+    violations_after: int = 0
+    violation_ns: float = 0.0  # total violation left after a soft fit
+
+    def map(self, t: np.ndarray) -> np.ndarray:
+        return t + np.rint(self.offset_ns + self.drift_ppm * 1e-6 * (t - self.t0)).astype(np.int64)
+
+
+FIT_SCHEMA = pa.schema([
+    ("clock", pa.string()), ("win", pa.int32()), ("t_from", pa.int64()), ("t_to", pa.int64()),
+    ("t0", pa.int64()), ("offset_ns", pa.float64()), ("drift_ppm", pa.float64()),
+    ("bound_ns", pa.float64()), ("slack_ns", pa.float64()), ("quality", pa.string()),
+    ("method", pa.string()), ("via", pa.string()), ("constraints", pa.int64()), ("dropped", pa.int64()),
+    ("violations_before", pa.int64()), ("violations_after", pa.int64()), ("violation_ns", pa.float64()),
+])
+assert [f.name for f in FIT_SCHEMA] == [f.name for f in fields(Fit)]
+
+
+# --------------------------------------------------------------------------- geometry
+
+
+def _hull(x: np.ndarray, y: np.ndarray, upper: bool) -> np.ndarray:
+    """Indices of the upper (or lower) convex hull of points sorted by x."""
+    if not upper:
+        y = -y
+    idx = np.arange(len(x))  # (of equal x, a lower point is pruned unless it is first or last: harmless)
+    while len(idx) > 2:  # vectorised pruning: a point on or below its neighbours' chord is not a vertex
+        x0, x1, x2 = x[idx[:-2]], x[idx[1:-1]], x[idx[2:]]
+        y0, y1, y2 = y[idx[:-2]], y[idx[1:-1]], y[idx[2:]]
+        cross = (x2 - x0) * (y1 - y0) - (x1 - x0) * (y2 - y0)
+        drop = np.r_[False, cross <= 0, False]
+        if not drop.any():
+            break
+        idx = idx[~drop]
+    return idx
+
+
+def _max_min_slack(lx, ly, hx, hy, bmax: float) -> tuple[float, float, float]:
+    """``(a, b, s)``: the line ``a + b*x`` maximising the least slack ``s`` (x normalised)."""
+    n_lo, n_hi = len(lx), len(hx)
+    a_ub = np.zeros((n_lo + n_hi, 3))
+    a_ub[:n_lo] = np.c_[-np.ones(n_lo), -lx, np.ones(n_lo)]
+    a_ub[n_lo:] = np.c_[np.ones(n_hi), hx, np.ones(n_hi)]
+    b_ub = np.r_[-ly, hy]
+    big = 1e13
+    res = linprog([0, 0, -1], A_ub=a_ub, b_ub=b_ub, bounds=[(-big, big), (-bmax, bmax), (-big, big)],
+                  method="highs")
+    if res.status != 0:  # pragma: no cover - bounded by construction
+        raise RuntimeError(f"clock alignment LP failed: {res.message}")
+    return float(res.x[0]), float(res.x[1]), float(res.x[2])
+
+
+def _clip(poly: list[tuple[float, float]], ca: float, cb: float, c: float) -> list[tuple[float, float]]:
+    """Sutherland-Hodgman: the part of a convex polygon in (a, b) where ``ca*a + cb*b <= c``."""
+    out = []
+    for i, p in enumerate(poly):
+        q = poly[(i + 1) % len(poly)]
+        fp, fq = ca * p[0] + cb * p[1] - c, ca * q[0] + cb * q[1] - c
+        if fp <= 0:
+            out.append(p)
+        if (fp < 0 < fq) or (fq < 0 < fp):
+            t = fp / (fp - fq)
+            out.append((p[0] + t * (q[0] - p[0]), p[1] + t * (q[1] - p[1])))
+    return out
+
+
+def _bound(lx, ly, hx, hy, a: float, b: float, bmax: float) -> float | None:
+    """Largest |line - estimate| at the window's ends over all feasible lines; None if unbounded."""
+    big = 1e12
+    poly = [(-big, -bmax), (big, -bmax), (big, bmax), (-big, bmax)]
+    for x, y in zip(lx, ly, strict=True):  # a + b x >= y
+        poly = _clip(poly, -1.0, -x, -y)
+    for x, y in zip(hx, hy, strict=True):  # a + b x <= y
+        poly = _clip(poly, 1.0, x, y)
+    if not poly:
+        return None
+    if any(abs(pa_) > big / 2 for pa_, _ in poly):
+        return None
+    v = np.array(poly)
+    return float(max(np.abs(v[:, 0] - a + (v[:, 1] - b) * e).max() for e in (-1.0, 1.0)))
+
+
+def _theil_sen(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    if len(x) < 2:
+        return (float(y[0]) if len(y) else 0.0), 0.0
+    i, j = np.triu_indices(len(x), 1)
+    dx = x[j] - x[i]
+    ok = dx != 0
+    b = float(np.median((y[j] - y[i])[ok] / dx[ok])) if ok.any() else 0.0
+    return float(np.median(y - b * x)), b
+
+
+def _block_medians(x: np.ndarray, y: np.ndarray, blocks: int = 48) -> tuple[np.ndarray, np.ndarray]:
+    parts = np.array_split(np.arange(len(x)), min(blocks, len(x)))
+    return (np.array([np.median(x[p]) for p in parts if len(p)]),
+            np.array([np.median(y[p]) for p in parts if len(p)]))
+
+
+def _robust_line(lx, ly, hx, hy) -> tuple[float, float]:
+    """A first fit that outliers cannot move: Theil-Sen through block medians of each side."""
+    lines = [_theil_sen(*_block_medians(x, y)) for x, y in ((lx, ly), (hx, hy)) if len(x)]
+    return float(np.mean([a for a, _ in lines])), float(np.mean([b for _, b in lines]))
+
+
+def _block_extremes(x: np.ndarray, y: np.ndarray, upper: bool) -> np.ndarray:
+    """Indices of the highest (or lowest) point of each of ``SOFT_POINTS`` blocks."""
+    if len(x) <= SOFT_POINTS:
+        return np.arange(len(x))
+    parts = np.array_split(np.arange(len(x)), SOFT_POINTS)
+    pick = np.argmax if upper else np.argmin
+    return np.array([p[pick(y[p])] for p in parts])
+
+
+def _soft_fit(lx, ly, hx, hy, bmax: float) -> tuple[float, float]:
+    """The line minimising the total violation over block extremes of both sides."""
+    li, hi = _block_extremes(lx, ly, True), _block_extremes(hx, hy, False)
+    lx, ly, hx, hy = lx[li], ly[li], hx[hi], hy[hi]
+    n_lo, n_hi = len(lx), len(hx)
+    m = n_lo + n_hi
+    a_ub = np.zeros((m, 2 + m))
+    a_ub[:n_lo, 0], a_ub[:n_lo, 1] = -1, -lx
+    a_ub[n_lo:, 0], a_ub[n_lo:, 1] = 1, hx
+    a_ub[np.arange(m), 2 + np.arange(m)] = -1
+    big = 1e13
+    res = linprog(np.r_[0, 0, np.ones(m)], A_ub=a_ub, b_ub=np.r_[-ly, hy],
+                  bounds=[(-big, big), (-bmax, bmax)] + [(0, None)] * m, method="highs")
+    if res.status != 0:  # pragma: no cover
+        raise RuntimeError(f"clock alignment soft fit failed: {res.message}")
+    return float(res.x[0]), float(res.x[1])
+
+
+# --------------------------------------------------------------------------- fitting
+
+
+@dataclass
+class _Side:
+    """The constraints of one side (lower or upper bounds) of one clock, sorted by local time."""
+
+    x: np.ndarray  # int64 local ns
+    y: np.ndarray  # float64 ns: reference time - local time
+    raw: np.ndarray  # bool: violated before alignment
+
+    def take(self, sel) -> _Side:
+        return _Side(self.x[sel], self.y[sel], self.raw[sel])
+
+
+def fit_clock(clock: str, lo: _Side, hi: _Side, model: str, via: str = "") -> list[Fit]:
+    """Fit one clock's windows from its lower-bound and upper-bound constraints."""
+    if model == "none" or len(lo.x) + len(hi.x) == 0:
+        quality = "none" if model == "none" else "failed"
+        fit = Fit(clock, 0, None, None, 0, 0.0, 0.0, None, None, quality, "identity", via,
+                  len(lo.x) + len(hi.x))
+        _count(fit, lo, hi)
+        return [fit]
+    fits = _fit_window(clock, lo, hi, MAX_DRIFT if model == "drift" else 0.0, via, 0)
+    for i, f in enumerate(fits):
+        f.win = i
+    return fits
+
+
+def _fit_window(clock: str, lo: _Side, hi: _Side, drift_max: float, via: str, depth: int) -> list[Fit]:
+    xs = np.r_[lo.x, hi.x]
+    t_from, t_to = int(xs.min()), int(xs.max())
+    t0 = (t_from + t_to) // 2
+    scale = max((t_to - t_from) / 2, 1.0)
+    y0 = float(np.median(np.r_[lo.y, hi.y]))
+    bmax = drift_max * scale
+
+    def norm(side: _Side) -> tuple[np.ndarray, np.ndarray]:
+        return (side.x - t0) / scale, side.y - y0
+
+    def solve(lo_: _Side, hi_: _Side) -> tuple[float, float, float, tuple]:
+        lx, ly = norm(lo_)
+        hx, hy = norm(hi_)
+        li, hi_idx = _hull(lx, ly, True), _hull(hx, hy, False)
+        pts = (lx[li], ly[li], hx[hi_idx], hy[hi_idx])
+        return (*_max_min_slack(*pts, bmax), pts)
+
+    def make(a: float, b: float, slack, bound, method: str, quality: str, dropped: int) -> Fit:
+        fit = Fit(clock, 0, t_from, t_to, t0, a + y0, b / scale * 1e6, bound, slack, quality, method, via,
+                  len(lo.x) + len(hi.x), dropped)
+        return fit
+
+    a, b, s, pts = solve(lo, hi)
+    dropped = 0
+    kept_lo, kept_hi = lo, hi
+    if s < 0:  # 1. gross outliers against a robust first fit
+        lx, ly = norm(lo)
+        hx, hy = norm(hi)
+        ra, rb = _robust_line(lx, ly, hx, hy)
+        rl, rh = ly - (ra + rb * lx), (ra + rb * hx) - hy  # > 0: on the wrong side
+        scale_y = float(np.median(np.abs(np.r_[rl, rh])))
+        gross = max(GROSS_FLOOR_NS, GROSS_FACTOR * scale_y)
+        keep_l, keep_h = rl <= gross, rh <= gross
+        dropped = int((~keep_l).sum() + (~keep_h).sum())
+        if dropped:
+            kept_lo, kept_hi = lo.take(keep_l), hi.take(keep_h)
+            a, b, s, pts = solve(kept_lo, kept_hi)
+    if s >= 0:
+        two_sided = len(kept_lo.x) > 0 and len(kept_hi.x) > 0
+        pinned = two_sided and (bmax == 0 or abs(b) < bmax * (1 - 1e-9))  # drift not at its limit
+        if not pinned and bmax > 0:  # the constraints do not fix the drift: prefer none to an extreme
+            a0, _, s0 = _max_min_slack(*pts, 0.0)
+            if s0 >= 0:
+                a, b = a0, 0.0
+        bound = _bound(*pts, a, b, bmax) if two_sided else None
+        pinned = pinned and bound is not None
+        fit = make(a, b, s, bound, "hull", "accurate" if pinned else "approximate", dropped)
+        _count(fit, lo, hi, kept_lo, kept_hi)
+        return [fit]
+    n = len(kept_lo.x) + len(kept_hi.x)
+    if depth < MAX_DEPTH and n >= 2 * MIN_WINDOW:  # 2. split the window in two halves of the constraints
+        split = int(np.median(np.r_[kept_lo.x, kept_hi.x]))
+        parts = []
+        for left in (True, False):
+            sel_lo, sel_hi = (kept_lo.x < split) == left, (kept_hi.x < split) == left
+            if sel_lo.any() or sel_hi.any():
+                parts.append((kept_lo.take(sel_lo), kept_hi.take(sel_hi)))
+        if len(parts) == 2:
+            fits = [f for lo_, hi_ in parts for f in _fit_window(clock, lo_, hi_, drift_max, via, depth + 1)]
+            fits[0].dropped += dropped
+            for f in fits:
+                f.violations_before = 0
+            _count_many(fits, lo, hi)
+            return fits
+    # 3. a soft fit minimising the total violation
+    lx, ly = norm(kept_lo)
+    hx, hy = norm(kept_hi)
+    a, b = _soft_fit(lx, ly, hx, hy, bmax)
+    fit = make(a, b, s, None, "soft", "approximate", dropped)
+    _count(fit, lo, hi, kept_lo, kept_hi)
+    return [fit]
+
+
+def _slacks(fit: Fit, lo: _Side, hi: _Side) -> tuple[np.ndarray, np.ndarray]:
+    line = lambda x: fit.offset_ns + fit.drift_ppm * 1e-6 * (x - fit.t0)  # noqa: E731
+    return line(lo.x) - lo.y, hi.y - line(hi.x)
+
+
+def _count(fit: Fit, lo: _Side, hi: _Side, kept_lo: _Side | None = None,
+           kept_hi: _Side | None = None) -> None:
+    """Violations before (raw times) over all constraints and after (this fit) over the kept ones."""
+    fit.violations_before = int(lo.raw.sum() + hi.raw.sum())
+    sl, sh = _slacks(fit, kept_lo or lo, kept_hi or hi)
+    fit.violations_after = int((sl < 0).sum() + (sh < 0).sum())
+    fit.violation_ns = max(0.0, float(-sl[sl < 0].sum() - sh[sh < 0].sum()))
+
+
+def _count_many(fits: list[Fit], lo: _Side, hi: _Side) -> None:
+    """Raw violations of a split window, attributed to the windows that hold them."""
+    starts = np.array([f.t_from for f in fits[1:]])
+    for side in (lo, hi):
+        w = np.searchsorted(starts, side.x, side="right")
+        counts = np.bincount(w[side.raw], minlength=len(fits))
+        for f, c in zip(fits, counts, strict=True):
+            f.violations_before += int(c)
+
+
+# --------------------------------------------------------------------------- whole runs
+
+
+def _map(fits: dict[int, list[Fit]], clock_ids: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Reference-clock times of local times ``t`` of the (aligned) clocks ``clock_ids``."""
+    out = t.copy()
+    for cid in np.unique(clock_ids):
+        m = clock_ids == cid
+        windows = fits[int(cid)]
+        if len(windows) == 1:
+            out[m] = windows[0].map(t[m])
+            continue
+        w = np.searchsorted(np.array([f.t_from for f in windows[1:]]), t[m], side="right")
+        off = np.array([f.offset_ns for f in windows])[w]
+        drift = np.array([f.drift_ppm for f in windows])[w] * 1e-6
+        t0 = np.array([f.t0 for f in windows])[w]
+        out[m] = t[m] + np.rint(off + drift * (t[m] - t0)).astype(np.int64)
+    return out
+
+
+PAIRS_SQL = """
+CREATE TEMP TABLE clock_names AS
+SELECT clock, min(source) AS source, (row_number() OVER (ORDER BY clock) - 1)::INTEGER AS id
+FROM (SELECT DISTINCT clock, 'client' AS source FROM client_log
+      UNION SELECT DISTINCT clock, 'server' AS source FROM server_log)
+GROUP BY clock;
+
+CREATE TEMP TABLE clock_pairs AS
+WITH server_clock AS (SELECT server, any_value(clock) AS clock FROM server_log GROUP BY server),
+rpc AS (
+    SELECT r.clock AS cc, r.t_start, r.t_end, r.t_recv, r.t_send, s.clock AS sc
+    FROM client_log r JOIN server_clock s USING (server)
+    WHERE r.kind = 'rpc' AND r.t_recv > 0 AND r.t_send > 0  -- (0: no server times, e.g. a bad request)
+), calls AS (
+    SELECT callid, clock, t_start FROM client_log WHERE kind = 'call' AND callid <> no_callid()
+), req AS (
+    SELECT unnest(list_distinct(callids)) AS callid, clock, t_start
+    FROM server_log WHERE layer = 'req' AND len(callids) > 0
+), per_call AS (  -- per call and server clock, the earliest request start: it implies the others
+    SELECT c.clock AS cc, c.t_start AS c0, q.clock AS sc, min(q.t_start) AS q0
+    FROM req q JOIN calls c USING (callid)
+    GROUP BY c.callid, c.clock, c.t_start, q.clock
+), pairs AS (
+    SELECT cc AS a, t_start AS a_t, sc AS b, t_recv AS b_t FROM rpc
+    UNION ALL SELECT sc, t_send, cc, t_end FROM rpc
+    UNION ALL SELECT cc, c0, sc, q0 FROM per_call
+)
+SELECT na.id AS a, a_t, nb.id AS b, b_t
+FROM pairs JOIN clock_names na ON na.clock = pairs.a JOIN clock_names nb ON nb.clock = pairs.b
+WHERE pairs.a <> pairs.b;
+"""
+
+
+def align(con: duckdb.DuckDBPyConnection, model: str = "drift") -> list[Fit]:
+    """Estimate every clock of the logs in views ``client_log``/``server_log``; create ``clocks``."""
+    if model not in MODELS:
+        raise ValueError(f"unknown clock model {model!r}: choose none, offset or drift")
+    con.execute(PAIRS_SQL)
+    names = dict(con.execute("SELECT id, clock FROM clock_names").fetchall())
+    ref_row = con.execute("SELECT clock FROM client_log ORDER BY rank LIMIT 1").fetchone()
+    ref_name = ref_row[0] if ref_row else min(names.values(), default="")
+    ref = next((i for i, n in names.items() if n == ref_name), -1)
+    p = con.execute("SELECT a, a_t, b, b_t FROM clock_pairs").fetchnumpy()
+    a, a_t, b, b_t = (np.asarray(p[k]) for k in ("a", "a_t", "b", "b_t"))
+    fits: dict[int, list[Fit]] = {}
+    if ref >= 0:
+        fits[ref] = [Fit(ref_name, 0, None, None, 0, 0.0, 0.0, 0.0, None, "reference", "reference", "")]
+    while True:
+        done = np.array(sorted(fits), dtype=a.dtype)
+        lo_m = np.isin(a, done) & ~np.isin(b, done)  # aligned a before unaligned b: lower bound on b
+        hi_m = np.isin(b, done) & ~np.isin(a, done)
+        level = sorted(set(np.unique(b[lo_m]).tolist()) | set(np.unique(a[hi_m]).tolist()))
+        if not level:
+            break
+        lo_ref = _map(fits, a[lo_m], a_t[lo_m])
+        hi_ref = _map(fits, b[hi_m], b_t[hi_m])
+        lo_c, lo_x, lo_other, lo_raw = b[lo_m], b_t[lo_m], a[lo_m], a_t[lo_m] > b_t[lo_m]
+        hi_c, hi_x, hi_other, hi_raw = a[hi_m], a_t[hi_m], b[hi_m], b_t[hi_m] < a_t[hi_m]
+        new = {}
+        for cid in level:
+            ml, mh = lo_c == cid, hi_c == cid
+            others = sorted(set(lo_other[ml].tolist()) | set(hi_other[mh].tolist()))
+            lo = _sorted_side(lo_x[ml], lo_ref[ml], lo_raw[ml])
+            hi = _sorted_side(hi_x[mh], hi_ref[mh], hi_raw[mh])
+            new[cid] = fit_clock(names[cid], lo, hi, model, ",".join(names[o] for o in others))
+            inherited = max((f.bound_ns or 0.0) for o in others for f in fits[o])
+            for f in new[cid]:
+                if f.bound_ns is not None:
+                    f.bound_ns += inherited
+        fits.update(new)
+    nothing = _sorted_side(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, bool))
+    for cid, name in names.items():  # clocks no constraint reaches
+        if cid not in fits:
+            fits[cid] = fit_clock(name, nothing, nothing, model)
+    rows = [f for cid in sorted(fits, key=lambda c: names[c]) for f in fits[cid]]
+    con.register("fits", pa.Table.from_pylist([asdict(f) for f in rows], schema=FIT_SCHEMA))
+    con.execute("CREATE TABLE clocks AS SELECT f.clock, n.source, f.* EXCLUDE (clock) "
+                "FROM fits f LEFT JOIN clock_names n USING (clock) ORDER BY f.clock, f.win")
+    con.unregister("fits")
+    con.execute("DROP TABLE clock_pairs")
+    con.execute("DROP TABLE clock_names")
+    return rows
+
+
+def _sorted_side(x: np.ndarray, ref: np.ndarray, raw: np.ndarray) -> _Side:
+    order = np.argsort(x, kind="stable")
+    x = x[order]
+    return _Side(x, (ref[order] - x).astype(np.float64), raw[order])
+
+
+def mapped(column: str, alias: str) -> str:
+    """SQL: local time ``column`` on the reference clock, with window ``alias`` of ``clock_map``."""
+    return (f"({column} + coalesce(CAST(round({alias}.offset_ns + {alias}.drift * "
+            f"({column} - {alias}.t0)) AS BIGINT), 0))")
+
+
+def create_clock_map(con: duckdb.DuckDBPyConnection) -> str:
+    """Temp table ``clock_map`` (clock, t_from, t0, offset_ns, drift) of the ``clocks`` table.
+
+    Returns how to apply it: ``identity`` (no clock moves), ``single`` (one window per
+    clock: join on the clock) or ``windowed`` (ASOF join on the clock and ``t_from``).
+    """
+    con.execute("""
+        CREATE OR REPLACE TEMP TABLE clock_map AS
+        SELECT clock, win, CASE WHEN win = 0 THEN -4611686018427387904 ELSE t_from END AS t_from,
+               t0, offset_ns, drift_ppm * 1e-6 AS drift
+        FROM clocks
+    """)
+    moved, windows = con.execute("SELECT count(*) FILTER (WHERE offset_ns <> 0 OR drift <> 0), "
+                                 "max(win) FROM clock_map").fetchone()
+    return "identity" if not moved else "windowed" if windows else "single"
+
+
+def truth_errors(con: duckdb.DuckDBPyConnection, samples: int = 257) -> dict[str, float]:
+    """Max |estimate - truth| (ns) per clock, from the injected skews in the run configuration."""
+    from server_sim.clock import Skew, skews_from_json
+
+    row = con.execute("SELECT value FROM run WHERE key = 'client.config'").fetchone()
+    config = json.loads(row[0]) if row else {}
+    skews = skews_from_json(config.get("clock_skew"))
+    t0 = int(config.get("clock_t0", 0))
+    cur = con.execute("SELECT * FROM clocks ORDER BY clock, win")
+    clocks = [dict(zip([d[0] for d in cur.description], row, strict=True)) for row in cur.fetchall()]
+    ref = next((c["clock"] for c in clocks if c["quality"] == "reference"), "host0")
+    ref_skew = skews.get(ref)
+    out: dict[str, float] = {}
+    for c in clocks:
+        if c["t_from"] is None:
+            continue
+        lo, hi = c["t_from"], c["t_to"]
+        t = np.linspace(lo, hi, samples).astype(np.int64)
+        skew, none = skews.get(c["clock"]), Skew()
+        dt = (t - t0).astype(np.float64)
+        u = dt  # machine time since t0 at local time t: u = dt - delta(u), a fixed point
+        for _ in range(4):
+            u = dt - (skew or none).delta(u)
+        truth = (ref_skew or none).delta(u) - (skew or none).delta(u)  # reference reading - local
+        est = c["offset_ns"] + c["drift_ppm"] * 1e-6 * (t - c["t0"]).astype(np.float64)
+        out[c["clock"]] = max(out.get(c["clock"], 0.0), float(np.abs(est - truth).max()))
+    return out
