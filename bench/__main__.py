@@ -8,6 +8,9 @@ import sys
 BENCHMARKS = {
     "merge": "callid merge against a pandas implementation (1M, 10M events), and the thesis' O(n^2) scan",
     "view": "timeline generation for a ~100 k-event trace, against fetching the same rows",
+    "clocks": "clock alignment on synthetic 1 M-call traces and a real skewed run, against the truth",
+    "overhead": "traced (--callid) vs untraced (--no-callid) runs, interleaved, and the cost per call",
+    "fs": "simulated file system bandwidth against raw socket + pwrite and plain MPI-IO baselines",
 }
 
 
