@@ -14,15 +14,18 @@ from causal constraints, pairs of events where ``a`` must have happened before `
   ranks' for a collective) starts after the call started.  Disk operations lie
   inside their request on the same clock, so the request's bound implies theirs.
 
-For a clock with local times ``x`` and reference times ``r``, ``y = r - x`` must lie
-above the line ``offset + drift*(x - t0)`` for "before" pairs (lower bounds) and below
-it for "after" pairs (upper bounds).  Only the upper hull of the lower bounds and the
-lower hull of the upper bounds can bind; the estimate is the line of maximum minimum
-slack (a 3-variable linear program over the hull points), and the guaranteed bound is
-the largest distance, over the window, from the estimate to any line the constraints
-allow.  Infeasible sets are handled in order: gross outliers against a robust first
-fit are dropped, then the window is split in two (drift that changes), and a window
-that still cannot be satisfied gets a soft fit minimising the total violation.
+For a clock with local times ``x`` and reference times ``r``, the line
+``offset + drift*(x - t0)`` must pass above the points ``y = r - x`` of "before" pairs
+(lower bounds) and below those of "after" pairs (upper bounds).  Only the upper hull of
+the lower bounds and the lower hull of the upper bounds can bind; the estimate is the
+line of maximum minimum slack (a 3-variable linear program over the hull points), and
+the guaranteed bound is the largest distance, over the window, from the estimate to any
+line the constraints allow (drift at most 1000 ppm).  Infeasible sets are handled in
+order: gross outliers against a robust first fit are dropped, then the window is split
+in two where the halves fit markedly better (drift that changes; a feasible window is
+split too when both halves do, so a slowly bending drift gets windows short enough to
+be nearly straight), and a window that still cannot be satisfied gets a soft fit
+minimising the total violation.
 
 SQL (DuckDB) builds the constraint pairs from the logs; numpy does hulls and windows;
 scipy solves the small linear programs.  Clocks reached only through other clocks
@@ -40,12 +43,15 @@ import numpy as np
 import pyarrow as pa
 from scipy.optimize import linprog
 
-__all__ = ["MODELS", "Fit", "align", "create_clock_map", "fit_clock", "mapped", "truth_errors"]
+__all__ = ["MODELS", "Bounds", "Fit", "align", "bounds", "create_clock_map", "fit_clock", "mapped",
+           "truth_errors"]
 
 MODELS = ("none", "offset", "drift")
 MAX_DRIFT = 1e-3  # |drift| at most 1000 ppm
 MIN_WINDOW = 32  # constraints per window below which a window is not split further
 MAX_DEPTH = 10  # at most 2**10 windows per clock
+SPLIT_GAIN_NS = 200.0  # a window is split if its halves' least slack is larger by this much ...
+SPLIT_GAIN_SHARE = 0.1  # ... and by this share of its own (a drift that changes within the window)
 GROSS_FLOOR_NS = 1e6  # an outlier is off the robust fit by at least this much (1 ms) ...
 GROSS_FACTOR = 20.0  # ... and by this many times the median distance of all constraints
 SOFT_POINTS = 512  # per side: the block extremes a soft fit works on
@@ -90,11 +96,18 @@ assert [f.name for f in FIT_SCHEMA] == [f.name for f in fields(Fit)]
 # --------------------------------------------------------------------------- geometry
 
 
-def _hull(x: np.ndarray, y: np.ndarray, upper: bool) -> np.ndarray:
+def _hull(x: np.ndarray, y: np.ndarray, upper: bool, block: int = 256) -> np.ndarray:
     """Indices of the upper (or lower) convex hull of points sorted by x."""
     if not upper:
         y = -y
     idx = np.arange(len(x))  # (of equal x, a lower point is pruned unless it is first or last: harmless)
+    if len(x) > 16 * block:  # prefilter: no vertex lies below the hull of the blocks' highest points
+        full = len(x) // block * block
+        tops = np.r_[y[:full].reshape(-1, block).argmax(axis=1) + np.arange(0, full, block),
+                     full + np.argmax(y[full:]) if full < len(x) else []].astype(np.int64)
+        h = tops[_hull(x[tops], y[tops], True)]
+        inside = (x >= x[h[0]]) & (x <= x[h[-1]])
+        idx = idx[~inside | (y >= np.interp(x, x[h], y[h]) - 1e-6)]
     while len(idx) > 2:  # vectorised pruning: a point on or below its neighbours' chord is not a vertex
         x0, x1, x2 = x[idx[:-2]], x[idx[1:-1]], x[idx[2:]]
         y0, y1, y2 = y[idx[:-2]], y[idx[1:-1]], y[idx[2:]]
@@ -204,18 +217,18 @@ def _soft_fit(lx, ly, hx, hy, bmax: float) -> tuple[float, float]:
 
 
 @dataclass
-class _Side:
+class Bounds:
     """The constraints of one side (lower or upper bounds) of one clock, sorted by local time."""
 
     x: np.ndarray  # int64 local ns
     y: np.ndarray  # float64 ns: reference time - local time
     raw: np.ndarray  # bool: violated before alignment
 
-    def take(self, sel) -> _Side:
-        return _Side(self.x[sel], self.y[sel], self.raw[sel])
+    def take(self, sel) -> Bounds:
+        return Bounds(self.x[sel], self.y[sel], self.raw[sel])
 
 
-def fit_clock(clock: str, lo: _Side, hi: _Side, model: str, via: str = "") -> list[Fit]:
+def fit_clock(clock: str, lo: Bounds, hi: Bounds, model: str, via: str = "") -> list[Fit]:
     """Fit one clock's windows from its lower-bound and upper-bound constraints."""
     if model == "none" or len(lo.x) + len(hi.x) == 0:
         quality = "none" if model == "none" else "failed"
@@ -229,7 +242,18 @@ def fit_clock(clock: str, lo: _Side, hi: _Side, model: str, via: str = "") -> li
     return fits
 
 
-def _fit_window(clock: str, lo: _Side, hi: _Side, drift_max: float, via: str, depth: int) -> list[Fit]:
+def _halves(lo: Bounds, hi: Bounds) -> list[tuple[Bounds, Bounds]]:
+    """The constraints split at their median local time (one part if they cannot be split)."""
+    split = int(np.median(np.r_[lo.x, hi.x]))
+    parts = []
+    for left in (True, False):
+        sel_lo, sel_hi = (lo.x < split) == left, (hi.x < split) == left
+        if sel_lo.any() or sel_hi.any():
+            parts.append((lo.take(sel_lo), hi.take(sel_hi)))
+    return parts
+
+
+def _fit_window(clock: str, lo: Bounds, hi: Bounds, drift_max: float, via: str, depth: int) -> list[Fit]:
     xs = np.r_[lo.x, hi.x]
     t_from, t_to = int(xs.min()), int(xs.max())
     t0 = (t_from + t_to) // 2
@@ -237,36 +261,47 @@ def _fit_window(clock: str, lo: _Side, hi: _Side, drift_max: float, via: str, de
     y0 = float(np.median(np.r_[lo.y, hi.y]))
     bmax = drift_max * scale
 
-    def norm(side: _Side) -> tuple[np.ndarray, np.ndarray]:
-        return (side.x - t0) / scale, side.y - y0
-
-    def solve(lo_: _Side, hi_: _Side) -> tuple[float, float, float, tuple]:
-        lx, ly = norm(lo_)
-        hx, hy = norm(hi_)
+    def solve(lo_: Bounds, hi_: Bounds) -> tuple[float, float, float, tuple]:
+        lx, ly, hx, hy = (lo_.x - t0) / scale, lo_.y - y0, (hi_.x - t0) / scale, hi_.y - y0
         li, hi_idx = _hull(lx, ly, True), _hull(hx, hy, False)
         pts = (lx[li], ly[li], hx[hi_idx], hy[hi_idx])
         return (*_max_min_slack(*pts, bmax), pts)
 
     def make(a: float, b: float, slack, bound, method: str, quality: str, dropped: int) -> Fit:
-        fit = Fit(clock, 0, t_from, t_to, t0, a + y0, b / scale * 1e6, bound, slack, quality, method, via,
-                  len(lo.x) + len(hi.x), dropped)
-        return fit
+        return Fit(clock, 0, t_from, t_to, t0, a + y0, b / scale * 1e6, bound, slack, quality, method, via,
+                   len(lo.x) + len(hi.x), dropped)
+
+    def split(parts: list[tuple[Bounds, Bounds]], dropped: int) -> list[Fit]:
+        fits = [f for lo_, hi_ in parts for f in _fit_window(clock, lo_, hi_, drift_max, via, depth + 1)]
+        fits[0].dropped += dropped
+        for f in fits:
+            f.violations_before = 0
+        _count_many(fits, lo, hi)
+        return fits
 
     a, b, s, pts = solve(lo, hi)
     dropped = 0
     kept_lo, kept_hi = lo, hi
     if s < 0:  # 1. gross outliers against a robust first fit
-        lx, ly = norm(lo)
-        hx, hy = norm(hi)
+        lx, ly, hx, hy = (lo.x - t0) / scale, lo.y - y0, (hi.x - t0) / scale, hi.y - y0
         ra, rb = _robust_line(lx, ly, hx, hy)
         rl, rh = ly - (ra + rb * lx), (ra + rb * hx) - hy  # > 0: on the wrong side
-        scale_y = float(np.median(np.abs(np.r_[rl, rh])))
-        gross = max(GROSS_FLOOR_NS, GROSS_FACTOR * scale_y)
+        gross = max(GROSS_FLOOR_NS, GROSS_FACTOR * float(np.median(np.abs(np.r_[rl, rh]))))
         keep_l, keep_h = rl <= gross, rh <= gross
         dropped = int((~keep_l).sum() + (~keep_h).sum())
         if dropped:
             kept_lo, kept_hi = lo.take(keep_l), hi.take(keep_h)
             a, b, s, pts = solve(kept_lo, kept_hi)
+    # 2. split into halves (drift that changes) where that fits markedly better: for a
+    # feasible window, both halves (a bend); for an infeasible one, either (a kink).
+    # Infeasible windows whose halves do no better are contradictory throughout: left to 3.
+    parts = []
+    if depth < MAX_DEPTH and len(kept_lo.x) + len(kept_hi.x) >= 2 * MIN_WINDOW and drift_max > 0:
+        parts = [p for p in _halves(kept_lo, kept_hi) if len(p[0].x) and len(p[1].x)]  # two-sided
+    if len(parts) == 2:
+        gain = (min if s >= 0 else max)(solve(*p)[2] for p in parts) - s
+        if gain > max(SPLIT_GAIN_NS, SPLIT_GAIN_SHARE * abs(s)):
+            return split(parts, dropped)
     if s >= 0:
         two_sided = len(kept_lo.x) > 0 and len(kept_hi.x) > 0
         pinned = two_sided and (bmax == 0 or abs(b) < bmax * (1 - 1e-9))  # drift not at its limit
@@ -279,37 +314,20 @@ def _fit_window(clock: str, lo: _Side, hi: _Side, drift_max: float, via: str, de
         fit = make(a, b, s, bound, "hull", "accurate" if pinned else "approximate", dropped)
         _count(fit, lo, hi, kept_lo, kept_hi)
         return [fit]
-    n = len(kept_lo.x) + len(kept_hi.x)
-    if depth < MAX_DEPTH and n >= 2 * MIN_WINDOW:  # 2. split the window in two halves of the constraints
-        split = int(np.median(np.r_[kept_lo.x, kept_hi.x]))
-        parts = []
-        for left in (True, False):
-            sel_lo, sel_hi = (kept_lo.x < split) == left, (kept_hi.x < split) == left
-            if sel_lo.any() or sel_hi.any():
-                parts.append((kept_lo.take(sel_lo), kept_hi.take(sel_hi)))
-        if len(parts) == 2:
-            fits = [f for lo_, hi_ in parts for f in _fit_window(clock, lo_, hi_, drift_max, via, depth + 1)]
-            fits[0].dropped += dropped
-            for f in fits:
-                f.violations_before = 0
-            _count_many(fits, lo, hi)
-            return fits
     # 3. a soft fit minimising the total violation
-    lx, ly = norm(kept_lo)
-    hx, hy = norm(kept_hi)
-    a, b = _soft_fit(lx, ly, hx, hy, bmax)
+    a, b = _soft_fit((kept_lo.x - t0) / scale, kept_lo.y - y0, (kept_hi.x - t0) / scale, kept_hi.y - y0, bmax)
     fit = make(a, b, s, None, "soft", "approximate", dropped)
     _count(fit, lo, hi, kept_lo, kept_hi)
     return [fit]
 
 
-def _slacks(fit: Fit, lo: _Side, hi: _Side) -> tuple[np.ndarray, np.ndarray]:
+def _slacks(fit: Fit, lo: Bounds, hi: Bounds) -> tuple[np.ndarray, np.ndarray]:
     line = lambda x: fit.offset_ns + fit.drift_ppm * 1e-6 * (x - fit.t0)  # noqa: E731
     return line(lo.x) - lo.y, hi.y - line(hi.x)
 
 
-def _count(fit: Fit, lo: _Side, hi: _Side, kept_lo: _Side | None = None,
-           kept_hi: _Side | None = None) -> None:
+def _count(fit: Fit, lo: Bounds, hi: Bounds, kept_lo: Bounds | None = None,
+           kept_hi: Bounds | None = None) -> None:
     """Violations before (raw times) over all constraints and after (this fit) over the kept ones."""
     fit.violations_before = int(lo.raw.sum() + hi.raw.sum())
     sl, sh = _slacks(fit, kept_lo or lo, kept_hi or hi)
@@ -317,7 +335,7 @@ def _count(fit: Fit, lo: _Side, hi: _Side, kept_lo: _Side | None = None,
     fit.violation_ns = max(0.0, float(-sl[sl < 0].sum() - sh[sh < 0].sum()))
 
 
-def _count_many(fits: list[Fit], lo: _Side, hi: _Side) -> None:
+def _count_many(fits: list[Fit], lo: Bounds, hi: Bounds) -> None:
     """Raw violations of a split window, attributed to the windows that hold them."""
     starts = np.array([f.t_from for f in fits[1:]])
     for side in (lo, hi):
@@ -347,36 +365,37 @@ def _map(fits: dict[int, list[Fit]], clock_ids: np.ndarray, t: np.ndarray) -> np
     return out
 
 
-PAIRS_SQL = """
+NAMES_SQL = """
 CREATE TEMP TABLE clock_names AS
 SELECT clock, min(source) AS source, (row_number() OVER (ORDER BY clock) - 1)::INTEGER AS id
 FROM (SELECT DISTINCT clock, 'client' AS source FROM client_log
       UNION SELECT DISTINCT clock, 'server' AS source FROM server_log)
-GROUP BY clock;
+GROUP BY clock
+"""
 
-CREATE TEMP TABLE clock_pairs AS
-WITH server_clock AS (SELECT server, any_value(clock) AS clock FROM server_log GROUP BY server),
-rpc AS (
-    SELECT r.clock AS cc, r.t_start, r.t_end, r.t_recv, r.t_send, s.clock AS sc
-    FROM client_log r JOIN server_clock s USING (server)
-    WHERE r.kind = 'rpc' AND r.t_recv > 0 AND r.t_send > 0  -- (0: no server times, e.g. a bad request)
-), calls AS (
-    SELECT callid, clock, t_start FROM client_log WHERE kind = 'call' AND callid <> no_callid()
-), req AS (
-    SELECT unnest(list_distinct(callids)) AS callid, clock, t_start
-    FROM server_log WHERE layer = 'req' AND len(callids) > 0
-), per_call AS (  -- per call and server clock, the earliest request start: it implies the others
-    SELECT c.clock AS cc, c.t_start AS c0, q.clock AS sc, min(q.t_start) AS q0
-    FROM req q JOIN calls c USING (callid)
-    GROUP BY c.callid, c.clock, c.t_start, q.clock
-), pairs AS (
+# (a, a_t) happened before (b, b_t): clock ids and local times
+PAIRS_SQL = """
+WITH server_clock AS (
+    SELECT server, any_value(n.id) AS id
+    FROM (SELECT DISTINCT server, clock FROM server_log) JOIN clock_names n USING (clock) GROUP BY server
+), rpc AS (  -- t_recv, t_send 0: no server times (e.g. a bad request)
+    SELECT n.id AS cc, r.t_start, r.t_end, r.t_recv, r.t_send, s.id AS sc
+    FROM client_log r JOIN server_clock s USING (server) JOIN clock_names n ON n.clock = r.clock
+    WHERE r.kind = 'rpc' AND r.t_recv > 0 AND r.t_send > 0
+), req AS (  -- per CallID and server clock, the earliest request start: it implies the others
+    SELECT u AS callid, n.id AS sc, min(t_start) AS q0
+    FROM (SELECT unnest(callids) AS u, clock, t_start FROM server_log WHERE layer = 'req')
+    JOIN clock_names n USING (clock) GROUP BY ALL
+), per_call AS (
+    SELECT n.id AS cc, c.t_start AS c0, q.sc, q.q0
+    FROM req q JOIN client_log c USING (callid) JOIN clock_names n ON n.clock = c.clock
+    WHERE c.kind = 'call'
+)
+SELECT a, a_t, b, b_t FROM (
     SELECT cc AS a, t_start AS a_t, sc AS b, t_recv AS b_t FROM rpc
     UNION ALL SELECT sc, t_send, cc, t_end FROM rpc
     UNION ALL SELECT cc, c0, sc, q0 FROM per_call
-)
-SELECT na.id AS a, a_t, nb.id AS b, b_t
-FROM pairs JOIN clock_names na ON na.clock = pairs.a JOIN clock_names nb ON nb.clock = pairs.b
-WHERE pairs.a <> pairs.b;
+) WHERE a <> b
 """
 
 
@@ -384,20 +403,23 @@ def align(con: duckdb.DuckDBPyConnection, model: str = "drift") -> list[Fit]:
     """Estimate every clock of the logs in views ``client_log``/``server_log``; create ``clocks``."""
     if model not in MODELS:
         raise ValueError(f"unknown clock model {model!r}: choose none, offset or drift")
-    con.execute(PAIRS_SQL)
+    con.execute(NAMES_SQL)
     names = dict(con.execute("SELECT id, clock FROM clock_names").fetchall())
-    ref_row = con.execute("SELECT clock FROM client_log ORDER BY rank LIMIT 1").fetchone()
-    ref_name = ref_row[0] if ref_row else min(names.values(), default="")
+    ref_rows = con.execute("SELECT clock FROM client_log ORDER BY rank LIMIT 1").fetchall()
+    ref_name = ref_rows[0][0] if ref_rows else min(names.values(), default="")
     ref = next((i for i, n in names.items() if n == ref_name), -1)
-    p = con.execute("SELECT a, a_t, b, b_t FROM clock_pairs").fetchnumpy()
-    a, a_t, b, b_t = (np.asarray(p[k]) for k in ("a", "a_t", "b", "b_t"))
+    pairs = pa.table(con.sql(PAIRS_SQL))
+    a, a_t, b, b_t = (pairs.column(k).to_numpy() for k in ("a", "a_t", "b", "b_t"))
+    del pairs
     fits: dict[int, list[Fit]] = {}
     if ref >= 0:
         fits[ref] = [Fit(ref_name, 0, None, None, 0, 0.0, 0.0, 0.0, None, "reference", "reference", "")]
     while True:
-        done = np.array(sorted(fits), dtype=a.dtype)
-        lo_m = np.isin(a, done) & ~np.isin(b, done)  # aligned a before unaligned b: lower bound on b
-        hi_m = np.isin(b, done) & ~np.isin(a, done)
+        done = np.zeros(len(names) + 1, dtype=bool)
+        done[list(fits)] = True
+        a_done, b_done = done[a], done[b]
+        lo_m = a_done & ~b_done  # aligned a before unaligned b: lower bound on b
+        hi_m = b_done & ~a_done
         level = sorted(set(np.unique(b[lo_m]).tolist()) | set(np.unique(a[hi_m]).tolist()))
         if not level:
             break
@@ -409,15 +431,15 @@ def align(con: duckdb.DuckDBPyConnection, model: str = "drift") -> list[Fit]:
         for cid in level:
             ml, mh = lo_c == cid, hi_c == cid
             others = sorted(set(lo_other[ml].tolist()) | set(hi_other[mh].tolist()))
-            lo = _sorted_side(lo_x[ml], lo_ref[ml], lo_raw[ml])
-            hi = _sorted_side(hi_x[mh], hi_ref[mh], hi_raw[mh])
+            lo = bounds(lo_x[ml], lo_ref[ml], lo_raw[ml])
+            hi = bounds(hi_x[mh], hi_ref[mh], hi_raw[mh])
             new[cid] = fit_clock(names[cid], lo, hi, model, ",".join(names[o] for o in others))
             inherited = max((f.bound_ns or 0.0) for o in others for f in fits[o])
             for f in new[cid]:
                 if f.bound_ns is not None:
                     f.bound_ns += inherited
         fits.update(new)
-    nothing = _sorted_side(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, bool))
+    nothing = bounds(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, bool))
     for cid, name in names.items():  # clocks no constraint reaches
         if cid not in fits:
             fits[cid] = fit_clock(name, nothing, nothing, model)
@@ -426,15 +448,16 @@ def align(con: duckdb.DuckDBPyConnection, model: str = "drift") -> list[Fit]:
     con.execute("CREATE TABLE clocks AS SELECT f.clock, n.source, f.* EXCLUDE (clock) "
                 "FROM fits f LEFT JOIN clock_names n USING (clock) ORDER BY f.clock, f.win")
     con.unregister("fits")
-    con.execute("DROP TABLE clock_pairs")
     con.execute("DROP TABLE clock_names")
     return rows
 
 
-def _sorted_side(x: np.ndarray, ref: np.ndarray, raw: np.ndarray) -> _Side:
+def bounds(x: np.ndarray, ref: np.ndarray, raw: np.ndarray) -> Bounds:
+    """One side's constraints: local times ``x`` of a clock, the reference times ``ref`` of the
+    other ends, and whether each was violated before alignment."""
     order = np.argsort(x, kind="stable")
     x = x[order]
-    return _Side(x, (ref[order] - x).astype(np.float64), raw[order])
+    return Bounds(x, (ref[order] - x).astype(np.float64), raw[order])
 
 
 def mapped(column: str, alias: str) -> str:
@@ -460,16 +483,21 @@ def create_clock_map(con: duckdb.DuckDBPyConnection) -> str:
     return "identity" if not moved else "windowed" if windows else "single"
 
 
-def truth_errors(con: duckdb.DuckDBPyConnection, samples: int = 257) -> dict[str, float]:
-    """Max |estimate - truth| (ns) per clock, from the injected skews in the run configuration."""
+def truth_errors(con: duckdb.DuckDBPyConnection, clocks: list[dict] | None = None,
+                 samples: int = 257) -> dict[str, float]:
+    """Max |estimate - truth| (ns) per clock, from the injected skews in the run configuration.
+
+    ``clocks`` are rows like the ``clocks`` table's (default: that table), so that other
+    estimates can be checked against the same truth."""
     from server_sim.clock import Skew, skews_from_json
 
     row = con.execute("SELECT value FROM run WHERE key = 'client.config'").fetchone()
     config = json.loads(row[0]) if row else {}
     skews = skews_from_json(config.get("clock_skew"))
     t0 = int(config.get("clock_t0", 0))
-    cur = con.execute("SELECT * FROM clocks ORDER BY clock, win")
-    clocks = [dict(zip([d[0] for d in cur.description], row, strict=True)) for row in cur.fetchall()]
+    if clocks is None:
+        cur = con.execute("SELECT * FROM clocks ORDER BY clock, win")
+        clocks = [dict(zip([d[0] for d in cur.description], row, strict=True)) for row in cur.fetchall()]
     ref = next((c["clock"] for c in clocks if c["quality"] == "reference"), "host0")
     ref_skew = skews.get(ref)
     out: dict[str, float] = {}

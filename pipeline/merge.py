@@ -80,7 +80,7 @@ def merge(client: str, server: str, out: str, *, memory_limit: str | None = None
                          ("derive arrows", derive_arrows), ("derive fan-out", derive_fanout)):
             step(name)
             fn(con)
-        write_run(con, c, s)
+        write_run(con, c, s, clock_sync)
         step("write")
         counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0] for t in TABLES}
         if fmt == "parquet":
@@ -285,9 +285,10 @@ def derive_fanout(con: duckdb.DuckDBPyConnection) -> None:
     """)
 
 
-def write_run(con: duckdb.DuckDBPyConnection, c: LogInfo, s: LogInfo) -> None:
-    """The ``run`` table: both logs' metadata (``client.*``, ``server.*``), layout and sentinel."""
-    rows = [("layout", c.layout), ("sentinel", str(c.sentinel))]
+def write_run(con: duckdb.DuckDBPyConnection, c: LogInfo, s: LogInfo, clock_sync: str) -> None:
+    """The ``run`` table: both logs' metadata (``client.*``, ``server.*``), layout, sentinel and
+    the clock model used."""
+    rows = [("layout", c.layout), ("sentinel", str(c.sentinel)), ("clock_sync", clock_sync)]
     for info in (c, s):
         meta = {**info.metadata, "files": str(len(info.files)), "rows": str(info.rows)}
         meta.pop("kind", None)

@@ -15,6 +15,20 @@ def _rows(con, sql: str) -> list[dict]:
     return [dict(zip(names, row)) for row in cur.fetchall()]
 
 
+# per clock (over its time windows): the first window's offset, the worst quality and bound
+CLOCKS_SQL = """
+    SELECT clock, source,
+           arg_max(quality, CASE quality WHEN 'failed' THEN 3 WHEN 'approximate' THEN 2
+                                         WHEN 'accurate' THEN 1 ELSE 0 END) AS quality,
+           round(arg_min(offset_ns, win) / 1e3, 3) AS offset_us,
+           round(avg(drift_ppm), 3) AS drift_ppm,
+           CASE WHEN count(bound_ns) = count(*) THEN round(max(bound_ns) / 1e3, 3) END AS bound_us,
+           count(*) AS windows, sum(constraints)::BIGINT AS constraints, sum(dropped)::BIGINT AS dropped,
+           sum(violations_before)::BIGINT AS violations_before,
+           sum(violations_after)::BIGINT AS violations_after, any_value(method) AS method
+    FROM clocks GROUP BY clock, source ORDER BY source, clock"""
+
+
 def compute_stats(db: str) -> dict:
     """All figures of ``callid stats`` as one JSON-ready dict."""
     con = connect(db)
@@ -72,6 +86,8 @@ def compute_stats(db: str) -> dict:
                        coalesce(sum(size) FILTER (WHERE op = 'trove_write'), 0)::BIGINT AS bytes_written,
                        count(*) FILTER (WHERE len(callids) = 0) AS unattributed
                 FROM server_ops WHERE layer IN ({S.DISK_LAYERS_SQL}) GROUP BY server ORDER BY server"""),
+            "clock_sync": run.get("clock_sync"),
+            "clocks": _rows(con, CLOCKS_SQL),
         }
     finally:
         con.close()
@@ -94,9 +110,13 @@ def render_stats(stats: dict) -> str:
         f"(at most {stats['fanin']['max_calls_per_disk_op']}); aggregator ranks: "
         f"{', '.join(map(str, stats['aggregators'])) or 'none'}",
     ]
+    ref = next((c["clock"] for c in stats["clocks"] if c["quality"] == "reference"), "?")
+    clocks_title = (f"Clocks onto {ref} ({stats['clock_sync']} model: {ref} time = local + offset + "
+                    "drift * (local - t0), within +- bound; causality violations before and after)")
     for title, key in (("Fan-out per MPI function (disk operations and servers per call)",
                         "fanout_by_func"),
-                       ("Disk operations and bytes per server", "bytes_per_server")):
+                       ("Disk operations and bytes per server", "bytes_per_server"),
+                       (clocks_title, "clocks")):
         rows = stats[key]
         if rows:
             columns = list(rows[0])

@@ -155,10 +155,11 @@ def synthesize(opts: SynthOptions, out: str | Path) -> dict:
     # CallIDs: of the requesting call (own), of every rank (collective group); mis-joined requests
     req_ids = logged_id[req_call].copy()
     req_own = ~collective[req_call]
-    wrong = rng.choice(np.nonzero(req_own)[0], min(opts.misjoined, int(req_own.sum())), replace=False)
+    other_rng = np.random.default_rng([opts.seed, 1])  # (a trace differs from its twin only here)
+    wrong = other_rng.choice(np.nonzero(req_own)[0], min(opts.misjoined, int(req_own.sum())), replace=False)
     if len(wrong):
         c = req_call[wrong]
-        step = rng.integers(1, max(per_rank, 2), len(c))
+        step = other_rng.integers(1, max(per_rank, 2), len(c))
         other = (c // per_rank) * per_rank + (c % per_rank + step) % per_rank
         ok = stamped[other] & ~collective[other] & (other != c)
         req_ids[wrong[ok]] = callid[other[ok]]

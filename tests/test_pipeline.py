@@ -100,7 +100,7 @@ def _columns(db, table):
 def test_merge_returns_row_counts(logs, tmp_path):
     counts = merge(str(logs[0]), str(logs[1]), str(tmp_path / "c.duckdb"))
     assert counts == {"calls": 4, "rpcs": 1, "server_ops": 8, "arrows": 6, "fanout": 4, "clocks": 4,
-                      "run": 14}
+                      "run": 15}
 
 
 def test_arrows_are_one_row_per_call_and_disk_operation_including_fan_in(merged):
@@ -155,7 +155,7 @@ def test_clocks_run_and_events(merged):
         *[(c, "server", 0.0, 0.0, None, "none", "identity") for c in ("io0", "io1", "meta0")]]
     run = dict(_q(merged, "SELECT key, value FROM run"))
     assert run == {
-        "layout": LAYOUT, "sentinel": str(NONE),
+        "layout": LAYOUT, "sentinel": str(NONE), "clock_sync": "none",
         **{f"{k}.{key}": v for k in ("client", "server") for key, v in (
             ("config", '{"servers": 2}'), ("files", "1"), ("layout", LAYOUT), ("run_id", "run1"),
             ("schema_version", S.SCHEMA_VERSION))},
@@ -185,6 +185,9 @@ def test_clock_alignment_takes_the_middle_of_what_the_constraints_allow(logs, tm
     assert _q(db, "SELECT quality, bound_ns FROM clocks WHERE clock IN ('io1', 'meta0')") == [
         ("failed", None)] * 2  # no constraint reaches them: identity, and said so
     assert _q(db, "SELECT t_recv, t_send FROM rpcs") == [(1014, 1084)]  # on the reference clock
+    io0 = next(c for c in compute_stats(str(db))["clocks"] if c["clock"] == "io0")
+    assert (io0["offset_us"], io0["bound_us"], io0["constraints"], io0["violations_after"]) == (
+        0.004, round(bound / 1e3, 3), 3, 0)
 
 
 def test_64_bit_layout_prints_rank_and_counter_apart(tmp_path):
@@ -320,7 +323,8 @@ def test_stats_and_sql_refuse_what_is_not_a_merged_database(logs, tmp_path):
 
 def test_parquet_output_is_a_directory_of_the_same_tables(logs, merged, tmp_path):
     out = tmp_path / "tables"
-    counts = merge(str(logs[0]), str(logs[1]), str(out), fmt="parquet", memory_limit="256MB")
+    counts = merge(str(logs[0]), str(logs[1]), str(out), fmt="parquet", memory_limit="256MB",
+                   clock_sync="none")
     assert sorted(p.stem for p in out.glob("*.parquet")) == sorted([*counts, "events"])
     assert compute_stats(str(out)) == compute_stats(str(merged))
     merge(str(logs[0]), str(logs[1]), str(out), fmt="parquet")  # a previous output is replaced
