@@ -144,6 +144,10 @@ def test_synthetic_run_is_aligned_within_bounds_without_end_constraints_on_write
     con.close()
     stats = callid_cmd("stats", db)
     assert stats.returncode == 0 and "Clocks onto host0 (drift model" in stats.stdout
+    bad = callid_cmd("merge", out / "client.parquet", out / "server.parquet", "-o", db, "--clock-sync", "ntp")
+    assert (bad.returncode, bad.stderr) == (2, "callid: error: unknown clock model 'ntp': "
+                                               "choose none, offset or drift\n")
+    assert db.exists()  # the previous output is kept
 
 
 def test_a_real_skewed_run_is_recovered_within_the_reported_bound(tmp_path):
