@@ -102,7 +102,7 @@ def main(argv: list[str]) -> int:
         with tempfile.TemporaryDirectory() as tmp:
             directory = Path(tmp)
             calls = events // 10
-            synthesize(SynthOptions(ranks=min(1000, max(1, calls // 100)), calls=calls, fanout=10,
+            synthesize(SynthOptions(ranks=min(1000, max(1, calls // 100)), calls=calls, fanout=8,
                                     collective_share=0.0), directory)
             ours = _child(CALLID, directory, 3600)
             theirs = _child(PANDAS, directory, args.pandas_timeout) if ours else None

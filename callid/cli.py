@@ -351,7 +351,8 @@ def synth(
                         async_share=async_share, misjoined=misjoined, ranks_per_host=ranks_per_host,
                         seed=seed)
     try:
-        counts = synthesize(opts, out)
+        with _steps("synth") as step:
+            counts = synthesize(opts, out, on_chunk=lambda done, total: step(f"{done * 100 // total}%"))
     except SkewError as exc:
         fail(f"--skew: {exc}", EXIT_USAGE)
     except SynthError as exc:

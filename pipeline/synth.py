@@ -23,6 +23,8 @@ imply; for mis-joined requests that is the logged, wrong, CallID).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -67,25 +69,84 @@ class SynthError(ValueError):
     """Options that cannot make a trace (the message says which)."""
 
 
-def synthesize(opts: SynthOptions, out: str | Path) -> dict:
-    """Write the three files into ``out``; return their row counts."""
+CHUNK_CALLS = 1 << 20  # calls generated (and held in memory) at a time
+
+
+@dataclass
+class _Carry:
+    """What one chunk of calls hands to the next: per-rank time, per-server event ids, requests."""
+
+    t_next: np.ndarray  # per rank: where its next call may start
+    events: np.ndarray  # per server: event ids used so far
+    requests: int = 0
+
+
+def synthesize(opts: SynthOptions, out: str | Path, chunk_calls: int = CHUNK_CALLS,
+               on_chunk: Callable[[int, int], None] | None = None) -> dict:
+    """Write the three files into ``out``; return their row counts.
+
+    Calls are generated ``chunk_calls`` at a time (the same slice of every rank's calls),
+    so memory stays bounded however large the trace; ``on_chunk(done, total)`` reports
+    progress in calls per rank.
+    """
+    per_rank = max(1, opts.calls // opts.ranks)
+    hosts = -(-opts.ranks // opts.ranks_per_host) if opts.ranks_per_host else 1
+    names = np.array([f"io{s}" for s in range(opts.servers)])
+    skews = parse_skew(opts.skew, list(names), list(names), hosts)
+    if opts.duration and opts.duration <= per_rank * 400_000:  # (a call lasts at most ~0.4 ms)
+        raise SynthError(f"--duration {opts.duration / 1e9:g} s is too short for {per_rank} calls per rank")
+    # drift wander: one period over the trace (or the default hour)
+    clock_of = {name: replace(sk, period_ns=opts.duration or sk.period_ns) for name, sk in skews.items()}
+    meta_args = (f"{LAYOUT[0]}/{LAYOUT[1]}", f"synth-{opts.seed}",
+                 json.dumps({"synth": asdict(opts), "clock_skew": skews_to_json(clock_of), "clock_t0": T_BASE,
+                             "ranks_per_host": opts.ranks_per_host}))
     rng = np.random.default_rng(opts.seed)
+    step = max(1, chunk_calls // opts.ranks)
+    carry = _Carry(np.full(opts.ranks, T_BASE, np.int64), np.zeros(opts.servers, np.int64))
+    counts = dict.fromkeys(("calls", "rpcs", "server_ops", "arrows"), 0)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    files = (("client", S.CLIENT_SCHEMA, S.KIND_CLIENT), ("server", S.SERVER_SCHEMA, S.KIND_SERVER),
+             ("truth", TRUTH_SCHEMA, None))
+    with ExitStack() as stack:
+        writers = []
+        for name, schema, kind in files:
+            meta = file_metadata(kind, *meta_args) if kind else {b"callid.kind": b"truth"}
+            tmp = stack.enter_context(replacing(out / f"{name}.parquet"))
+            writers.append(pq.ParquetWriter(tmp, schema.with_metadata(meta)))
+        try:
+            for k0 in range(0, per_rank, step):
+                k1 = min(per_rank, k0 + step)
+                misjoined = opts.misjoined * k1 // per_rank - opts.misjoined * k0 // per_rank
+                tables, chunk_counts = _chunk(opts, rng, names, clock_of, k0, k1, per_rank, misjoined, carry)
+                for writer, table, (_, schema, _) in zip(writers, tables, files, strict=True):
+                    writer.write_table(table.cast(schema), row_group_size=1 << 20)
+                for key, value in chunk_counts.items():
+                    counts[key] += value
+                if on_chunk:
+                    on_chunk(k1, per_rank)
+        finally:
+            for writer in writers:
+                writer.close()
+    return counts
+
+
+def _chunk(opts: SynthOptions, rng: np.random.Generator, names: np.ndarray, clock_of: dict, k0: int, k1: int,
+           total_per_rank: int, misjoined: int, carry: _Carry) -> tuple[list[pa.Table], dict]:
+    """Calls ``k0 .. k1`` of every rank: the client, server and truth tables, and their row counts."""
     total_bits, rank_bits = LAYOUT
     counter_bits = total_bits - rank_bits
     sentinel = np.uint64((1 << total_bits) - 1)
-    per_rank = max(1, opts.calls // opts.ranks)
+    per_rank = k1 - k0
     n, nsrv = per_rank * opts.ranks, opts.servers
-    hosts = -(-opts.ranks // opts.ranks_per_host) if opts.ranks_per_host else 1
-    names = np.array([f"io{s}" for s in range(nsrv)])
-    skews = parse_skew(opts.skew, list(names), list(names), hosts)
 
     # calls, rank-major: rank r makes calls r*per_rank ... in time order
     rank = np.repeat(np.arange(opts.ranks, dtype=np.int32), per_rank)
-    counter = np.tile(np.arange(1, per_rank + 1, dtype=np.uint64), opts.ranks)
+    counter = np.tile(np.arange(k0 + 1, k1 + 1, dtype=np.uint64), opts.ranks)
     callid = (rank.astype(np.uint64) << np.uint64(counter_bits)) | counter
     collective_idx = rng.random(per_rank) < opts.collective_share  # the same call index on every rank
     collective = np.tile(collective_idx, opts.ranks)
-    coll_seq = np.where(collective, np.tile(np.arange(per_rank), opts.ranks), -1)
+    coll_seq = np.where(collective, np.tile(np.arange(k0, k1), opts.ranks), -1)
     stamped = rng.random(n) >= opts.unstamped_share
     stamped[collective] = True
     logged_id = np.where(stamped, callid, sentinel)
@@ -93,10 +154,10 @@ def synthesize(opts: SynthOptions, out: str | Path) -> dict:
     size = rng.integers(1, 64, n) * 65536
 
     # disk operations: independent calls own theirs; a collective group's are shared by all ranks and
-    # sent by one aggregator (rank g % ranks for group g)
+    # sent by one aggregator (rank g % ranks for the group of call g)
     owner_call = np.repeat(np.nonzero(~collective & stamped)[0], opts.fanout)
     group_first = np.nonzero(collective_idx)[0]
-    aggregator_call = (group_first % opts.ranks) * per_rank + group_first
+    aggregator_call = ((k0 + group_first) % opts.ranks) * per_rank + group_first
     shared_group = np.repeat(group_first, opts.fanout)
     n_own, n_shared = len(owner_call), len(shared_group)
     op_call = np.concatenate([owner_call, np.repeat(aggregator_call, opts.fanout)])  # the requesting call
@@ -115,17 +176,15 @@ def synthesize(opts: SynthOptions, out: str | Path) -> dict:
     duration = np.where(need > 0, need + rng.integers(500, 5_000, n), rng.integers(20_000, 200_000, n))
     duration = np.ceil(duration).astype(np.int64)
     busy = duration.reshape(opts.ranks, per_rank)
-    if opts.duration:
-        room = opts.duration - busy.sum(axis=1, keepdims=True)
-        if (room <= 0).any():
-            raise SynthError(f"--duration {opts.duration / 1e9:g} s is too short for {per_rank} calls "
-                             "per rank")
+    if opts.duration:  # this chunk's share of the duration, spread in random gaps
+        share = T_BASE + opts.duration * k1 // total_per_rank
+        room = np.maximum(share - carry.t_next[:, None] - busy.sum(axis=1, keepdims=True), 0)
         weights = rng.exponential(1.0, (opts.ranks, per_rank))
         gap = (weights / weights.sum(axis=1, keepdims=True) * room).astype(np.int64)
     else:
         gap = rng.integers(1_000, 50_000, (opts.ranks, per_rank))
     steps = busy + gap
-    t_start = (np.cumsum(steps, axis=1) - steps).reshape(-1) + T_BASE
+    t_start = (np.cumsum(steps, axis=1) - steps + carry.t_next[:, None]).reshape(-1)
     if collective_idx.any():  # a collective call lasts from the first rank's start to the last's end
         t_grid, d_grid = t_start.reshape(opts.ranks, per_rank), duration.reshape(opts.ranks, per_rank)
         start = t_grid.min(axis=0)
@@ -134,6 +193,7 @@ def synthesize(opts: SynthOptions, out: str | Path) -> dict:
         d_grid[:, collective_idx] = (end - start)[collective_idx]
         t_start, duration = t_grid.reshape(-1), d_grid.reshape(-1)
     t_end = t_start + duration
+    carry.t_next = t_end.reshape(opts.ranks, per_rank).max(axis=1)
     sent = t_start[req_call] + send_after
     received = sent + np.rint(lat_out).astype(np.int64)
     answered = received + service
@@ -155,8 +215,8 @@ def synthesize(opts: SynthOptions, out: str | Path) -> dict:
     # CallIDs: of the requesting call (own), of every rank (collective group); mis-joined requests
     req_ids = logged_id[req_call].copy()
     req_own = ~collective[req_call]
-    other_rng = np.random.default_rng([opts.seed, 1])  # (a trace differs from its twin only here)
-    wrong = other_rng.choice(np.nonzero(req_own)[0], min(opts.misjoined, int(req_own.sum())), replace=False)
+    other_rng = np.random.default_rng([opts.seed, 1, k0])  # (a trace differs from its twin only here)
+    wrong = other_rng.choice(np.nonzero(req_own)[0], min(misjoined, int(req_own.sum())), replace=False)
     if len(wrong):
         c = req_call[wrong]
         step = other_rng.integers(1, max(per_rank, 2), len(c))
@@ -174,7 +234,8 @@ def synthesize(opts: SynthOptions, out: str | Path) -> dict:
     event_id = np.empty(m, dtype=np.int64)
     for s_ in range(nsrv):  # per-server event ids 1, 2, ...
         mask = ev_server == s_
-        event_id[mask] = np.arange(1, mask.sum() + 1)
+        event_id[mask] = carry.events[s_] + np.arange(1, mask.sum() + 1)
+        carry.events[s_] += mask.sum()
     req_event = event_id[m_ops + n_unattr:]
     lengths = np.concatenate([np.where(shared_req[op_req], opts.ranks, 1), np.zeros(n_unattr, np.int64),
                               np.where(shared_req, opts.ranks, 1)])
@@ -200,8 +261,6 @@ def synthesize(opts: SynthOptions, out: str | Path) -> dict:
     ev_size = np.concatenate([np.full(m_ops + n_unattr, 65536), size[req_call]])
 
     # clocks: every host's and server's times as that clock reads them
-    span = float(t_end.max() - T_BASE) or 1.0
-    clock_of = {name: replace(sk, period_ns=span) for name, sk in skews.items()}
     host = rank // opts.ranks_per_host if opts.ranks_per_host else np.zeros(n, np.int32)
 
     def on_clock(t: np.ndarray, domain: np.ndarray, prefix: str) -> np.ndarray:
@@ -215,9 +274,6 @@ def synthesize(opts: SynthOptions, out: str | Path) -> dict:
 
     call_clock = np.char.add("host", host.astype(str))
     req_host = host[req_call]
-    meta_args = (f"{total_bits}/{rank_bits}", f"synth-{opts.seed}",
-                 json.dumps({"synth": asdict(opts), "clock_skew": skews_to_json(clock_of), "clock_t0": T_BASE,
-                             "ranks_per_host": opts.ranks_per_host}))
     n_rpc = m_req
     null = lambda k, t: pa.nulls(k, t)  # noqa: E731
     calls = {
@@ -243,7 +299,7 @@ def synthesize(opts: SynthOptions, out: str | Path) -> dict:
         "rid": null(n_rpc, pa.int64()),
         "t_start": on_clock(sent, req_host, "host"), "t_end": on_clock(back, req_host, "host"),
         "error": null(n_rpc, pa.string()), "server": pa.array(names[req_server]), "op": pa.array(req_ops),
-        "req_seq": np.arange(m_req, dtype=np.int64),
+        "req_seq": carry.requests + np.arange(m_req, dtype=np.int64),
         "t_recv": on_clock(received, req_server, "io"), "t_send": on_clock(answered, req_server, "io"),
     }
     client = pa.concat_tables([pa.table(calls).cast(S.CLIENT_SCHEMA), pa.table(rpcs).cast(S.CLIENT_SCHEMA)])
@@ -262,12 +318,5 @@ def synthesize(opts: SynthOptions, out: str | Path) -> dict:
         "callid": pa.array(values[np.repeat(disk, lengths)], pa.uint64()),
         "server": pa.array(np.repeat(names[ev_server], n_ids)), "event_id": np.repeat(event_id, n_ids),
     })
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    for name, table, schema, kind in (("client", client, S.CLIENT_SCHEMA, S.KIND_CLIENT),
-                                      ("server", srv, S.SERVER_SCHEMA, S.KIND_SERVER),
-                                      ("truth", truth, TRUTH_SCHEMA, None)):
-        meta = file_metadata(kind, *meta_args) if kind else {b"callid.kind": b"truth"}
-        with replacing(out / f"{name}.parquet") as tmp:
-            pq.write_table(table.cast(schema).replace_schema_metadata(meta), tmp, row_group_size=1 << 20)
-    return {"calls": n, "rpcs": n_rpc, "server_ops": m, "arrows": truth.num_rows}
+    carry.requests += m_req
+    return [client, srv, truth], {"calls": n, "rpcs": n_rpc, "server_ops": m, "arrows": truth.num_rows}

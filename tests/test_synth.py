@@ -30,3 +30,36 @@ def test_arrows_equal_the_truth(tmp_path, ranks, calls, share):
     if share:
         assert q("SELECT max(n_callids) FROM arrows") == ranks
     con.close()
+
+
+def test_large_traces_are_made_in_chunks_that_join_up(tmp_path):
+    from pipeline.merge import merge
+    from pipeline.synth import SynthOptions, synthesize
+
+    out = tmp_path / "chunked"
+    done = []
+    counts = synthesize(SynthOptions(ranks=8, servers=3, calls=8000, fanout=5, collective_share=0.2,
+                                     duration=60e9, misjoined=4, seed=5), out, chunk_calls=1500,
+                        on_chunk=lambda k, total: done.append((k, total)))
+    assert done == [(187, 1000), (374, 1000), (561, 1000), (748, 1000), (935, 1000), (1000, 1000)]
+    merge(str(out / "client.parquet"), str(out / "server.parquet"), str(out / "m.duckdb"))
+    con = duckdb.connect(str(out / "m.duckdb"), read_only=True)
+    q = lambda sql: con.execute(sql).fetchall()  # noqa: E731
+    truth = f"read_parquet('{out / 'truth.parquet'}')"
+    assert q(f"SELECT count(*) FROM {truth}") == [(counts["arrows"],)]
+    assert q(f"SELECT count(*) FROM (SELECT callid, server, event_id FROM arrows EXCEPT ALL "
+             f"SELECT * FROM {truth})") == [(0,)]
+    assert q(f"SELECT count(*) FROM (SELECT * FROM {truth} EXCEPT ALL "
+             f"SELECT callid, server, event_id FROM arrows)") == [(0,)]
+    # ids stay unique across chunks, each rank's calls follow each other, the duration is kept
+    assert q("SELECT count(*) = count(DISTINCT (server, event_id)) FROM server_ops") == [(True,)]
+    assert q("SELECT count(*) = count(DISTINCT callid), max(counter) FROM calls WHERE callid IS NOT NULL"
+             ) == [(True, 1000)]
+    overlaps = q("""SELECT count(*) FROM (
+                        SELECT t_start, lag(t_end) OVER (PARTITION BY rank ORDER BY t_start) AS prev
+                        FROM calls WHERE NOT collective) WHERE t_start < prev""")
+    assert overlaps == [(0,)]
+    span = q("SELECT (max(t_end) - min(t_start)) / 1e9 FROM calls")[0][0]
+    assert 55 < span < 62
+    assert q("SELECT count(DISTINCT coll_seq) FROM calls WHERE collective")[0][0] > 150  # in every chunk
+    con.close()
