@@ -1,9 +1,11 @@
 """Merge throughput and peak memory: ``callid merge`` against a straightforward pandas version.
 
-For each size, ``callid synth`` makes a trace (10 server events per call), then each
-implementation runs in its own process (so peak RSS is its own): ``callid merge``
-(arrows + fan-out + statistics) and the same arrows and fan-out with pandas, whose
-arrows are checked equal to callid's.  The thesis' O(n^2) arrow scan runs at 10 k and
+For each size, ``callid synth`` makes a trace (10 server events per call: 8 disk
+operations and about 2 request events), then each implementation runs in its own
+process (so peak RSS is its own): ``callid merge`` (clock alignment, tables, arrows,
+fan-out, written to a DuckDB file) + ``callid stats``, and pandas making the same
+arrows (the same columns, without clock alignment) and fan-out, written to Parquet;
+its arrows are checked equal to callid's.  The thesis' O(n^2) arrow scan runs at 10 k and
 100 k events to show its growth.  Needs pandas: ``pip install -e '.[bench]'``.
 """
 
@@ -32,24 +34,33 @@ print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrs
 PANDAS = """
 import resource, sys, time
 import duckdb, pandas as pd
+d = sys.argv[1]
 t = time.perf_counter()
-client = pd.read_parquet(sys.argv[1] + "/client.parquet")
-server = pd.read_parquet(sys.argv[1] + "/server.parquet")
-calls = client[client["kind"] == "call"]
-ops = server[server["layer"].isin(["trove", "meta"])][["server", "event_id", "callids", "size"]]
+client = pd.read_parquet(d + "/client.parquet")
+server = pd.read_parquet(d + "/server.parquet")
+sentinel = (1 << 64) - 1
+calls = client[(client["kind"] == "call") & (client["callid"] != sentinel)]
+calls = calls[["callid", "rank", "func", "file", "size", "t_start", "t_end"]]
+ops = server[server["layer"].isin(["trove", "meta"])]
+ops = ops[["server", "layer", "op", "handle", "offset", "size", "t_start", "t_end", "event_id", "callids"]]
+ops = ops.assign(n_callids=ops["callids"].map(len))
 links = ops.explode("callids").dropna(subset=["callids"]).rename(columns={"callids": "callid"})
 links["callid"] = links["callid"].astype("uint64")
-arrows = links.merge(calls[["callid", "rank", "func"]], on="callid", how="inner")
+call_side = calls.drop(columns="size").rename(columns={"t_start": "call_t_start", "t_end": "call_t_end"})
+arrows = links.merge(call_side, on="callid", how="inner")
 per_server = arrows.groupby(["callid", "server"]).agg(ops=("event_id", "size"), bytes=("size", "sum"))
 fanout = per_server.groupby(level="callid").agg(disk_ops=("ops", "sum"), servers=("ops", "size"),
                                                 disk_bytes=("bytes", "sum"))
-fanout = calls[["callid", "func"]].merge(fanout, on="callid", how="left").fillna(0)
+fanout = calls[["callid", "rank", "func", "size"]].merge(fanout, on="callid", how="left").fillna(0)
 stats = fanout.groupby("func")["disk_ops"].agg(["min", "mean", "max"])
+arrows.to_parquet(d + "/pandas_arrows.parquet")
+fanout.to_parquet(d + "/pandas_fanout.parquet")
 seconds = time.perf_counter() - t
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-ours = duckdb.connect(sys.argv[1] + "/m.duckdb", read_only=True).execute(
-    "SELECT callid, server, event_id FROM arrows ORDER BY ALL").df()
-mine = arrows[["callid", "server", "event_id"]].sort_values(["callid", "server", "event_id"])
+ours = duckdb.connect(d + "/m.duckdb", read_only=True).execute(
+    "SELECT callid, server, event_id, rank, size, n_callids, call_t_end FROM arrows ORDER BY ALL").df()
+mine = arrows[["callid", "server", "event_id", "rank", "size", "n_callids", "call_t_end"]].sort_values(
+    ["callid", "server", "event_id"])
 equal = len(ours) == len(mine) and (ours.to_numpy() == mine.to_numpy()).all()
 print(seconds, rss, bool(equal))
 """
