@@ -22,17 +22,18 @@ from pathlib import Path
 from pipeline.synth import SynthOptions, synthesize
 
 CALLID = """
-import resource, sys, time
+import re, sys, time
 from pipeline.merge import merge
 from pipeline.stats import compute_stats
 t = time.perf_counter()
 merge(sys.argv[1] + "/client.parquet", sys.argv[1] + "/server.parquet", sys.argv[1] + "/m.duckdb")
+merged = time.perf_counter() - t
 compute_stats(sys.argv[1] + "/m.duckdb")
-print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+print(time.perf_counter() - t, re.search(r"VmHWM:\\s+(\\d+)", open("/proc/self/status").read())[1], merged)
 """
 
 PANDAS = """
-import resource, sys, time
+import re, sys, time
 import duckdb, pandas as pd
 d = sys.argv[1]
 t = time.perf_counter()
@@ -56,7 +57,7 @@ stats = fanout.groupby("func")["disk_ops"].agg(["min", "mean", "max"])
 arrows.to_parquet(d + "/pandas_arrows.parquet")
 fanout.to_parquet(d + "/pandas_fanout.parquet")
 seconds = time.perf_counter() - t
-rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+rss = re.search(r"VmHWM:\\s+(\\d+)", open("/proc/self/status").read())[1]
 ours = duckdb.connect(d + "/m.duckdb", read_only=True).execute(
     "SELECT callid, server, event_id, rank, size, n_callids, call_t_end FROM arrows ORDER BY ALL").df()
 mine = arrows[["callid", "server", "event_id", "rank", "size", "n_callids", "call_t_end"]].sort_values(
@@ -67,7 +68,10 @@ print(seconds, rss, bool(equal))
 
 
 def _child(code: str, directory: Path, timeout: float) -> tuple[float, float, list[str]] | None:
-    """Run ``code`` in a fresh Python; return (seconds, peak RSS in MiB, extra fields) or None if it died."""
+    """Run ``code`` in a fresh Python; return (seconds, peak RSS in MiB, extra fields) or None if it died.
+
+    Peak RSS is the child's VmHWM: ``ru_maxrss`` would include this process's peak, which
+    Linux carries into a child across fork and exec."""
     try:
         result = subprocess.run([sys.executable, "-c", code, str(directory)], capture_output=True, text=True,
                                 timeout=timeout)
@@ -119,8 +123,8 @@ def main(argv: list[str]) -> int:
             theirs = _child(PANDAS, directory, args.pandas_timeout) if ours else None
         row = {"server_events": events, "calls": calls}
         if ours:
-            row.update(callid_seconds=round(ours[0], 2), callid_events_per_s=round(events / ours[0]),
-                       callid_peak_rss_mib=round(ours[1]))
+            row.update(callid_seconds=round(ours[0], 2), callid_merge_seconds=round(float(ours[2][0]), 2),
+                       callid_events_per_s=round(events / ours[0]), callid_peak_rss_mib=round(ours[1]))
         if theirs:
             row.update(pandas_seconds=round(theirs[0], 2), pandas_peak_rss_mib=round(theirs[1]),
                        same_arrows=theirs[2] == ["True"], speedup=round(theirs[0] / ours[0], 2))
@@ -128,7 +132,8 @@ def main(argv: list[str]) -> int:
             row.update(pandas="failed or timed out")
         figures["sizes"].append(row)
         get = row.get
-        print(f"{events:>11,} events: callid {get('callid_seconds')} s, {get('callid_peak_rss_mib')} MiB"
+        print(f"{events:>11,} events: callid {get('callid_seconds')} s "
+              f"(merge {get('callid_merge_seconds')} s), {get('callid_peak_rss_mib')} MiB"
               f" | pandas {get('pandas_seconds', '-')} s, {get('pandas_peak_rss_mib', '-')} MiB"
               f" | same arrows: {get('same_arrows', '-')} | speed-up {get('speedup', '-')}x", flush=True)
     if not args.no_thesis:

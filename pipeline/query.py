@@ -32,6 +32,7 @@ def connect(db: str) -> duckdb.DuckDBPyConnection:
         except duckdb.Error as exc:
             raise InputError(f"{db}: not a database written by 'callid merge' "
                              f"({str(exc).splitlines()[0]})") from None
+    con.execute("SET enable_progress_bar = false")  # (DuckDB would draw it into stdout, amid the results)
     names = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
     missing = [t for t in (*TABLES, *VIEWS) if t not in names]
     if missing:
