@@ -257,7 +257,7 @@ def derive_arrows(con: duckdb.DuckDBPyConnection) -> None:
         ), links AS (
             SELECT unnest(ids) AS callid, len(ids) AS n_callids, * EXCLUDE (ids) FROM ops
         )
-        SELECT l.callid, callid_hex(l.callid) AS callid_hex, c.rank, c.func, c.file,
+        SELECT l.callid, c.callid_hex, c.rank, c.func, c.file,
                c.t_start AS call_t_start, c.t_end AS call_t_end, l.server, l.layer, l.op,
                l.handle, l."offset", l.size, l.t_start, l.t_end, l.event_id, l.n_callids
         FROM links l JOIN calls c ON c.callid = l.callid
