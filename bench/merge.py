@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -67,14 +69,19 @@ print(seconds, rss, bool(equal))
 """
 
 
-def _child(code: str, directory: Path, timeout: float) -> tuple[float, float, list[str]] | None:
+def _child(code: str, directory: Path, timeout: float, cap_memory: bool = False
+           ) -> tuple[float, float, list[str]] | None:
     """Run ``code`` in a fresh Python; return (seconds, peak RSS in MiB, extra fields) or None if it died.
 
     Peak RSS is the child's VmHWM: ``ru_maxrss`` would include this process's peak, which
-    Linux carries into a child across fork and exec."""
+    Linux carries into a child across fork and exec.  With ``cap_memory`` the child's address
+    space is capped at 90 % of the RAM, so that one that would exhaust memory fails with
+    MemoryError instead of calling in the OOM killer."""
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    cap = lambda: resource.setrlimit(resource.RLIMIT_AS, (int(ram * 0.9), resource.RLIM_INFINITY))  # noqa: E731
     try:
         result = subprocess.run([sys.executable, "-c", code, str(directory)], capture_output=True, text=True,
-                                timeout=timeout)
+                                timeout=timeout, preexec_fn=cap if cap_memory else None)
     except subprocess.TimeoutExpired:
         return None
     if result.returncode != 0:
@@ -120,7 +127,7 @@ def main(argv: list[str]) -> int:
             synthesize(SynthOptions(ranks=min(1000, max(1, calls // 100)), calls=calls, fanout=8,
                                     collective_share=0.0), directory)
             ours = _child(CALLID, directory, 3600)
-            theirs = _child(PANDAS, directory, args.pandas_timeout) if ours else None
+            theirs = _child(PANDAS, directory, args.pandas_timeout, cap_memory=True) if ours else None
         row = {"server_events": events, "calls": calls}
         if ours:
             row.update(callid_seconds=round(ours[0], 2), callid_merge_seconds=round(float(ours[2][0]), 2),
