@@ -45,6 +45,9 @@ class RunOptions:
     out: str = "callid-out"
     timeout: float | None = None
     quiet: bool = False
+    capture: bool = False  # keep the ranks' standard output in RunResult.stdout
+    client_events: bool = True  # False: ranks log nothing (bench/ only: the cost of logging)
+    server_events: bool = True  # False: servers log nothing (bench/ only)
 
 
 @dataclass
@@ -55,6 +58,7 @@ class RunResult:
     client_rows: int
     server_rows: int
     seconds: float
+    stdout: str = ""
 
 
 def find_mpiexec() -> str:
@@ -86,6 +90,7 @@ def make_config(opts: RunOptions, out: Path) -> Config:
         strip_size=opts.strip_size, flow_buffer=opts.flow_buffer, flow_buffers=opts.flow_buffers,
         small_io=opts.small_io, ranks_per_host=opts.ranks_per_host,
         clock_skew=skews_to_json(skews), clock_t0=time.time_ns(),
+        client_events=opts.client_events, server_events=opts.server_events,
     )
 
 
@@ -179,9 +184,11 @@ def run(opts: RunOptions) -> RunResult:
     config_path = out / "fs.json"
     group = ServerGroup(config, config_path, run_dir)
     failures: list[str] = []
+    stdout = ""
     try:
         group.start()
-        failures += _run_ranks(opts, config_path, parts)
+        stdout, failed = _run_ranks(opts, config_path, parts)
+        failures += failed
     finally:
         failures += group.stop()
     # Even a failed run keeps what every rank and server flushed.
@@ -194,19 +201,20 @@ def run(opts: RunOptions) -> RunResult:
                                 file_metadata(S.KIND_SERVER, *meta_args))
     if failures:
         raise RunError("; ".join(failures) + f" (the events logged before are in {client} and {server})")
-    return RunResult(out, client, server, client_rows, server_rows, time.monotonic() - t0)
+    return RunResult(out, client, server, client_rows, server_rows, time.monotonic() - t0, stdout)
 
 
-def _run_ranks(opts: RunOptions, config_path: Path, parts: Path) -> list[str]:
+def _run_ranks(opts: RunOptions, config_path: Path, parts: Path) -> tuple[str, list[str]]:
+    """Run the ranks; their standard output (with ``opts.capture``) and what failed."""
     cmd = [find_mpiexec(), "-n", str(opts.np), sys.executable, "-m", "callid.launch", *opts.target]
     env = dict(os.environ, **{CONFIG_ENV: str(config_path.resolve())})
+    stdout = subprocess.PIPE if opts.capture else subprocess.DEVNULL if opts.quiet else None
     try:
-        proc = subprocess.run(cmd, env=env, timeout=opts.timeout,
-                              stdout=subprocess.DEVNULL if opts.quiet else None)
+        proc = subprocess.run(cmd, env=env, timeout=opts.timeout, stdout=stdout, text=opts.capture)
     except subprocess.TimeoutExpired:
-        return [f"ranks did not finish within {opts.timeout} s"]
+        return "", [f"ranks did not finish within {opts.timeout} s"]
     failed = sorted(parts.glob("rank-*.failed"), key=lambda p: int(p.stem.split("-")[1]))
     msgs = [f"rank {p.stem.split('-')[1]} failed: {p.read_text().strip()}" for p in failed]
     if proc.returncode and not msgs:
         msgs.append(f"mpiexec exited with status {proc.returncode}")
-    return msgs
+    return proc.stdout or "", msgs

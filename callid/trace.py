@@ -16,8 +16,9 @@ class ClientTrace:
 
     def __init__(self, directory: str | os.PathLike[str], rank: int, layout: str, run_id: str,
                  config_json: str = "{}", clock: str = "host0",
-                 flush_rows: int = DEFAULT_FLUSH_ROWS) -> None:
+                 flush_rows: int = DEFAULT_FLUSH_ROWS, enabled: bool = True) -> None:
         self.rank = rank
+        self.enabled = enabled
         self.clock = clock
         self.sentinel = S.sentinel(layout)
         meta = file_metadata(S.KIND_CLIENT, layout, run_id, config_json)
@@ -28,6 +29,8 @@ class ClientTrace:
              nbytes: int | None, collective: bool, coll_seq: int | None, rid: int | None,
              t_start: int, t_end: int, error: str | None, kind: str = "call") -> None:
         """Log one MPI call (``kind='wait'``: the completion of a non-blocking call, same rid)."""
+        if not self.enabled:
+            return
         self.log.append((callid, self.rank, self.clock, kind, func, file, fid, offset, size, count,
                          datatype, nbytes, collective, coll_seq, rid, t_start, t_end, error,
                          None, None, None, None, None))
@@ -36,6 +39,8 @@ class ClientTrace:
             t_start: int, t_end: int, t_recv: int | None, t_send: int | None,
             error: str | None) -> None:
         """Log one client->server exchange made on behalf of ``callids``."""
+        if not self.enabled:
+            return
         callid = callids[0] if len(callids) == 1 else self.sentinel
         self.log.append((callid, self.rank, self.clock, "rpc", func, None, None, None, None, None,
                          None, None, None, None, None, t_start, t_end, error,

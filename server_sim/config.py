@@ -46,6 +46,9 @@ class Config:
     ranks_per_host: int = 0  # simulated hosts: ranks [h*n, (h+1)*n) share host h; 0: one host
     clock_skew: dict[str, dict] = field(default_factory=dict)  # domain -> server_sim.clock.Skew
     clock_t0: int = 0  # ns, machine clock: the time from which injected drifts accumulate
+    # Only for measuring what logging costs (bench/), not a user feature: False logs nothing.
+    client_events: bool = True
+    server_events: bool = True
 
     @property
     def meta_server(self) -> ServerConfig:

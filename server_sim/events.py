@@ -22,6 +22,7 @@ class ServerEvents:
         meta = file_metadata(S.KIND_SERVER, config.callid_layout, config.run_id, config.to_json())
         self.log = PartLog(S.SERVER_SCHEMA, config.trace_dir, f"server-{server}", meta, config.flush_rows)
         self._ids = itertools.count(1)
+        self.enabled = config.server_events
 
     def new_id(self) -> int:
         """Reserve an event id (so children can name their parent before it ends)."""
@@ -32,6 +33,8 @@ class ServerEvents:
         offset: int, size: int, t_start: int, t_end: int,
     ) -> None:
         """Log one finished event with the CallID(s) and rank carried by the request's hints."""
+        if not self.enabled:
+            return
         callids = hints.get("callid") or []
         callid = callids[0] if len(callids) == 1 else self.sentinel
         self.log.append((

@@ -97,7 +97,8 @@ class Tracer:
             clock.use_domain(config.clock_skew, config.clock_t0, f"host{host}")
         self.trace = ClientTrace(trace_dir, rank, layout, run_id,
                                  config.to_json() if config else "{}", clock=f"host{host}",
-                                 flush_rows=config.flush_rows if config else 4096)
+                                 flush_rows=config.flush_rows if config else 4096,
+                                 enabled=config.client_events if config else True)
         self.sysint = SysInt(config, rank, self.trace.rpc) if config and config.servers else None
         self.mounts = [os.path.abspath(m) for m in config.mount] if config else []
         self.fids = itertools.count(1)
