@@ -11,7 +11,6 @@ Counters start at 1; a rank or counter that does not fit raises
 from __future__ import annotations
 
 import itertools
-import threading
 from dataclasses import dataclass
 
 __all__ = [
@@ -127,17 +126,22 @@ THESIS_LAYOUT = Layout(32, 8)
 
 
 class Stamper:
-    """Hands out the CallIDs of one rank: counter 1, 2, 3, ... (thread-safe)."""
+    """Hands out the CallIDs of one rank: counter 1, 2, 3, ... (thread-safe).
+
+    ``next`` is on every call's path: the rank is checked once, here, and the counter
+    (``itertools.count``, atomic under the GIL) only against its maximum.
+    """
 
     def __init__(self, rank: int, layout: Layout = DEFAULT_LAYOUT) -> None:
-        layout.pack(rank, 1)  # fail at start-up if the rank itself does not fit
+        self._base = layout.pack(rank, 1) - 1  # fail at start-up if the rank itself does not fit
         self.rank = rank
         self.layout = layout
+        self._max = layout.max_counter
         self._counter = itertools.count(1)
-        self._lock = threading.Lock()
 
     def next(self) -> int:
         """The next CallID of this rank."""
-        with self._lock:
-            counter = next(self._counter)
-        return self.layout.pack(self.rank, counter)
+        counter = next(self._counter)
+        if counter > self._max:
+            return self.layout.pack(self.rank, counter)  # raises CallIDOverflow
+        return self._base | counter

@@ -1,18 +1,21 @@
-"""Flows: move an I/O request's data between BMI and Trove in buffers, several in flight.
+"""Flows: move an I/O request's data between BMI and Trove in buffers.
 
 The server's part of a request is a stream of physical segments; the stream is
 cut into buffers of the flow buffer size (``distribution.split_buffers``).  Each
-buffer is one BMI message and one Trove list operation.  Up to ``flow_buffers``
-buffers are in flight: while Trove writes buffer i, BMI already receives i+1.
+buffer is one BMI message and one Trove list operation, done by the connection's
+own thread straight from (into) one reusable buffer: zero copies in Python, and no
+thread hand-off per buffer (under the GIL a hand-off costs more than the overlap it
+buys: profile in bench/README.md).  Several buffers are still in flight, in the
+kernel's socket buffers: the client sends every buffer of a write without waiting,
+and a read's buffers leave while Trove reads the next one.
 """
 
 from __future__ import annotations
 
 import logging
 import socket
-from collections import deque
+import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from server_sim import bmi
@@ -21,6 +24,7 @@ from server_sim.events import ServerEvents, now
 from server_sim.trove import Trove
 
 log = logging.getLogger("server_sim.flow")
+_scratch = threading.local()
 
 
 @dataclass
@@ -28,10 +32,8 @@ class FlowContext:
     """What a flow needs from its server."""
 
     trove: Trove
-    pool: ThreadPoolExecutor
     events: ServerEvents
     buffer_size: int
-    buffers_in_flight: int
 
 
 @dataclass
@@ -43,6 +45,14 @@ class FlowSpec:
     hints: dict
     parent: int  # the request event
     hints_for: Callable[[list], dict] | None = None  # per-operation attribution (aggregated requests)
+
+
+def _buffer(size: int) -> memoryview:
+    """This thread's flow buffer (allocated once: a fresh one would page-fault on every flow)."""
+    buf = getattr(_scratch, "buf", None)
+    if buf is None or len(buf) < size:
+        buf = _scratch.buf = bytearray(size)
+    return memoryview(buf)
 
 
 def _trove_op(ctx: FlowContext, spec: FlowSpec, flow_id: int, op: str,
@@ -61,71 +71,39 @@ def write_flow(ctx: FlowContext, sock: socket.socket, tag: int, spec: FlowSpec) 
     """Receive the stream's buffers from ``sock`` and write each with one Trove operation."""
     flow_id = ctx.events.new_id()
     t0 = now()
-    plan = split_buffers(spec.segments, ctx.buffer_size)
-    slots = [bytearray(ctx.buffer_size) for _ in range(min(ctx.buffers_in_flight, len(plan)))]
-    inflight: deque[Future] = deque()
+    buf = _buffer(ctx.buffer_size)
     total = 0
     failure: OSError | None = None
     try:
-        for i, pieces in enumerate(plan):
-            if len(inflight) == len(slots):
-                total, failure = _settle(inflight.popleft(), total, failure)
-            view = memoryview(slots[i % len(slots)])[: sum(n for _, n in pieces)]
+        for pieces in split_buffers(spec.segments, ctx.buffer_size):
+            view = buf[: sum(n for _, n in pieces)]
             bmi.recv_expected_into(sock, tag, view)
             if failure is None:  # after a Trove error, keep draining the client's buffers
-                inflight.append(ctx.pool.submit(
-                    _trove_op, ctx, spec, flow_id, "trove_write", ctx.trove.write_list, pieces, view))
-        while inflight:
-            total, failure = _settle(inflight.popleft(), total, failure)
+                try:
+                    total += _trove_op(ctx, spec, flow_id, "trove_write", ctx.trove.write_list, pieces, view)
+                except OSError as exc:
+                    failure = exc
         if failure is not None:
             raise failure
     finally:
-        for fut in inflight:
-            fut.cancel()
         ctx.events.record(flow_id, "flow", "flow_write", spec.hints, spec.parent, spec.handle,
                           spec.segments[0][0] if spec.segments else 0, total, t0, now())
     return total
-
-
-def _settle(fut: Future, total: int, failure: OSError | None) -> tuple[int, OSError | None]:
-    """Wait for one Trove write; keep the first error instead of raising it mid-flow."""
-    try:
-        return total + fut.result(), failure
-    except OSError as exc:
-        return total, failure or exc
 
 
 def read_flow(ctx: FlowContext, sock: socket.socket, tag: int, spec: FlowSpec) -> int:
     """Read the stream's buffers with Trove and send each to ``sock`` in stream order."""
     flow_id = ctx.events.new_id()
     t0 = now()
-    plan = split_buffers(spec.segments, ctx.buffer_size)
-    slots = [bytearray(ctx.buffer_size) for _ in range(min(ctx.buffers_in_flight, len(plan)))]
-    inflight: deque[tuple[Future, memoryview]] = deque()
+    buf = _buffer(ctx.buffer_size)
     total = 0
-
-    def submit(i: int) -> None:
-        pieces = plan[i]
-        view = memoryview(slots[i % len(slots)])[: sum(n for _, n in pieces)]
-        inflight.append((ctx.pool.submit(
-            _trove_op, ctx, spec, flow_id, "trove_read", ctx.trove.read_list, pieces, view), view))
-
     try:
-        nxt = 0
-        while nxt < min(len(slots), len(plan)):
-            submit(nxt)
-            nxt += 1
-        while inflight:
-            fut, view = inflight.popleft()
-            fut.result()
-            bmi.send(sock, bmi.MODE_EXPECTED, tag, view)
+        for pieces in split_buffers(spec.segments, ctx.buffer_size):
+            view = buf[: sum(n for _, n in pieces)]
+            _trove_op(ctx, spec, flow_id, "trove_read", ctx.trove.read_list, pieces, view)
+            bmi.send(sock, bmi.MODE_EXPECTED, tag, view)  # copied into the socket: the buffer is free
             total += view.nbytes
-            if nxt < len(plan):
-                submit(nxt)
-                nxt += 1
     finally:
-        for fut, _ in inflight:
-            fut.cancel()
         ctx.events.record(flow_id, "flow", "flow_read", spec.hints, spec.parent, spec.handle,
                           spec.segments[0][0] if spec.segments else 0, total, t0, now())
     return total

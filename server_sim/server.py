@@ -8,7 +8,6 @@ import os
 import signal
 import socket
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from server_sim import bmi, clock
@@ -40,11 +39,8 @@ class Server:
         self.events = ServerEvents(config, name)
         self.trove = Trove(self.me.storage)
         self.meta = MetaStore(self.me.storage) if ROLE_META in self.me.roles else None
-        self.pool = ThreadPoolExecutor(max_workers=max(2, config.flow_buffers),
-                                       thread_name_prefix=f"{name}-trove")
-        self.flow = FlowContext(self.trove, self.pool, self.events, config.flow_buffer,
-                                config.flow_buffers)
-        self._conns: set[socket.socket] = set()
+        self.flow = FlowContext(self.trove, self.events, config.flow_buffer)
+        self._conns: dict[socket.socket, threading.Thread] = {}
         self._lock = threading.Lock()
 
     # -- lifecycle ------------------------------------------------------------------
@@ -63,10 +59,11 @@ class Server:
             while True:
                 sock, peer = listener.accept()
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                thread = threading.Thread(target=self._connection, args=(sock,), daemon=True,
+                                          name=f"{self.me.name}-conn")
                 with self._lock:
-                    self._conns.add(sock)
-                threading.Thread(target=self._connection, args=(sock,), daemon=True,
-                                 name=f"{self.me.name}-conn").start()
+                    self._conns[sock] = thread
+                thread.start()
         except Shutdown:
             log.info("server %s shutting down", self.me.name)
         finally:
@@ -74,15 +71,16 @@ class Server:
             self.close()
 
     def close(self) -> None:
-        """Stop connections, finish Trove work and flush the event log."""
+        """Stop connections, let their Trove work finish and flush the event log."""
         with self._lock:
-            conns, self._conns = list(self._conns), set()
+            conns, self._conns = dict(self._conns), {}
         for sock in conns:
             try:
                 sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
-        self.pool.shutdown(wait=True)
+        for thread in conns.values():
+            thread.join(timeout=10)
         self.events.close()
         self.trove.close()
         if self.meta is not None:
@@ -99,7 +97,7 @@ class Server:
             log.exception("connection failed")
         finally:
             with self._lock:
-                self._conns.discard(sock)
+                self._conns.pop(sock, None)
             sock.close()
 
     def _one_request(self, sock: socket.socket) -> bool:

@@ -12,9 +12,9 @@ import itertools
 import socket
 import threading
 from collections import defaultdict
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from server_sim import bmi, clock
 from server_sim import protocol as P
@@ -67,6 +67,12 @@ class _Connection:
         return resp
 
 
+#: An exchange in steps: it yields wherever it would wait for its server, so that one
+#: thread can drive the exchanges with several servers at once (no thread hand-offs).
+Steps = Generator[None, None, Any]
+Body = Callable[[_Connection, int], Steps]
+
+
 class SysInt:
     """File-system client of one rank."""
 
@@ -79,11 +85,8 @@ class SysInt:
         self._seq = itertools.count(1)
         self._conns: dict[str, _Connection] = {}
         self._conn_lock = threading.Lock()
-        self._pool = ThreadPoolExecutor(max_workers=max(1, len(config.io_servers)),
-                                        thread_name_prefix="callid-io")
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True)
         with self._conn_lock:
             for conn in self._conns.values():
                 conn.sock.close()
@@ -112,24 +115,33 @@ class SysInt:
         return hints
 
     def _exchange(self, server: str, msg: P.Message, callids: Sequence[int], func: str,
-                  body: Callable[[_Connection, int], P.Response] | None = None,
-                  callid_map: list[int] | None = None) -> P.Response:
-        """Send ``msg`` to ``server``, run ``body`` (default: wait for one response), log the rpc."""
+                  body: Body | None = None, callid_map: list[int] | None = None) -> P.Response:
+        """One exchange with one server, run to its end."""
+        return self._parallel([(server, self._steps(server, msg, callids, func, body, callid_map))])[0]
+
+    def _steps(self, server: str, msg: P.Message, callids: Sequence[int], func: str,
+               body: Body | None = None, callid_map: list[int] | None = None) -> Steps:
+        """Send ``msg`` to ``server``, run ``body`` (default: wait for one response), log the rpc.
+
+        Runs under :meth:`_parallel`, which holds the connection's lock."""
         seq = next(self._seq)
         msg.hints = self._hints(callids, seq, callid_map)
         op = msg.OP.name.lower()
-        conn = self._conn(server)
+        conn = self._conns[server]
         t0 = clock.now()
         resp: P.Response | None = None
         error = None
         try:
-            with conn.lock:
-                try:
-                    conn.request(seq, msg)
-                    resp = body(conn, seq) if body else conn.response(seq)
-                except (OSError, bmi.BmiError, P.ProtocolError) as exc:
-                    self._drop(server)
-                    raise FsError(P.Status.EIO, f"server {server}: {exc}") from None
+            try:
+                conn.request(seq, msg)
+                if body is None:
+                    yield
+                    resp = conn.response(seq)
+                else:
+                    resp = yield from body(conn, seq)
+            except (OSError, bmi.BmiError, P.ProtocolError) as exc:
+                self._drop(server)
+                raise FsError(P.Status.EIO, f"server {server}: {exc}") from None
             if resp.status != P.Status.OK:
                 error = _status_name(resp.status)
                 raise FsError(resp.status, f"server {server}: {op} failed with {error}")
@@ -147,11 +159,48 @@ class SysInt:
         if conn is not None:
             conn.sock.close()
 
-    def _parallel(self, jobs: list[Callable[[], object]]) -> list:
-        if len(jobs) == 1:
-            return [jobs[0]()]
-        futures = [self._pool.submit(job) for job in jobs]
-        return [f.result() for f in futures]
+    def _parallel(self, jobs: list[tuple[str, Steps]]) -> list:
+        """Drive ``(server, steps)`` jobs round-robin in this thread; return their results in order.
+
+        Each server's connection is locked for the whole drive, in name order (so two
+        threads never deadlock); its jobs run one after the other.  Every job runs to
+        its end even when another fails; then the first failure is raised.
+        """
+        results: list = [None] * len(jobs)
+        errors: list[BaseException | None] = [None] * len(jobs)
+        by_server: dict[str, list[int]] = {}
+        for i, (server, _) in enumerate(jobs):
+            by_server.setdefault(server, []).append(i)
+        held: list[_Connection] = []
+        active: list[tuple[list[int], Steps]] = []
+        try:
+            for server in sorted(by_server):
+                try:
+                    conn = self._conn(server)
+                except FsError as exc:
+                    for i in by_server[server]:
+                        jobs[i][1].close()
+                        errors[i] = exc
+                    continue
+                conn.lock.acquire()
+                held.append(conn)
+                active.append((by_server[server], _chain(jobs, by_server[server], results)))
+            while active:
+                for item in list(active):
+                    try:
+                        next(item[1])
+                    except StopIteration:
+                        active.remove(item)
+                    except Exception as exc:  # noqa: BLE001 (re-raised below, after the others end)
+                        errors[item[0][0]] = exc
+                        active.remove(item)
+        finally:
+            for conn in reversed(held):
+                conn.lock.release()
+        for error in errors:
+            if error is not None:
+                raise error
+        return results
 
     # -- metadata -----------------------------------------------------------------
     def lookup(self, path: str, callids: Sequence[int], func: str) -> FileAttrs:
@@ -168,21 +217,16 @@ class SysInt:
     def remove(self, path: str, callids: Sequence[int], func: str) -> None:
         resp = self._exchange(self.config.meta_server.name, P.RemoveRequest(path=path), callids, func)
         attrs = FileAttrs.from_response(path, resp)
-        self._parallel([
-            (lambda s=s, h=h: self._exchange(s, P.RemoveDfileRequest(handle=h), callids, func))
-            for s, h in attrs.dfiles
-        ])
+        self._parallel([(s, self._steps(s, P.RemoveDfileRequest(handle=h), callids, func))
+                        for s, h in attrs.dfiles])
 
     def dfile_sizes(self, f: FileAttrs, callids: Sequence[int], func: str,
                     only: set[int] | None = None) -> dict[int, int]:
         """Sizes of the datafiles (all, or those numbered in ``only``)."""
         nrs = [n for n in range(len(f.dfiles)) if only is None or n in only]
-        sizes = self._parallel([
-            (lambda n=n: self._exchange(f.dfiles[n][0], P.HandleRequest(handle=f.dfiles[n][1]),
-                                        callids, func).size)
-            for n in nrs
-        ])
-        return dict(zip(nrs, sizes))
+        resps = self._parallel([(f.dfiles[n][0], self._steps(f.dfiles[n][0], P.HandleRequest(
+            handle=f.dfiles[n][1]), callids, func)) for n in nrs])
+        return {n: r.size for n, r in zip(nrs, resps)}
 
     def getsize(self, f: FileAttrs, callids: Sequence[int], func: str) -> int:
         """Logical file size, from every datafile's size."""
@@ -190,17 +234,11 @@ class SysInt:
 
     def truncate(self, f: FileAttrs, size: int, callids: Sequence[int], func: str) -> None:
         dist = f.dist
-        self._parallel([
-            (lambda n=n, s=s, h=h: self._exchange(
-                s, P.TruncateRequest(handle=h, size=dist.physical_start(n, size)), callids, func))
-            for n, (s, h) in enumerate(f.dfiles)
-        ])
+        self._parallel([(s, self._steps(s, P.TruncateRequest(handle=h, size=dist.physical_start(n, size)),
+                                         callids, func)) for n, (s, h) in enumerate(f.dfiles)])
 
     def flush(self, f: FileAttrs, callids: Sequence[int], func: str) -> None:
-        self._parallel([
-            (lambda s=s, h=h: self._exchange(s, P.FlushRequest(handle=h), callids, func))
-            for s, h in f.dfiles
-        ])
+        self._parallel([(s, self._steps(s, P.FlushRequest(handle=h), callids, func)) for s, h in f.dfiles])
 
     # -- data -----------------------------------------------------------------------
     def shared_fp(self, f: FileAttrs, delta: int, callids: Sequence[int], func: str,
@@ -240,11 +278,8 @@ class SysInt:
         # Small I/O only when every datafile's share fits in one request, as in PVFS2.
         small = max(shares) <= self.small_io_limit and all(
             len(items) <= P.MAX_IO_REGIONS for items in plan.values())
-        jobs = [
-            (lambda n=n, items=items: self._io_dfile(f, n, io_type, items, stream, callids, func, small,
-                                                     callid_map))
-            for n, items in plan.items()
-        ]
+        jobs = [(f.dfiles[n][0], self._io_dfile(f, n, io_type, items, stream, callids, func, small,
+                                                callid_map)) for n, items in plan.items()]
         sizes = dict(zip(plan, self._parallel(jobs)))
         if io_type == P.IoType.WRITE:
             return stream.nbytes
@@ -266,21 +301,24 @@ class SysInt:
 
     def _io_dfile(self, f: FileAttrs, n: int, io_type: P.IoType,
                   items: list[tuple[tuple[int, int], list[tuple[int, int]]]], stream: memoryview,
-                  callids: Sequence[int], func: str, small: bool, callid_map: list[int] | None) -> int:
+                  callids: Sequence[int], func: str, small: bool, callid_map: list[int] | None) -> Steps:
         """All requests to one datafile; return its size before the access (reads use it)."""
         size = 0
         for i in range(0, len(items), P.MAX_IO_REGIONS):
             chunk = items[i:i + P.MAX_IO_REGIONS]
             regions = [region for region, _ in chunk]
             pieces = [piece for _, ps in chunk for piece in ps]
-            size = max(size, self._io_one(f, n, io_type, regions, stream, pieces, callids, func, small,
-                                          callid_map))
+            size = max(size, (yield from self._io_one(f, n, io_type, regions, stream, pieces, callids, func,
+                                                      small, callid_map)))
         return size
 
     def _io_one(self, f: FileAttrs, n: int, io_type: P.IoType, regions: list[tuple[int, int]],
                 view: memoryview, pieces: list[tuple[int, int]], callids: Sequence[int], func: str,
-                small: bool, callid_map: list[int] | None = None) -> int:
-        """One request to datafile ``n``; return the datafile's size before the access."""
+                small: bool, callid_map: list[int] | None = None) -> Steps:
+        """One request to datafile ``n``; return the datafile's size before the access.
+
+        Yields after sending the request and after each flow buffer, so the requests and
+        buffers of every datafile of an access interleave."""
         server, handle = f.dfiles[n]
         common = dict(handle=handle, io_type=io_type, strip_size=f.strip_size, dfile_nr=n,
                       dfile_count=len(f.dfiles), regions=regions)
@@ -289,12 +327,13 @@ class SysInt:
             msg = P.SmallIoRequest(data=data, **common)
             msg.hints = self._hints(callids, 0, callid_map)
             if len(P.encode(msg)) <= bmi.UNEXPECTED_LIMIT:  # else (huge hint lists): a flow
-                resp = self._exchange(server, msg, callids, func, callid_map=callid_map)
+                resp = yield from self._steps(server, msg, callids, func, callid_map=callid_map)
                 if io_type == P.IoType.READ:
                     _scatter(resp.data, view, pieces)
                 return resp.bstream_size
 
-        def flow(conn: _Connection, tag: int) -> P.Response:
+        def flow(conn: _Connection, tag: int) -> Steps:
+            yield
             ack = conn.response(tag)
             if ack.status != P.Status.OK:
                 return ack
@@ -302,15 +341,23 @@ class SysInt:
             if io_type == P.IoType.WRITE:
                 for buf in buffers:
                     bmi.send(conn.sock, bmi.MODE_EXPECTED, tag, *(view[o:o + k] for o, k in buf))
+                    yield
                 done = conn.response(tag)
                 done.t_recv = ack.t_recv
                 return done
             for buf in buffers:
                 _recv_scatter(conn.sock, tag, [view[o:o + k] for o, k in buf])
+                yield
             return ack
 
-        resp = self._exchange(server, P.IoRequest(**common), callids, func, flow, callid_map)
+        resp = yield from self._steps(server, P.IoRequest(**common), callids, func, flow, callid_map)
         return getattr(resp, "bstream_size", 0)
+
+
+def _chain(jobs: list[tuple[str, Steps]], indices: list[int], results: list) -> Steps:
+    """Run the jobs ``indices`` (one server's) one after the other, storing their results."""
+    for i in indices:
+        results[i] = yield from jobs[i][1]
 
 
 def _logical_size(dist: SimpleStripe, sizes: dict[int, int]) -> int:
