@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
+import operator
 import struct
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -91,8 +93,10 @@ def _need(data: memoryview, pos: int, n: int) -> None:
 
 class _Scalar(_Codec):
     def __init__(self, fmt: str) -> None:
+        self.fmt = fmt
         self.st = struct.Struct("<" + fmt)
         self.align = 8 if self.st.size == 8 else 4
+        self.width = 1  # values per element (lists of scalars pack in one struct)
 
     def encode(self, out: bytearray, value: Any) -> None:
         if self.align == 8 and len(out) % 8:
@@ -105,7 +109,8 @@ class _Scalar(_Codec):
     def decode(self, data: memoryview, pos: int) -> tuple[Any, int]:
         if self.align == 8 and pos % 8:
             pos += 4
-        _need(data, pos, self.st.size)
+        if pos + self.st.size > len(data):
+            _need(data, pos, self.st.size)
         return self.st.unpack_from(data, pos)[0], pos + self.st.size
 
 
@@ -116,13 +121,17 @@ class _Bytes(_Codec):
     """u32 length, the bytes, a NUL, padding to 8."""
 
     def encode(self, out: bytearray, value: Any) -> None:
-        U32.encode(out, len(value))
+        out += _U32.pack(len(value))
         out += value
-        out += b"\0" * (8 - (len(out) % 8) or 8)
+        out += _ZEROS[: 8 - (len(out) % 8) or 8]
 
     def decode(self, data: memoryview, pos: int) -> tuple[Any, int]:
-        n, pos = U32.decode(data, pos)
-        _need(data, pos, n + 1)
+        if pos + 4 > len(data):
+            _need(data, pos, 4)
+        n = _U32.unpack_from(data, pos)[0]
+        pos += 4
+        if pos + n + 1 > len(data):
+            _need(data, pos, n + 1)
         value = data[pos : pos + n]
         pos += n + 1
         return value, pos + (-pos % 8)
@@ -142,41 +151,85 @@ class _Str(_Bytes):
 
 BYTES, STR = _Bytes(), _Str()
 MAX_LIST = 1 << 20
+_U32 = U32.st
+_ZEROS = bytes(8)
+
+
+class PairOf(_Scalar):
+    """Two u64 values, e.g. an (offset, length) region."""
+
+    def __init__(self) -> None:
+        super().__init__("QQ")
+        self.align, self.width = 8, 2
+
+    def encode(self, out: bytearray, value: Any) -> None:
+        if len(out) % 8:
+            out += b"\0\0\0\0"
+        try:
+            out += self.st.pack(*value)
+        except struct.error as exc:
+            raise ProtocolError(f"cannot encode {value!r}: {exc}") from None
+
+    def decode(self, data: memoryview, pos: int) -> tuple[Any, int]:
+        if pos % 8:
+            pos += 4
+        if pos + 16 > len(data):
+            _need(data, pos, 16)
+        return self.st.unpack_from(data, pos), pos + 16
+
+
+@functools.lru_cache(maxsize=1024)
+def _packer(n: int, fmt: str) -> struct.Struct:
+    return struct.Struct(f"<{n}{fmt}")
 
 
 class ListOf(_Codec):
-    """u32 count followed by the elements."""
+    """u32 count followed by the elements (elements of fixed width: one struct for all)."""
 
     def __init__(self, elem: _Codec) -> None:
         self.elem = elem
 
     def encode(self, out: bytearray, value: Any) -> None:
-        U32.encode(out, len(value))
-        for item in value:
-            self.elem.encode(out, item)
+        out += _U32.pack(len(value))
+        elem = self.elem
+        if not isinstance(elem, _Scalar):
+            for item in value:
+                elem.encode(out, item)
+            return
+        if not value:
+            return
+        if elem.align == 8 and len(out) % 8:
+            out += b"\0\0\0\0"
+        flat = value if elem.width == 1 else [v for item in value for v in item]
+        try:
+            out += _packer(len(flat), elem.fmt[0]).pack(*flat)
+        except struct.error as exc:
+            raise ProtocolError(f"cannot encode {value!r}: {exc}") from None
 
     def decode(self, data: memoryview, pos: int) -> tuple[Any, int]:
-        n, pos = U32.decode(data, pos)
+        if pos + 4 > len(data):
+            _need(data, pos, 4)
+        n = _U32.unpack_from(data, pos)[0]
+        pos += 4
         if n > MAX_LIST or n > len(data) - pos:
             raise ProtocolError(f"list of {n} elements does not fit the message")
-        items = []
-        for _ in range(n):
-            item, pos = self.elem.decode(data, pos)
-            items.append(item)
-        return items, pos
-
-
-class PairOf(_Codec):
-    """Two u64 values, e.g. an (offset, length) region."""
-
-    def encode(self, out: bytearray, value: Any) -> None:
-        U64.encode(out, value[0])
-        U64.encode(out, value[1])
-
-    def decode(self, data: memoryview, pos: int) -> tuple[Any, int]:
-        a, pos = U64.decode(data, pos)
-        b, pos = U64.decode(data, pos)
-        return (a, b), pos
+        elem = self.elem
+        if not isinstance(elem, _Scalar):
+            items = []
+            for _ in range(n):
+                item, pos = elem.decode(data, pos)
+                items.append(item)
+            return items, pos
+        if not n:
+            return [], pos
+        if elem.align == 8 and pos % 8:
+            pos += 4
+        size = n * elem.st.size
+        if pos + size > len(data):
+            _need(data, pos, size)
+        flat = _packer(n * elem.width, elem.fmt[0]).unpack_from(data, pos)
+        items = list(flat) if elem.width == 1 else list(zip(flat[0::2], flat[1::2]))
+        return items, pos + size
 
 
 REGIONS = ListOf(PairOf())
@@ -194,27 +247,55 @@ HINT_TYPES = {"callid": HINT_U64_LIST, "callid_map": HINT_U64_LIST, "rank": HINT
 MAX_CALLID_MAP = 256
 
 
+@functools.lru_cache(maxsize=256)
+def _hint_prefix(key: str, kind: int, align: int) -> bytes:
+    """The encoded key and type of a hint that starts ``align`` bytes past an 8-byte boundary."""
+    out = bytearray(align)
+    STR.encode(out, key)
+    U32.encode(out, kind)
+    return bytes(out[align:])
+
+
 def _encode_hints(out: bytearray, hints: dict[str, Any]) -> None:
-    U32.encode(out, len(hints))
+    out += _U32.pack(len(hints))
     for key, value in hints.items():
         kind = HINT_TYPES.get(key, HINT_STR if isinstance(value, str) else HINT_INT)
-        STR.encode(out, key)
-        U32.encode(out, kind)
+        out += _hint_prefix(key, kind, len(out) % 8)
         _HINT_CODECS[kind].encode(out, value)
 
 
+@functools.lru_cache(maxsize=256)
+def _hint_key(raw: bytes) -> str:
+    try:
+        return raw.decode()
+    except UnicodeDecodeError:
+        raise ProtocolError("hint key is not UTF-8") from None
+
+
 def _decode_hints(data: memoryview, pos: int) -> tuple[dict[str, Any], int]:
-    n, pos = U32.decode(data, pos)
+    end = len(data)
+    if pos + 4 > end:
+        _need(data, pos, 4)
+    n = _U32.unpack_from(data, pos)[0]
+    pos += 4
     if n > 64:
         raise ProtocolError(f"{n} hints is more than the 64 allowed")
     hints: dict[str, Any] = {}
     for _ in range(n):
-        key, pos = STR.decode(data, pos)
-        kind, pos = U32.decode(data, pos)
+        if pos + 4 > end:
+            _need(data, pos, 4)
+        start = pos + 4
+        stop = start + _U32.unpack_from(data, pos)[0]
+        pos = stop + 1
+        pos += -pos % 8
+        if pos + 4 > end:  # the key, its NUL and padding, and the type
+            _need(data, pos, 4)
+        key = _hint_key(bytes(data[start:stop]))
+        kind = _U32.unpack_from(data, pos)[0]
         codec = _HINT_CODECS.get(kind)
         if codec is None:
             raise ProtocolError(f"hint {key!r} has unknown type {kind}")
-        hints[key], pos = codec.decode(data, pos)
+        hints[key], pos = codec.decode(data, pos + 4)
     return hints, pos
 
 
@@ -250,13 +331,81 @@ class Response(Message):
     t_send: int = field(default=0, kw_only=True)
 
 
+class _Run:
+    """Consecutive scalar fields of a message, compiled into one struct per start alignment.
+
+    Every field is 4 or 8 bytes and every variable field ends 4- or 8-aligned, so a run
+    starts at 0 or 4 modulo 8; its 4-byte skips are placed accordingly."""
+
+    def __init__(self, names: list[str], scalars: list[_Scalar]) -> None:
+        self.names = names
+        self.get = operator.attrgetter(*names)
+        self.structs = [self._struct(scalars, 0), None, None, None, self._struct(scalars, 4)]
+
+    @staticmethod
+    def _struct(scalars: list[_Scalar], pos: int) -> struct.Struct:
+        fmt = "<"
+        for sc in scalars:
+            if sc.align == 8 and pos % 8:
+                fmt, pos = fmt + "4x", pos + 4
+            fmt, pos = fmt + sc.fmt, pos + sc.st.size
+        return struct.Struct(fmt)
+
+    def encode(self, out: bytearray, msg: Message) -> None:
+        values = self.get(msg)
+        try:
+            out += self.structs[len(out) % 8].pack(*values) if len(self.names) > 1 else \
+                self.structs[len(out) % 8].pack(values)
+        except struct.error as exc:
+            raise ProtocolError(f"cannot encode {values!r}: {exc}") from None
+
+    def decode(self, data: memoryview, pos: int, into: dict[str, Any]) -> int:
+        st = self.structs[pos % 8]
+        if pos + st.size > len(data):
+            _need(data, pos, st.size)
+        into.update(zip(self.names, st.unpack_from(data, pos)))
+        return pos + st.size
+
+
+class _Var:
+    """One variable-length field (string, bytes, list)."""
+
+    def __init__(self, name: str, codec: _Codec) -> None:
+        self.name, self.codec = name, codec
+
+    def encode(self, out: bytearray, msg: Message) -> None:
+        self.codec.encode(out, getattr(msg, self.name))
+
+    def decode(self, data: memoryview, pos: int, into: dict[str, Any]) -> int:
+        into[self.name], pos = self.codec.decode(data, pos)
+        return pos
+
+
+def _compile(fields: list[tuple[str, _Codec]]) -> list[_Run | _Var]:
+    """The encoding program of a field list: runs of scalars, and variable fields."""
+    program: list[_Run | _Var] = []
+    run: list[tuple[str, _Codec]] = []
+    for name, codec in [*fields, ("", None)]:
+        if type(codec) is _Scalar:
+            run.append((name, codec))
+            continue
+        if run:
+            program.append(_Run([n for n, _ in run], [c for _, c in run]))
+            run = []
+        if codec is not None:
+            program.append(_Var(name, codec))
+    return program
+
+
 _REGISTRY: dict[tuple[int, bool], type[Message]] = {}
 _FIELDS: dict[type[Message], list[tuple[str, _Codec]]] = {}
+_PROGRAMS: dict[type[Message], list[_Run | _Var]] = {}
 
 
 def message(cls: type[Message]) -> type[Message]:
     """Register a message class: its ``wire`` fields are its body, in order."""
     _FIELDS[cls] = [(f.name, f.metadata["lebf"]) for f in dataclasses.fields(cls) if "lebf" in f.metadata]
+    _PROGRAMS[cls] = _compile(_FIELDS[cls])
     _REGISTRY[(int(cls.OP), cls.RESPONSE)] = cls
     return cls
 
@@ -436,18 +585,18 @@ class EmptyResponse(Response):
 
 _HEADER = struct.Struct("<IIII")  # magic, version, op, flags
 _FLAG_RESPONSE = 1
+#: What every response adds after the header.
+_RESPONSE_FIELDS = _Run(["status", "t_recv", "t_send"], [I32, I64, I64])
 
 
 def encode(msg: Message) -> bytearray:
     """Encode a message (header, hints, body) into a new buffer."""
     out = bytearray(_HEADER.pack(PROTOCOL_MAGIC, PROTOCOL_VERSION, msg.OP, int(msg.RESPONSE)))
-    if isinstance(msg, Response):
-        I32.encode(out, int(msg.status))
-        I64.encode(out, msg.t_recv)
-        I64.encode(out, msg.t_send)
+    if msg.RESPONSE:
+        _RESPONSE_FIELDS.encode(out, msg)
     _encode_hints(out, msg.hints)
-    for name, codec in _FIELDS[type(msg)]:
-        codec.encode(out, getattr(msg, name))
+    for step in _PROGRAMS[type(msg)]:
+        step.encode(out, msg)
     return out
 
 
@@ -468,12 +617,10 @@ def decode(data: bytes | bytearray | memoryview) -> Message:
     pos = _HEADER.size
     kwargs: dict[str, Any] = {}
     if is_response:
-        kwargs["status"], pos = I32.decode(data, pos)
-        kwargs["t_recv"], pos = I64.decode(data, pos)
-        kwargs["t_send"], pos = I64.decode(data, pos)
+        pos = _RESPONSE_FIELDS.decode(data, pos, kwargs)
     kwargs["hints"], pos = _decode_hints(data, pos)
-    for name, codec in _FIELDS[cls]:
-        kwargs[name], pos = codec.decode(data, pos)
+    for step in _PROGRAMS[cls]:
+        pos = step.decode(data, pos, kwargs)
     if pos != len(data):
         raise ProtocolError(f"{len(data) - pos} trailing bytes after {cls.__name__}")
     return cls(**kwargs)

@@ -15,6 +15,7 @@ return the response to send; errors become error responses.
 
 from __future__ import annotations
 
+import functools
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -45,6 +46,7 @@ class ServerState:
     io_servers: list[str]
     default_strip_size: int
     send: Callable[[int, P.Message], None]  # send a response on this connection
+    nbytes: int = 0  # the request's data bytes on this server (io, small_io), for its event
 
     @property
     def events(self):
@@ -67,7 +69,7 @@ def _physical_segments(req: P.IoRequest | P.SmallIoRequest) -> list[tuple[int, i
     if req.strip_size <= 0 or not 0 <= req.dfile_nr < req.dfile_count:
         raise RequestError(P.Status.EINVAL, f"bad distribution {req.strip_size=} "
                                             f"{req.dfile_nr=} {req.dfile_count=}")
-    dist = SimpleStripe(req.strip_size, req.dfile_count)
+    dist = _stripe(req.strip_size, req.dfile_count)
     segments = []
     if len(req.regions) > P.MAX_IO_REGIONS:
         raise RequestError(P.Status.EINVAL, f"{len(req.regions)} regions, at most {P.MAX_IO_REGIONS}")
@@ -78,8 +80,13 @@ def _physical_segments(req: P.IoRequest | P.SmallIoRequest) -> list[tuple[int, i
     return segments
 
 
+@functools.lru_cache(maxsize=64)
+def _stripe(strip_size: int, dfile_count: int) -> SimpleStripe:
+    return SimpleStripe(strip_size, dfile_count)
+
+
 def _attribution(req: P.IoRequest | P.SmallIoRequest):
-    return attribution(req.hints, SimpleStripe(req.strip_size, req.dfile_count), req.dfile_nr)
+    return attribution(req.hints, _stripe(req.strip_size, req.dfile_count), req.dfile_nr)
 
 
 def _op_name(req: P.IoRequest | P.SmallIoRequest, prefix: str) -> str:
@@ -97,6 +104,7 @@ def ping(st: ServerState, sock, tag, req, req_event) -> P.Message:
 def io(st: ServerState, sock: socket.socket, tag: int, req: P.IoRequest, req_event: int) -> P.Message | None:
     _op_name(req, "io")  # validates io_type
     spec = FlowSpec(req.handle, _physical_segments(req), req.hints, req_event, _attribution(req))
+    st.nbytes = sum(n for _, n in spec.segments)
     st.send(tag, P.IoResponse(bstream_size=st.flow.trove.size(req.handle),
                               buffer_size=st.flow.buffer_size))
     if req.io_type == P.IoType.WRITE:
@@ -110,7 +118,7 @@ def io(st: ServerState, sock: socket.socket, tag: int, req: P.IoRequest, req_eve
 def small_io(st: ServerState, sock, tag, req: P.SmallIoRequest, req_event: int) -> P.Message:
     op = _op_name(req, "trove")
     segments = _physical_segments(req)
-    total = sum(n for _, n in segments)
+    total = st.nbytes = sum(n for _, n in segments)
     trove = st.flow.trove
     size = trove.size(req.handle)
     event_id = st.events.new_id()

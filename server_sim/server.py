@@ -15,7 +15,7 @@ from server_sim import protocol as P
 from server_sim.config import ROLE_META, Config
 from server_sim.events import ServerEvents, now
 from server_sim.flow import FlowContext
-from server_sim.requests import HANDLERS, REQUEST_OPS, RequestError, ServerState, _physical_segments
+from server_sim.requests import HANDLERS, REQUEST_OPS, RequestError, ServerState
 from server_sim.trove import MetaStore, Trove
 
 log = logging.getLogger("server_sim.server")
@@ -40,6 +40,7 @@ class Server:
         self.trove = Trove(self.me.storage)
         self.meta = MetaStore(self.me.storage) if ROLE_META in self.me.roles else None
         self.flow = FlowContext(self.trove, self.events, config.flow_buffer)
+        self.io_names = [s.name for s in config.io_servers]
         self._conns: dict[socket.socket, threading.Thread] = {}
         self._lock = threading.Lock()
 
@@ -138,8 +139,7 @@ class Server:
             send(tag, P.EmptyResponse(status=status))
             return True
 
-        state = ServerState(self.me.name, self.flow, self.meta,
-                            [s.name for s in self.config.io_servers], self.config.strip_size, send)
+        state = ServerState(self.me.name, self.flow, self.meta, self.io_names, self.config.strip_size, send)
         event_id = self.events.new_id()
         try:
             response = handler(state, sock, tag, req, event_id)
@@ -153,16 +153,8 @@ class Server:
             response = P.EmptyResponse(status=P.Status.EIO)
         if not isinstance(req, P.PingRequest):
             self.events.record(event_id, "req", REQUEST_OPS[type(req)](req), req.hints, -1,
-                               getattr(req, "handle", 0), 0, _request_bytes(req), t_recv, now())
+                               getattr(req, "handle", 0), 0, state.nbytes, t_recv, now())
         if response is not None:
             send(tag, response)
         return True
 
-
-def _request_bytes(req: P.Message) -> int:
-    if isinstance(req, (P.IoRequest, P.SmallIoRequest)):
-        try:
-            return sum(n for _, n in _physical_segments(req))
-        except RequestError:
-            return 0
-    return 0

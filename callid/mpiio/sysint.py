@@ -323,10 +323,16 @@ class SysInt:
         common = dict(handle=handle, io_type=io_type, strip_size=f.strip_size, dfile_nr=n,
                       dfile_count=len(f.dfiles), regions=regions)
         if small:
-            data = b"".join(view[o:o + k] for o, k in pieces) if io_type == P.IoType.WRITE else b""
+            data = b""
+            if io_type == P.IoType.WRITE:
+                data = view[pieces[0][0]:sum(pieces[0])] if len(pieces) == 1 else \
+                    b"".join(view[o:o + k] for o, k in pieces)
             msg = P.SmallIoRequest(data=data, **common)
             msg.hints = self._hints(callids, 0, callid_map)
-            if len(P.encode(msg)) <= bmi.UNEXPECTED_LIMIT:  # else (huge hint lists): a flow
+            # SMALL_IO_MAX_DATA leaves 1 KiB for the header, the fixed fields (about 220 bytes) and
+            # list values (16 bytes each at most): encode to check only when there are many.
+            values = 2 * len(regions) + len(callids) + len(callid_map or ())
+            if values <= 48 or len(P.encode(msg)) <= bmi.UNEXPECTED_LIMIT:  # else: a flow
                 resp = yield from self._steps(server, msg, callids, func, callid_map=callid_map)
                 if io_type == P.IoType.READ:
                     _scatter(resp.data, view, pieces)
