@@ -17,6 +17,7 @@ UNEXPECTED_LIMIT = 16 * 1024
 MESSAGE_LIMIT = 16 * 1024 * 1024
 
 FRAME = struct.Struct("<IIQQ")  # magic, mode, tag, size
+_IOV_MAX = 512  # buffers per sendmsg/recvmsg (the kernel allows 1024)
 
 
 class BmiError(ConnectionError):
@@ -33,21 +34,32 @@ class MessageTooBig(BmiError):
         self.tag = tag
 
 
-def send(sock: socket.socket, mode: int, tag: int, *parts: bytes | bytearray | memoryview) -> None:
-    """Send one framed message made of ``parts`` (zero-copy scatter/gather)."""
+def frame(mode: int, tag: int, *parts: bytes | bytearray | memoryview) -> list[memoryview]:
+    """One framed message made of ``parts``: the buffers to send (no copy of the parts)."""
     size = sum(memoryview(p).nbytes for p in parts)
     limit = UNEXPECTED_LIMIT if mode == MODE_UNEXPECTED else MESSAGE_LIMIT
     if size > limit:
         raise MessageTooBig(f"message of {size} bytes exceeds the {limit}-byte limit", size, False)
     buffers = [memoryview(FRAME.pack(BMI_MAGIC, mode, tag, size))]
     buffers += [memoryview(p).cast("B") for p in parts if memoryview(p).nbytes]
+    return buffers
+
+
+def send_buffers(sock: socket.socket, buffers: list[memoryview]) -> None:
+    """Send framed messages' buffers, several at a time (scatter/gather)."""
+    buffers = list(buffers)
     while buffers:
-        sent = sock.sendmsg(buffers)
+        sent = sock.sendmsg(buffers[:_IOV_MAX])
         while buffers and sent >= buffers[0].nbytes:
             sent -= buffers[0].nbytes
             buffers.pop(0)
         if buffers and sent:
             buffers[0] = buffers[0][sent:]
+
+
+def send(sock: socket.socket, mode: int, tag: int, *parts: bytes | bytearray | memoryview) -> None:
+    """Send one framed message made of ``parts`` (zero-copy scatter/gather)."""
+    send_buffers(sock, frame(mode, tag, *parts))
 
 
 def recv_exact_into(sock: socket.socket, view: memoryview) -> None:
@@ -113,17 +125,30 @@ def recv_expected(sock: socket.socket, tag: int) -> bytearray:
     return recv_payload(sock, size)
 
 
-def recv_expected_into(sock: socket.socket, tag: int, view: memoryview) -> int:
-    """Receive an expected message with ``tag`` directly into ``view``; return its size."""
-    header = recv_header(sock)
-    if header is None:
-        raise BmiError("connection closed by peer")
-    mode, got_tag, size = header
-    if mode != MODE_EXPECTED or got_tag != tag or size > view.nbytes:
-        raise BmiError(f"expected {view.nbytes}-byte message with tag {tag}, got mode {mode} "
-                       f"tag {got_tag} size {size}")
-    recv_exact_into(sock, view[:size])
-    return size
+def recv_expected_into(sock: socket.socket, tag: int, *views: memoryview) -> None:
+    """Receive an expected message with ``tag`` and exactly the size of ``views``, straight into them.
+
+    The frame header and the payload arrive together (scatter/gather, one system call
+    for whatever the kernel holds); the header is checked as soon as it is complete."""
+    header = bytearray(FRAME.size)
+    size = sum(v.nbytes for v in views)
+    buffers = [memoryview(header), *(memoryview(v).cast("B") for v in views if v.nbytes)]
+    got = 0
+    while buffers:
+        n = sock.recvmsg_into(buffers[:_IOV_MAX])[0]
+        if not n:
+            raise BmiError("connection closed by peer")
+        if got < FRAME.size <= got + n:
+            magic, mode, got_tag, got_size = FRAME.unpack(header)
+            if magic != BMI_MAGIC or mode != MODE_EXPECTED or got_tag != tag or got_size != size:
+                raise BmiError(f"expected a {size}-byte message with tag {tag}, got mode {mode} "
+                               f"tag {got_tag} size {got_size}")
+        got += n
+        while buffers and n >= buffers[0].nbytes:
+            n -= buffers[0].nbytes
+            buffers.pop(0)
+        if n:
+            buffers[0] = buffers[0][n:]
 
 
 def connect(host: str, port: int, timeout: float | None = 30.0) -> socket.socket:

@@ -91,8 +91,12 @@ def write_flow(ctx: FlowContext, sock: socket.socket, tag: int, spec: FlowSpec) 
     return total
 
 
-def read_flow(ctx: FlowContext, sock: socket.socket, tag: int, spec: FlowSpec) -> int:
-    """Read the stream's buffers with Trove and send each to ``sock`` in stream order."""
+def read_flow(ctx: FlowContext, sock: socket.socket, tag: int, spec: FlowSpec,
+              ahead: list[memoryview] | None = None) -> int:
+    """Read the stream's buffers with Trove and send each to ``sock`` in stream order.
+
+    ``ahead`` (the request's acknowledgement) leaves in the same system call as the
+    first buffer; after a Trove error before that, it is never sent."""
     flow_id = ctx.events.new_id()
     t0 = now()
     buf = _buffer(ctx.buffer_size)
@@ -101,8 +105,12 @@ def read_flow(ctx: FlowContext, sock: socket.socket, tag: int, spec: FlowSpec) -
         for pieces in split_buffers(spec.segments, ctx.buffer_size):
             view = buf[: sum(n for _, n in pieces)]
             _trove_op(ctx, spec, flow_id, "trove_read", ctx.trove.read_list, pieces, view)
-            bmi.send(sock, bmi.MODE_EXPECTED, tag, view)  # copied into the socket: the buffer is free
+            # copied into the socket: the buffer is free again when this returns
+            bmi.send_buffers(sock, (ahead or []) + bmi.frame(bmi.MODE_EXPECTED, tag, view))
+            ahead = None
             total += view.nbytes
+        if ahead:
+            bmi.send_buffers(sock, ahead)
     finally:
         ctx.events.record(flow_id, "flow", "flow_read", spec.hints, spec.parent, spec.handle,
                           spec.segments[0][0] if spec.segments else 0, total, t0, now())

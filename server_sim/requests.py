@@ -46,6 +46,7 @@ class ServerState:
     io_servers: list[str]
     default_strip_size: int
     send: Callable[[int, P.Message], None]  # send a response on this connection
+    frame: Callable[[int, P.Message], list[memoryview]]  # a response's buffers, to send later
     nbytes: int = 0  # the request's data bytes on this server (io, small_io), for its event
 
     @property
@@ -105,12 +106,12 @@ def io(st: ServerState, sock: socket.socket, tag: int, req: P.IoRequest, req_eve
     _op_name(req, "io")  # validates io_type
     spec = FlowSpec(req.handle, _physical_segments(req), req.hints, req_event, _attribution(req))
     st.nbytes = sum(n for _, n in spec.segments)
-    st.send(tag, P.IoResponse(bstream_size=st.flow.trove.size(req.handle),
-                              buffer_size=st.flow.buffer_size))
+    ack = P.IoResponse(bstream_size=st.flow.trove.size(req.handle), buffer_size=st.flow.buffer_size)
     if req.io_type == P.IoType.WRITE:
+        st.send(tag, ack)
         written = write_flow(st.flow, sock, tag, spec)
         return P.WriteCompletion(bytes_written=written)
-    read_flow(st.flow, sock, tag, spec)
+    read_flow(st.flow, sock, tag, spec, ahead=st.frame(tag, ack))  # the ack leaves with the first buffer
     return None
 
 

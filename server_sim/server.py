@@ -105,9 +105,12 @@ class Server:
         """Serve one request; False when the peer closed the connection."""
         t_recv = 0
 
-        def send(tag: int, msg: P.Message) -> None:
+        def frame(tag: int, msg: P.Message) -> list[memoryview]:
             msg.t_recv, msg.t_send = t_recv, now()
-            bmi.send(sock, bmi.MODE_EXPECTED, tag, P.encode(msg))
+            return bmi.frame(bmi.MODE_EXPECTED, tag, P.encode(msg))
+
+        def send(tag: int, msg: P.Message) -> None:
+            bmi.send_buffers(sock, frame(tag, msg))
 
         try:
             header = bmi.recv_header(sock)
@@ -139,7 +142,8 @@ class Server:
             send(tag, P.EmptyResponse(status=status))
             return True
 
-        state = ServerState(self.me.name, self.flow, self.meta, self.io_names, self.config.strip_size, send)
+        state = ServerState(self.me.name, self.flow, self.meta, self.io_names, self.config.strip_size, send,
+                            frame)
         event_id = self.events.new_id()
         try:
             response = handler(state, sock, tag, req, event_id)

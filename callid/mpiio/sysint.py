@@ -9,7 +9,6 @@ CallID(s) of the MPI call it serves as a hint; nothing here is process-global.
 from __future__ import annotations
 
 import itertools
-import socket
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Generator, Sequence
@@ -352,7 +351,7 @@ class SysInt:
                 done.t_recv = ack.t_recv
                 return done
             for buf in buffers:
-                _recv_scatter(conn.sock, tag, [view[o:o + k] for o, k in buf])
+                bmi.recv_expected_into(conn.sock, tag, *(view[o:o + k] for o, k in buf))
                 yield
             return ack
 
@@ -375,18 +374,6 @@ def _scatter(data: memoryview | bytes, view: memoryview, pieces: list[tuple[int,
     for o, k in pieces:
         view[o:o + k] = data[pos:pos + k]
         pos += k
-
-
-def _recv_scatter(sock: socket.socket, tag: int, views: list[memoryview]) -> None:
-    """Receive one expected message straight into several buffer pieces (zero-copy)."""
-    header = bmi.recv_header(sock)
-    if header is None:
-        raise bmi.BmiError("connection closed by peer")
-    mode, got_tag, size = header
-    if mode != bmi.MODE_EXPECTED or got_tag != tag or size != sum(v.nbytes for v in views):
-        raise bmi.BmiError(f"unexpected flow message (mode {mode}, tag {got_tag}, {size} bytes)")
-    for v in views:
-        bmi.recv_exact_into(sock, v)
 
 
 def _status_name(status: int) -> str:
