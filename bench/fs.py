@@ -25,6 +25,7 @@ import argparse
 import json
 import multiprocessing as mp
 import os
+import shutil
 import socket
 import statistics
 import struct
@@ -103,9 +104,11 @@ def sim(servers: int, ranks: int, flow_buffer: int, block: int, iterations: int,
 
     target = [str(Path(__file__).resolve()), "-f", "/pvfs2/fs-bench", "-b", str(block),
               "-i", str(iterations)]
+    shutil.rmtree(directory, ignore_errors=True)  # every run starts from an empty file system
     result = run(RunOptions(target=target, np=ranks, servers=servers, strip_size=STRIP,
                             flow_buffer=flow_buffer, out=str(directory), capture=True,
                             server_events=server_events, timeout=600))
+    shutil.rmtree(directory, ignore_errors=True)
     return _bandwidths(_last_json(result.stdout), block * iterations * ranks)
 
 
@@ -284,9 +287,10 @@ def main(argv: list[str]) -> int:
                   f"{mw:>6.1f} | {sr:>15.1f} {rr:>6.1f} {sr / rr:>7.3f} {mr:>6.1f}", flush=True)
         iters = max(1, args.bytes // (args.block * 2))
         on, off = [], []
-        for _ in range(args.events_repeat):
-            on.append(sim(2, 2, 256 * KiB, args.block, iters, d / "run", server_events=True))
-            off.append(sim(2, 2, 256 * KiB, args.block, iters, d / "run", server_events=False))
+        for i in range(args.events_repeat):
+            for events in (i % 2 == 0, i % 2 == 1):  # alternate which runs first
+                (on if events else off).append(sim(2, 2, 256 * KiB, args.block, iters, d / "run",
+                                                   server_events=events))
         (onw, onr), (offw, offr) = _median(on), _median(off)
         figures["server_events"] = {"on_write": round(onw, 1), "off_write": round(offw, 1),
                                     "write_cost": round(1 - onw / offw, 3), "on_read": round(onr, 1),

@@ -6,7 +6,7 @@ Workloads, each a real ``callid run`` (servers, ranks under mpiexec, logs writte
 * ``small-io 4KiB``: ``examples/mpi_io_test.py -b 4KiB --no-read`` (small-I/O writes);
 * ``collective``: ``examples/collective_write.py`` (two-phase collective buffering).
 
-Each runs in three modes, interleaved A B C A B C ...: ``callid`` (stamped and
+Each runs in three modes, interleaved A B C, B C A, C A B ...: ``callid`` (stamped and
 propagated), ``no-callid`` (traced, nothing stamped: the baseline), and ``off``
 (nothing stamped and neither ranks nor servers log: a mode kept for this
 measurement only).  Printed per workload: the median wall time of the whole run
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -37,7 +38,7 @@ MODES = {"callid": dict(callid=True), "no-callid": dict(callid=False),
 def workloads(quick: bool) -> dict[str, tuple[int, list[str]]]:
     """name -> (ranks, target)."""
     ex = ROOT / "examples"
-    n1, n4, nc = (64, 1000, 16) if quick else (256, 4000, 64)
+    n1, n4, nc = (64, 1000, 16) if quick else (512, 8000, 64)
     return {
         "mpi-io-test 1MiB": (2, [str(ex / "mpi_io_test.py"), "-b", "1MiB", "-i", str(n1), "--json"]),
         "small-io 4KiB": (2, [str(ex / "mpi_io_test.py"), "-b", "4KiB", "-i", str(n4), "--no-read",
@@ -51,10 +52,12 @@ def _one(ranks: int, target: list[str], mode: str, out: Path) -> tuple[float, fl
     """Wall seconds of one run, and the workload's own I/O seconds when it reports them."""
     from callid.run import RunOptions, run
 
+    shutil.rmtree(out, ignore_errors=True)  # every run starts from an empty file system
     t0 = time.perf_counter()
     result = run(RunOptions(target=target, np=ranks, servers=2, out=str(out), capture=True, timeout=600,
                             **MODES[mode]))
     wall = time.perf_counter() - t0
+    shutil.rmtree(out, ignore_errors=True)
     lines = [ln for ln in result.stdout.splitlines() if ln.startswith("{")]
     if not lines:
         return wall, None
@@ -115,7 +118,7 @@ def _spread(values: list[float]) -> str:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench overhead", description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5, help="rounds of callid / no-callid / off runs")
+    parser.add_argument("--rounds", type=int, default=7, help="rounds of callid / no-callid / off runs")
     parser.add_argument("--calls", type=int, default=100_000, help="calls for the cost per call")
     parser.add_argument("--quick", action="store_true", help="smaller workloads, 3 rounds")
     parser.add_argument("--only", choices=["runs", "calls"], help="only the runs or only the cost per call")
@@ -128,8 +131,9 @@ def main(argv: list[str]) -> int:
         if args.only != "calls":
             for name, (ranks, target) in workloads(args.quick).items():
                 times: dict[str, list[tuple[float, float | None]]] = {m: [] for m in MODES}
-                for _ in range(args.rounds):
-                    for mode in MODES:
+                for i in range(args.rounds):
+                    order = list(MODES)[i % 3:] + list(MODES)[:i % 3]  # no mode always runs first
+                    for mode in order:
                         times[mode].append(_one(ranks, target, mode, d / "run"))
                 row = _summarise(times)
                 figures["workloads"][name] = row

@@ -9,6 +9,8 @@ CallID(s) of the MPI call it serves as a hint; nothing here is process-global.
 from __future__ import annotations
 
 import itertools
+import select
+import socket
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Generator, Sequence
@@ -66,10 +68,33 @@ class _Connection:
         return resp
 
 
-#: An exchange in steps: it yields wherever it would wait for its server, so that one
-#: thread can drive the exchanges with several servers at once (no thread hand-offs).
-Steps = Generator[None, None, Any]
+#: An exchange in steps, driven by :meth:`SysInt._parallel` so that one thread talks to
+#: several servers at once (no thread hand-offs).  It yields ``WAIT`` only where its next
+#: step reads from its server, ``MORE`` where it can go on sending at once.
+WAIT, MORE = None, "more"
+Steps = Generator[str | None, None, Any]
 Body = Callable[[_Connection, int], Steps]
+
+
+@dataclass
+class _Job:
+    """One server's exchanges in a drive."""
+
+    first: int  # index of its first job (where its error is kept)
+    steps: Steps
+    sock: socket.socket
+    state: str | None = MORE  # not started: it sends its request first
+
+
+def _readable(jobs: list[_Job], block: bool) -> list[_Job]:
+    """The waiting jobs whose server has answered (with ``block``: wait until one has)."""
+    if not jobs:
+        return []
+    poller = select.poll()
+    for job in jobs:
+        poller.register(job.sock, select.POLLIN)
+    readable = {fd for fd, _ in poller.poll(None if block else 0)}
+    return [job for job in jobs if job.sock.fileno() in readable]
 
 
 class SysInt:
@@ -159,11 +184,14 @@ class SysInt:
             conn.sock.close()
 
     def _parallel(self, jobs: list[tuple[str, Steps]]) -> list:
-        """Drive ``(server, steps)`` jobs round-robin in this thread; return their results in order.
+        """Drive ``(server, steps)`` jobs in this thread; return their results in order.
 
-        Each server's connection is locked for the whole drive, in name order (so two
-        threads never deadlock); its jobs run one after the other.  Every job runs to
-        its end even when another fails; then the first failure is raised.
+        In each round the jobs that can go on sending and the waiting jobs whose server has
+        answered take one step each, in order; when every job waits, the round waits for
+        the first answer (poll).  Each server's connection is locked
+        for the whole drive, in name order (so two threads never deadlock); its jobs run
+        one after the other.  Every job runs to its end even when another fails; then
+        the first failure is raised.
         """
         results: list = [None] * len(jobs)
         errors: list[BaseException | None] = [None] * len(jobs)
@@ -171,7 +199,7 @@ class SysInt:
         for i, (server, _) in enumerate(jobs):
             by_server.setdefault(server, []).append(i)
         held: list[_Connection] = []
-        active: list[tuple[list[int], Steps]] = []
+        active: list[_Job] = []
         try:
             for server in sorted(by_server):
                 try:
@@ -183,16 +211,22 @@ class SysInt:
                     continue
                 conn.lock.acquire()
                 held.append(conn)
-                active.append((by_server[server], _chain(jobs, by_server[server], results)))
+                active.append(_Job(by_server[server][0], _chain(jobs, by_server[server], results), conn.sock))
             while active:
-                for item in list(active):
+                waiting = [job for job in active if job.state is WAIT]
+                if len(waiting) > 1 or len(waiting) < len(active):
+                    readable = _readable(waiting, block=len(waiting) == len(active))
+                    ready = [job for job in active if job.state is MORE or job in readable]
+                else:
+                    ready = active
+                for job in ready:
                     try:
-                        next(item[1])
+                        job.state = next(job.steps)
                     except StopIteration:
-                        active.remove(item)
+                        active.remove(job)
                     except Exception as exc:  # noqa: BLE001 (re-raised below, after the others end)
-                        errors[item[0][0]] = exc
-                        active.remove(item)
+                        errors[job.first] = exc
+                        active.remove(job)
         finally:
             for conn in reversed(held):
                 conn.lock.release()
@@ -344,15 +378,16 @@ class SysInt:
                 return ack
             buffers = split_buffers(pieces, ack.buffer_size)
             if io_type == P.IoType.WRITE:
-                for buf in buffers:
+                for i, buf in enumerate(buffers):
                     bmi.send(conn.sock, bmi.MODE_EXPECTED, tag, *(view[o:o + k] for o, k in buf))
-                    yield
+                    yield MORE if i + 1 < len(buffers) else WAIT
                 done = conn.response(tag)
                 done.t_recv = ack.t_recv
                 return done
-            for buf in buffers:
+            for i, buf in enumerate(buffers):
+                if i:
+                    yield WAIT  # (only where a read follows: a job waits for its socket)
                 bmi.recv_expected_into(conn.sock, tag, *(view[o:o + k] for o, k in buf))
-                yield
             return ack
 
         resp = yield from self._steps(server, P.IoRequest(**common), callids, func, flow, callid_map)
