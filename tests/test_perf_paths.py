@@ -1,0 +1,158 @@
+"""The fast paths keep their meaning: columnar log batches, lock-free stamping, scatter receives,
+the single-thread client driver and the switches that exist only to measure logging."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import threading
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from callid.ids import Layout, Stamper
+from callid.mpiio import sysint as SI
+from callid.trace import ClientTrace
+from pipeline import schema as S
+from pipeline.logwriter import PartLog, column
+from server_sim import bmi
+from server_sim.config import Config, ServerConfig
+from server_sim.events import ServerEvents
+
+SENTINEL = (1 << 64) - 1
+
+
+@pytest.mark.parametrize(("values", "type_"), [
+    ([1, None, 3], pa.int64()), ([SENTINEL, 0], pa.uint64()), ([-1, 7], pa.int32()),
+    ([True, None, False], pa.bool_()), ([False, True], pa.bool_()),
+    (["a", None, "héllo", ""], pa.string()), (["abc", "de"], pa.string()), ([None, None], pa.string()),
+    ([[1, 2], [], [SENTINEL]], pa.list_(pa.uint64())), ([[1], None], pa.list_(pa.uint64())),
+    ([None, None], pa.int64()), ([], pa.int64()),
+])
+def test_columns_from_buffers_equal_pyarrow_conversion(values, type_):
+    built = column(tuple(values), type_)
+    built.validate(full=True)
+    assert built.equals(pa.array(values, type_))
+
+
+def _server_row(i: int) -> tuple:
+    return ("io0", "io0", "trove", "trove_write", i, [i], 0, i, i, -1, 7, 0, 4096, i, i + 1)
+
+
+def test_concurrent_appends_are_flushed_exactly_once(tmp_path):
+    log = PartLog(S.SERVER_SCHEMA, tmp_path, "server-io0", {}, flush_rows=97)
+    def writer(k: int) -> None:
+        for i in range(3000):
+            log.append(_server_row(k * 10_000 + i))
+
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    log.close()
+    ids = pq.read_table(sorted(tmp_path.glob("*.parquet"))).column("event_id").to_pylist()
+    assert sorted(ids) == sorted(k * 10_000 + i for k in range(4) for i in range(3000))
+
+
+def test_a_row_of_the_wrong_width_is_an_error(tmp_path):
+    log = PartLog(S.SERVER_SCHEMA, tmp_path, "s", {}, flush_rows=10)
+    log.append(_server_row(1)[:-1])
+    with pytest.raises(ValueError, match="columns"):
+        log.flush()
+
+
+def test_logging_does_not_import_pandas(tmp_path):
+    code = (
+        "import sys\nfrom pipeline import schema as S\nfrom pipeline.logwriter import PartLog\n"
+        f"log = PartLog(S.SERVER_SCHEMA, {str(tmp_path)!r}, 's', {{}}, flush_rows=2)\n"
+        "for i in range(5):\n"
+        "    log.append(('io0', 'io0', 'req', 'io_write', i, [i], 0, i, i, -1, 7, 0, 1, i, i))\n"
+        "log.close()\nassert 'pandas' not in sys.modules, 'pandas imported'\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def test_stamping_is_thread_safe():
+    layout = Layout(64, 23)
+    stamper = Stamper(3, layout)
+    out: list[list[int]] = [[] for _ in range(4)]
+    threads = [threading.Thread(target=lambda o=o: o.extend(stamper.next() for _ in range(5000)))
+               for o in out]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    counters = sorted(layout.unpack(i)[1] for o in out for i in o)
+    assert counters == list(range(1, 20_001))
+
+
+def test_events_and_trace_switched_off_log_nothing(tmp_path):
+    config = Config(run_id="r", servers=[ServerConfig("io0", ["io"], str(tmp_path))], trace_dir=str(tmp_path),
+                    callid_layout="64/23", server_events=False)
+    events = ServerEvents(config, "io0")
+    events.record(events.new_id(), "req", "io_write", {"callid": [5]}, -1, 1, 0, 10, 1, 2)
+    events.close()
+    trace = ClientTrace(tmp_path, 0, "64/23", "r", enabled=False)
+    trace.call(5, "MPI_File_write_at", "/pvfs2/f", 1, 0, 4, 4, "MPI_BYTE", 4, False, None, None, 1, 2, None)
+    trace.close()
+    assert list(tmp_path.glob("*.parquet")) == []
+
+
+def test_scatter_receive_fills_every_piece_and_checks_the_frame_first():
+    a, b = socket.socketpair()
+    try:
+        payload = bytes(range(256)) * 40
+        framed = b"".join(bytes(v) for v in bmi.frame(bmi.MODE_EXPECTED, 9, payload))
+        chunks = [framed[i:i + 1000] for i in range(0, len(framed), 1000)]
+        sender = threading.Thread(target=lambda: [a.sendall(c) for c in chunks])
+        sender.start()
+        pieces = [bytearray(1), bytearray(4000), bytearray(len(payload) - 4001)]
+        bmi.recv_expected_into(b, 9, *map(memoryview, pieces))
+        sender.join()
+        assert b"".join(pieces) == payload
+        # a message of another size is refused at its header, without waiting for the expected bytes
+        a.sendall(b"".join(bytes(v) for v in bmi.frame(bmi.MODE_EXPECTED, 9, b"short")))
+        with pytest.raises(bmi.BmiError, match="size 5"):
+            bmi.recv_expected_into(b, 9, memoryview(bytearray(100)))
+    finally:
+        a.close()
+        b.close()
+
+
+class _FakeConn:
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock, self.lock = sock, threading.Lock()
+
+
+def test_the_driver_runs_every_job_to_its_end_then_raises_the_first_failure():
+    config = Config(run_id="r", servers=[ServerConfig(n, ["io"], "/nonexistent", port=1) for n in "abc"],
+                    trace_dir="/nonexistent", callid_layout="64/23")
+    client = SI.SysInt(config, 0, lambda *a: None)
+    pairs = {name: socket.socketpair() for name in "ab"}
+    client._conns = {name: _FakeConn(ours) for name, (ours, _) in pairs.items()}
+    done = []
+
+    def failing():
+        yield SI.MORE
+        raise SI.FsError(5, "server a failed")
+
+    def answered():
+        yield SI.WAIT  # readable: the peer has answered
+        done.append(pairs["b"][0].recv(1))
+        return "ok"
+
+    pairs["b"][1].sendall(b"!")
+    try:
+        with pytest.raises(SI.FsError, match="server a failed"):
+            client._parallel([("a", failing()), ("b", answered())])
+        assert done == [b"!"]
+        assert client._parallel([("b", iter(()))]) == [None]
+        assert not any(c.lock.locked() for c in client._conns.values())
+    finally:
+        for ours, theirs in pairs.values():
+            ours.close()
+            theirs.close()
