@@ -91,7 +91,6 @@ def run(
     servers: Annotated[int, typer.Option(min=1, help="I/O servers (plus one metadata server)")] = 2,
     strip_size: Size = "64KiB",
     flow_buffer: Size = "64KiB",
-    flow_buffers: Annotated[int, typer.Option(min=1, help="flow buffers in flight per request")] = 8,
     small_io: Annotated[str, typer.Option(parser=_size, metavar="SIZE",
                                           help="small-I/O threshold per server; 0 disables")] = "16KiB",
     callid: Annotated[bool, typer.Option("--callid/--no-callid",
@@ -127,7 +126,7 @@ def run(
     if not module and not Path(target[0]).is_file():
         fail(f"{target[0]}: no such script", EXIT_USAGE)
     opts = RunOptions(target=target, np=np, servers=servers, strip_size=strip_size,
-                      flow_buffer=flow_buffer, flow_buffers=flow_buffers, small_io=small_io,
+                      flow_buffer=flow_buffer, small_io=small_io,
                       callid=callid, callid_layout=callid_layout, mount=mount or ["/pvfs2"],
                       ranks_per_host=ranks_per_host, clock_skew=clock_skew, out=str(out),
                       timeout=timeout)

@@ -35,7 +35,6 @@ class RunOptions:
     servers: int = 2
     strip_size: int = 65536
     flow_buffer: int = 65536
-    flow_buffers: int = 8
     small_io: int = 16384
     callid: bool = True
     callid_layout: str = str(DEFAULT_LAYOUT)
@@ -87,7 +86,7 @@ def make_config(opts: RunOptions, out: Path) -> Config:
     return Config(
         run_id=uuid.uuid4().hex[:12], servers=servers, trace_dir=str(out / "parts"),
         mount=[os.path.abspath(m) for m in opts.mount], callid_layout=opts.callid_layout, callid=opts.callid,
-        strip_size=opts.strip_size, flow_buffer=opts.flow_buffer, flow_buffers=opts.flow_buffers,
+        strip_size=opts.strip_size, flow_buffer=opts.flow_buffer,
         small_io=opts.small_io, ranks_per_host=opts.ranks_per_host,
         clock_skew=skews_to_json(skews), clock_t0=time.time_ns(),
         client_events=opts.client_events, server_events=opts.server_events,

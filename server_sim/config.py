@@ -40,7 +40,6 @@ class Config:
     callid: bool = True  # False: trace but do not stamp or propagate CallIDs
     strip_size: int = 65536
     flow_buffer: int = 65536
-    flow_buffers: int = 8
     small_io: int = 16384  # 0 disables small I/O
     flush_rows: int = 4096
     ranks_per_host: int = 0  # simulated hosts: ranks [h*n, (h+1)*n) share host h; 0: one host

@@ -36,8 +36,7 @@ def start_servers(tmp: Path, **options) -> ServerGroup:
 @pytest.fixture(scope="module")
 def fs(tmp_path_factory):
     """4 I/O servers, 32 KiB flow buffers, every event flushed at once (so tests can read them)."""
-    group = start_servers(tmp_path_factory.mktemp("fs"), servers=4, flow_buffer=32768,
-                          flow_buffers=4, flush_rows=1)
+    group = start_servers(tmp_path_factory.mktemp("fs"), servers=4, flow_buffer=32768, flush_rows=1)
     yield group
     assert group.stop() == []
 
