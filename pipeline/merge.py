@@ -164,10 +164,11 @@ def sources(con: duckdb.DuckDBPyConnection, c: LogInfo, s: LogInfo) -> None:
     rank_w, counter_w = -(-c.rank_bits // 4), -(-bits // 4)
     con.execute(f"CREATE TEMP MACRO no_callid() AS {c.sentinel}::UBIGINT")
     con.execute(f"CREATE TEMP MACRO counter_mask() AS {(1 << bits) - 1}::UBIGINT")
-    # callid_hex(id) prints a CallID as callid.ids.Layout.format does; kept in the database.
+    # callid_hex(id) prints a CallID as callid.ids.Layout.format does; kept in the database (the
+    # rpcs and server_ops views use it), so it may not call the temporary macros above.
     con.execute(
         f"CREATE MACRO callid_hex(id) AS CASE WHEN id IS NULL THEN NULL ELSE "
-        f"printf('0x%0{rank_w}x_%0{counter_w}x', id >> {bits}, id & counter_mask()) END"
+        f"printf('0x%0{rank_w}x_%0{counter_w}x', id >> {bits}, id & {(1 << bits) - 1}::UBIGINT) END"
     )
 
 
@@ -217,20 +218,18 @@ def build_tables(con: duckdb.DuckDBPyConnection) -> None:
         "client_log", {"t_start": "x.clock", "t_end": "x.clock", "t_recv": "sc.clock", "t_send": "sc.clock"},
         mode, "LEFT JOIN (SELECT server, any_value(clock) AS clock FROM server_log GROUP BY server) sc "
         "ON sc.server = x.server")
-    con.execute(f"""
-        CREATE TABLE rpcs AS
-        SELECT {stamped}, {_select(RPC_COLUMNS, t)} {src} WHERE x.kind = 'rpc' ORDER BY t_start
-    """)
+    _store_with_hex(con, "rpcs", f"SELECT {callid} AS callid, {_select(RPC_COLUMNS, t)} {src} "
+                                 "WHERE x.kind = 'rpc' ORDER BY t_start")
     src, t = _timed_source("server_log", {"t_start": "x.clock", "t_end": "x.clock"}, mode)
     server_cols = []
     for f in S.SERVER_SCHEMA:
         if f.name == "callid":
-            server_cols.append(stamped)
+            server_cols.append(f"{callid} AS callid")
         elif f.name == "callids":
             server_cols.append("list_filter(x.callids, lambda v: v <> no_callid()) AS callids")
         else:
             server_cols.append(_select([f.name], t))
-    con.execute(f"CREATE TABLE server_ops AS SELECT {', '.join(server_cols)} {src}")
+    _store_with_hex(con, "server_ops", f"SELECT {', '.join(server_cols)} {src}")
     con.execute("""
         CREATE VIEW events AS
         SELECT 'client' AS source, 'rank ' || rank AS lane, 'mpi' AS layer, func AS name,
@@ -240,6 +239,15 @@ def build_tables(con: duckdb.DuckDBPyConnection) -> None:
         UNION ALL
         SELECT 'server', server, layer, op, callid, callid_hex, t_start, t_end, size FROM server_ops
     """)
+
+
+def _store_with_hex(con: duckdb.DuckDBPyConnection, name: str, select: str) -> None:
+    """Table ``_name`` holds the rows of ``select``; view ``name`` shows them with ``callid_hex``
+    after ``callid``, made when read (formatting 10 M CallIDs costs half as much as storing them)."""
+    con.execute(f"CREATE TABLE _{name} AS {select}")
+    columns = [d[0] for d in con.execute(f"SELECT * FROM _{name} LIMIT 0").description]
+    shown = ["callid, callid_hex(callid) AS callid_hex" if c == "callid" else f'"{c}"' for c in columns]
+    con.execute(f"CREATE VIEW {name} AS SELECT {', '.join(shown)} FROM _{name}")
 
 
 def _select(names: Iterable[str], mapped: dict[str, str]) -> str:

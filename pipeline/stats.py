@@ -58,9 +58,9 @@ def compute_stats(db: str) -> dict:
             "callids_with_arrows": with_arrows,
             "avg_arrows_per_callid": round(arrows / with_arrows, 3) if with_arrows else 0.0,
             "unattributed_server_ops": one(f"""
-                SELECT count(*) FROM server_ops s WHERE layer IN ({S.DISK_LAYERS_SQL})
-                AND NOT EXISTS (SELECT 1 FROM arrows a WHERE a.server = s.server
-                                AND a.event_id = s.event_id)"""),
+                SELECT count(*) FROM (SELECT server, event_id FROM server_ops
+                                      WHERE layer IN ({S.DISK_LAYERS_SQL})) s
+                ANTI JOIN arrows a USING (server, event_id)"""),
             # fan-in: how many calls one disk operation served (collective buffering)
             "fanin": _rows(con, f"""
                 SELECT count(*) FILTER (WHERE len(callids) > 1) AS shared_disk_ops,
