@@ -327,6 +327,10 @@ def test_parquet_output_is_a_directory_of_the_same_tables(logs, merged, tmp_path
                    clock_sync="none")
     assert sorted(p.stem for p in out.glob("*.parquet")) == sorted([*counts, "events"])
     assert compute_stats(str(out)) == compute_stats(str(merged))
+    for table in ("rpcs", "server_ops"):  # views in the database: their CallID text is written out
+        sql = f"SELECT callid, callid_hex FROM {table} ORDER BY ALL"
+        assert run_query(str(out), sql) == run_query(str(merged), sql)
+        assert any(hex_ for _, hex_ in run_query(str(out), sql)[1])
     merge(str(logs[0]), str(logs[1]), str(out), fmt="parquet")  # a previous output is replaced
     assert run_query(str(out), "SELECT count(*) FROM arrows") == (["count_star()"], [(6,)])
     assert not list(tmp_path.glob(".*"))  # no temporary or spill directory left
