@@ -422,7 +422,7 @@ def align(con: duckdb.DuckDBPyConnection, model: str = "drift") -> list[Fit]:
         a_done, b_done = done[a], done[b]
         lo_m = a_done & ~b_done  # aligned a before unaligned b: lower bound on b
         hi_m = b_done & ~a_done
-        level = sorted(set(np.unique(b[lo_m]).tolist()) | set(np.unique(a[hi_m]).tolist()))
+        level = _ids(len(done), b[lo_m], a[hi_m])
         if not level:
             break
         lo_ref = _map(fits, a[lo_m], a_t[lo_m])
@@ -432,7 +432,7 @@ def align(con: duckdb.DuckDBPyConnection, model: str = "drift") -> list[Fit]:
         new = {}
         for cid in level:
             ml, mh = lo_c == cid, hi_c == cid
-            others = sorted(set(lo_other[ml].tolist()) | set(hi_other[mh].tolist()))
+            others = _ids(len(done), lo_other[ml], hi_other[mh])
             lo = bounds(lo_x[ml], lo_ref[ml], lo_raw[ml])
             hi = bounds(hi_x[mh], hi_ref[mh], hi_raw[mh])
             new[cid] = fit_clock(names[cid], lo, hi, model, ",".join(names[o] for o in others))
@@ -452,6 +452,14 @@ def align(con: duckdb.DuckDBPyConnection, model: str = "drift") -> list[Fit]:
     con.unregister("fits")
     con.execute("DROP TABLE clock_names")
     return rows
+
+
+def _ids(n: int, *arrays: np.ndarray) -> list[int]:
+    """The distinct clock ids (below ``n``) in ``arrays``, in order."""
+    seen = np.zeros(n, dtype=bool)
+    for ids in arrays:
+        seen |= np.bincount(ids, minlength=n).astype(bool)
+    return np.flatnonzero(seen).tolist()
 
 
 def bounds(x: np.ndarray, ref: np.ndarray, raw: np.ndarray) -> Bounds:
