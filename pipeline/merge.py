@@ -161,14 +161,14 @@ def sources(con: duckdb.DuckDBPyConnection, c: LogInfo, s: LogInfo) -> None:
     con.execute(f"CREATE TEMP VIEW client_log AS SELECT * FROM read_parquet({_files(c)})")
     con.execute(f"CREATE TEMP VIEW server_log AS SELECT * FROM read_parquet({_files(s)})")
     bits = c.counter_bits
-    rank_w, counter_w = -(-c.rank_bits // 4), -(-bits // 4)
+    rank_w, counter_w, mask = -(-c.rank_bits // 4), -(-bits // 4), (1 << bits) - 1
     con.execute(f"CREATE TEMP MACRO no_callid() AS {c.sentinel}::UBIGINT")
-    con.execute(f"CREATE TEMP MACRO counter_mask() AS {(1 << bits) - 1}::UBIGINT")
+    con.execute(f"CREATE TEMP MACRO counter_mask() AS {mask}::UBIGINT")
     # callid_hex(id) prints a CallID as callid.ids.Layout.format does; kept in the database (the
     # rpcs and server_ops views use it), so it may not call the temporary macros above.
     con.execute(
         f"CREATE MACRO callid_hex(id) AS CASE WHEN id IS NULL THEN NULL ELSE "
-        f"printf('0x%0{rank_w}x_%0{counter_w}x', id >> {bits}, id & {(1 << bits) - 1}::UBIGINT) END"
+        f"printf('0x%0{rank_w}x_%0{counter_w}x', id >> {bits}, id & {mask}::UBIGINT) END"
     )
 
 
@@ -243,7 +243,7 @@ def build_tables(con: duckdb.DuckDBPyConnection) -> None:
 
 def _store_with_hex(con: duckdb.DuckDBPyConnection, name: str, select: str) -> None:
     """Table ``_name`` holds the rows of ``select``; view ``name`` shows them with ``callid_hex``
-    after ``callid``, made when read (formatting 10 M CallIDs costs half as much as storing them)."""
+    after ``callid``, made when read (storing that text for 10 M rows costs half again the copy)."""
     con.execute(f"CREATE TABLE _{name} AS {select}")
     columns = [d[0] for d in con.execute(f"SELECT * FROM _{name} LIMIT 0").description]
     shown = ["callid, callid_hex(callid) AS callid_hex" if c == "callid" else f'"{c}"' for c in columns]
