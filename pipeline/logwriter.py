@@ -41,7 +41,7 @@ class PartLog:
     A flush takes the rows appended so far, turns them into Arrow columns at once
     (``zip`` and numpy, no per-value Python code) and writes one part file.  Part files
     are intermediate (:func:`combine_parts` rewrites them), so they are written
-    uncompressed and without statistics.  Thread-safe.
+    uncompressed, without statistics and without dictionaries.  Thread-safe.
     """
 
     def __init__(
@@ -86,7 +86,7 @@ class PartLog:
             self._parts += 1
             tmp = path.with_suffix(".tmp")
             pq.write_table(pa.Table.from_arrays(columns, schema=self.schema), tmp, compression="none",
-                           write_statistics=False)
+                           write_statistics=False, use_dictionary=False)
             os.replace(tmp, path)
         return path
 
@@ -122,8 +122,9 @@ def column(values: Sequence, type_: pa.DataType) -> pa.Array:
     """An Arrow array of ``type_`` from Python values (None: null), without per-value Python code."""
     n = len(values)
     validity = None
-    if pa.types.is_boolean(type_) or pa.types.is_list(type_):
-        nulls = values.count(None)  # (numpy would take None for False)
+    if (n and values[0] is None) or pa.types.is_boolean(type_) or pa.types.is_list(type_):
+        # (often a column of nulls: counted at once; numpy would take None for False)
+        nulls = values.count(None)
     else:
         try:  # the common case: no nulls
             return _column(values, type_, n, None)
