@@ -253,7 +253,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench fs", description=__doc__.splitlines()[0])
     parser.add_argument("--bytes", type=int, default=256 * MiB, help="bytes written (and read) per run")
     parser.add_argument("--block", type=int, default=MiB, help="bytes per access (default 1 MiB)")
-    parser.add_argument("--repeat", type=int, default=3, help="runs of each case (medians are shown)")
+    parser.add_argument("--repeat", type=int, default=5, help="runs of each case (medians are shown)")
     parser.add_argument("--events-repeat", type=int, default=5, help="runs with server events on and off")
     parser.add_argument("--quick", action="store_true", help="one case (2, 2, 256 KiB), fewer runs")
     args = parser.parse_args(argv)
