@@ -124,6 +124,8 @@ def run(
     if not target:
         fail("nothing to run: give SCRIPT [ARGS...] or -m MODULE [ARGS...]", EXIT_USAGE)
     if not module and not Path(target[0]).is_file():
+        if target[0].startswith("-"):  # (options after the first unknown one reach the target)
+            fail(f"no such option: {target[0]} (see 'callid run --help')", EXIT_USAGE)
         fail(f"{target[0]}: no such script", EXIT_USAGE)
     opts = RunOptions(target=target, np=np, servers=servers, strip_size=strip_size,
                       flow_buffer=flow_buffer, small_io=small_io,

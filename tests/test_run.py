@@ -146,6 +146,17 @@ def test_files_outside_the_mount_use_real_mpiio_and_are_still_stamped(tmp_path, 
     assert pq.read_table(tmp_path / "out" / "server.parquet").num_rows == 0
 
 
+@pytest.mark.parametrize("args, message", [
+    (["--flow-buffers", "4", "app.py"],
+     "callid: error: no such option: --flow-buffers (see 'callid run --help')"),
+    (["missing.py"], "callid: error: missing.py: no such script"),
+])
+def test_run_usage_errors_name_what_is_wrong(tmp_path, args, message):
+    run = callid_cmd("run", "-o", tmp_path / "out", *args, cwd=tmp_path)
+    assert (run.returncode, run.stderr.strip()) == (2, message)
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_failing_rank_is_named_and_no_server_is_left_behind(tmp_path):
     app = tmp_path / "fail.py"
     app.write_text("from mpi4py import MPI\n"
