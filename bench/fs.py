@@ -105,6 +105,7 @@ def sim(servers: int, ranks: int, flow_buffer: int, block: int, iterations: int,
     target = [str(Path(__file__).resolve()), "-f", "/pvfs2/fs-bench", "-b", str(block),
               "-i", str(iterations)]
     shutil.rmtree(directory, ignore_errors=True)  # every run starts from an empty file system
+    os.sync()  # ... and no write-back of an earlier run's dirty pages
     result = run(RunOptions(target=target, np=ranks, servers=servers, strip_size=STRIP,
                             flow_buffer=flow_buffer, out=str(directory), capture=True,
                             server_events=server_events, timeout=600))
@@ -215,6 +216,7 @@ def _raw_client(rank: int, ranks: int, ports: list[int], block: int, iterations:
 def raw(servers: int, ranks: int, chunk: int, block: int, iterations: int,
         directory: Path) -> tuple[float, float]:
     """Raw socket + pwrite processes moving the workload's bytes; (write, read) MiB/s."""
+    os.sync()  # no write-back of an earlier run's dirty pages during this one
     ctx = mp.get_context("fork")
     pipes = [ctx.Pipe(duplex=False) for _ in range(servers)]
     procs = [ctx.Process(target=_raw_server, args=(str(directory / f"raw-{n}.bstream"), chunk, ranks, w))

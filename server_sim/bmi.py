@@ -47,14 +47,19 @@ def frame(mode: int, tag: int, *parts: bytes | bytearray | memoryview) -> list[m
 
 def send_buffers(sock: socket.socket, buffers: list[memoryview]) -> None:
     """Send framed messages' buffers, several at a time (scatter/gather)."""
+    sent = sock.sendmsg(buffers[:_IOV_MAX])
+    if len(buffers) <= _IOV_MAX and sent == sum(b.nbytes for b in buffers):
+        return  # (the usual case: the socket took everything at once)
     buffers = list(buffers)
-    while buffers:
-        sent = sock.sendmsg(buffers[:_IOV_MAX])
+    while True:
         while buffers and sent >= buffers[0].nbytes:
             sent -= buffers[0].nbytes
             buffers.pop(0)
-        if buffers and sent:
+        if not buffers:
+            return
+        if sent:
             buffers[0] = buffers[0][sent:]
+        sent = sock.sendmsg(buffers[:_IOV_MAX])
 
 
 def send(sock: socket.socket, mode: int, tag: int, *parts: bytes | bytearray | memoryview) -> None:
@@ -126,13 +131,14 @@ def recv_expected(sock: socket.socket, tag: int) -> bytearray:
 
 
 def recv_expected_into(sock: socket.socket, tag: int, *views: memoryview) -> None:
-    """Receive an expected message with ``tag`` and exactly the size of ``views``, straight into them.
+    """Receive an expected message with ``tag`` and exactly the size of ``views`` (byte
+    memoryviews), straight into them.
 
     The frame header and the payload arrive together (scatter/gather, one system call
     for whatever the kernel holds); the header is checked as soon as it is complete."""
     header = bytearray(FRAME.size)
     size = sum(v.nbytes for v in views)
-    buffers = [memoryview(header), *(memoryview(v).cast("B") for v in views if v.nbytes)]
+    buffers = [memoryview(header), *(v for v in views if v.nbytes)]
     got = 0
     while buffers:
         n = sock.recvmsg_into(buffers[:_IOV_MAX])[0]
@@ -144,6 +150,8 @@ def recv_expected_into(sock: socket.socket, tag: int, *views: memoryview) -> Non
                 raise BmiError(f"expected a {size}-byte message with tag {tag}, got mode {mode} "
                                f"tag {got_tag} size {got_size}")
         got += n
+        if got == FRAME.size + size:
+            return  # (the usual case: one call)
         while buffers and n >= buffers[0].nbytes:
             n -= buffers[0].nbytes
             buffers.pop(0)

@@ -8,7 +8,8 @@ contiguous physical range on each datafile.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -77,8 +78,34 @@ class SimpleStripe:
             yield dfile, self.physical_start(dfile, offset), n
             offset += n
 
+    def stream_pieces(self, offset: int, length: int) -> StreamPieces:
+        """A logical range's bytes per datafile: ``(dfile, pieces, bytes)`` for each datafile it
+        touches, in order of first touch; ``pieces`` are ``(position in the range, length)``.
 
-def split_buffers(segments: list[tuple[int, int]], buffer_size: int) -> list[list[tuple[int, int]]]:
+        They depend only on where the range starts within a stripe, so short ranges
+        (up to ``_CACHED_STRIPS`` strips) are computed once per start and length."""
+        phase = offset % (self.strip_size * self.dfile_count)
+        if length <= _CACHED_STRIPS * self.strip_size:
+            return _stream_pieces(self, phase, length)
+        return _stream_pieces.__wrapped__(self, phase, length)
+
+
+#: ``(dfile, ((position, length), ...), bytes)`` per datafile: see :meth:`SimpleStripe.stream_pieces`
+StreamPieces = tuple[tuple[int, tuple[tuple[int, int], ...], int], ...]
+_CACHED_STRIPS = 256
+
+
+@functools.lru_cache(maxsize=1024)
+def _stream_pieces(dist: SimpleStripe, phase: int, length: int) -> StreamPieces:
+    per_dfile: dict[int, list[tuple[int, int]]] = {}
+    pos = 0
+    for n, _phys, k in dist.segments(phase, length):
+        per_dfile.setdefault(n, []).append((pos, k))
+        pos += k
+    return tuple((n, tuple(pieces), sum(k for _, k in pieces)) for n, pieces in per_dfile.items())
+
+
+def split_buffers(segments: Sequence[tuple[int, int]], buffer_size: int) -> list[list[tuple[int, int]]]:
     """Split a stream of physical ``(offset, length)`` segments into flow buffers.
 
     Each buffer holds at most ``buffer_size`` bytes of the stream; adjacent

@@ -20,6 +20,7 @@ import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from server_sim import bmi
 from server_sim import protocol as P
 from server_sim.attribution import attribution
 from server_sim.distribution import SimpleStripe
@@ -38,20 +39,30 @@ class RequestError(Exception):
 
 @dataclass
 class ServerState:
-    """What request handlers share: the server's layers and the file system layout."""
+    """What request handlers share: the server's layers, the file system layout and the
+    connection (one per connection, reused by its requests)."""
 
     name: str
     flow: FlowContext
     meta: MetaStore | None
     io_servers: list[str]
     default_strip_size: int
-    send: Callable[[int, P.Message], None]  # send a response on this connection
-    frame: Callable[[int, P.Message], list[memoryview]]  # a response's buffers, to send later
+    sock: socket.socket
     nbytes: int = 0  # the request's data bytes on this server (io, small_io), for its event
+    t_recv: int = 0  # when the request being served arrived (its responses carry it)
 
     @property
     def events(self):
         return self.flow.events
+
+    def frame(self, tag: int, msg: P.Message) -> list[memoryview]:
+        """A response's buffers, to send later (stamped with the request's receive time)."""
+        msg.t_recv, msg.t_send = self.t_recv, now()
+        return bmi.frame(bmi.MODE_EXPECTED, tag, P.encode(msg))
+
+    def send(self, tag: int, msg: P.Message) -> None:
+        """Send a response on this connection."""
+        bmi.send_buffers(self.sock, self.frame(tag, msg))
 
 
 Handler = Callable[[ServerState, socket.socket, int, P.Message, int], P.Message | None]

@@ -89,8 +89,9 @@ class Server:
 
     # -- one connection ------------------------------------------------------------------
     def _connection(self, sock: socket.socket) -> None:
+        st = ServerState(self.me.name, self.flow, self.meta, self.io_names, self.config.strip_size, sock)
         try:
-            while self._one_request(sock):
+            while self._one_request(sock, st):
                 pass
         except (bmi.BmiError, OSError) as exc:
             log.info("connection closed: %s", exc)
@@ -101,17 +102,10 @@ class Server:
                 self._conns.pop(sock, None)
             sock.close()
 
-    def _one_request(self, sock: socket.socket) -> bool:
+    def _one_request(self, sock: socket.socket, st: ServerState) -> bool:
         """Serve one request; False when the peer closed the connection."""
-        t_recv = 0
-
-        def frame(tag: int, msg: P.Message) -> list[memoryview]:
-            msg.t_recv, msg.t_send = t_recv, now()
-            return bmi.frame(bmi.MODE_EXPECTED, tag, P.encode(msg))
-
-        def send(tag: int, msg: P.Message) -> None:
-            bmi.send_buffers(sock, frame(tag, msg))
-
+        send = st.send
+        st.t_recv = st.nbytes = 0
         try:
             header = bmi.recv_header(sock)
         except bmi.MessageTooBig as exc:
@@ -126,7 +120,7 @@ class Server:
             return False
         mode, tag, size = header
         payload = bmi.recv_payload(sock, size)
-        t_recv = now()
+        st.t_recv = t_recv = now()
         if mode != bmi.MODE_UNEXPECTED:
             log.warning("dropped an expected message (tag %d) with no request waiting", tag)
             send(tag, P.EmptyResponse(status=P.Status.EPROTO))
@@ -142,11 +136,9 @@ class Server:
             send(tag, P.EmptyResponse(status=status))
             return True
 
-        state = ServerState(self.me.name, self.flow, self.meta, self.io_names, self.config.strip_size, send,
-                            frame)
         event_id = self.events.new_id()
         try:
-            response = handler(state, sock, tag, req, event_id)
+            response = handler(st, sock, tag, req, event_id)
         except RequestError as exc:
             log.info("request failed: %s", exc)
             response = P.EmptyResponse(status=exc.status)
@@ -157,7 +149,7 @@ class Server:
             response = P.EmptyResponse(status=P.Status.EIO)
         if not isinstance(req, P.PingRequest):
             self.events.record(event_id, "req", REQUEST_OPS[type(req)](req), req.hints, -1,
-                               getattr(req, "handle", 0), 0, state.nbytes, t_recv, now())
+                               getattr(req, "handle", 0), 0, st.nbytes, t_recv, now())
         if response is not None:
             send(tag, response)
         return True

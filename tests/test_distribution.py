@@ -24,6 +24,17 @@ def test_share_equals_the_strip_walk(dist, offset, length):
             assert all(a[0] + a[1] == b[0] for a, b in zip(segs, segs[1:]))
 
 
+@given(layouts, st.integers(0, 1 << 40), st.integers(1, 1 << 26))
+def test_stream_pieces_equal_the_strip_walk_wherever_the_range_starts(dist, offset, length):
+    walk: dict[int, list[tuple[int, int]]] = {}
+    pos = 0
+    for n, _phys, k in dist.segments(offset, length):
+        walk.setdefault(n, []).append((pos, k))
+        pos += k
+    pieces = dist.stream_pieces(offset, length)
+    assert [(n, list(p), b) for n, p, b in pieces] == [(n, p, sum(k for _, k in p)) for n, p in walk.items()]
+
+
 @given(layouts, st.integers(0, 1 << 22))
 def test_physical_and_logical_offsets_invert(dist, logical):
     n = dist.dfile_of(logical)

@@ -8,11 +8,11 @@ CallID(s) of the MPI call it serves as a hint; nothing here is process-global.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import select
 import socket
 import threading
-from collections import defaultdict
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -42,7 +42,7 @@ class FileAttrs:
     strip_size: int
     dfiles: tuple[tuple[str, int], ...]  # (server, datafile handle) for datafile 0..c-1
 
-    @property
+    @functools.cached_property
     def dist(self) -> SimpleStripe:
         return SimpleStripe(self.strip_size, len(self.dfiles))
 
@@ -211,7 +211,9 @@ class SysInt:
                     continue
                 conn.lock.acquire()
                 held.append(conn)
-                active.append(_Job(by_server[server][0], _chain(jobs, by_server[server], results), conn.sock))
+                mine = by_server[server]
+                steps = jobs[mine[0]][1] if len(mine) == 1 else _chain(jobs, mine, results)
+                active.append(_Job(mine[0], steps, conn.sock))
             while active:
                 waiting = [job for job in active if job.state is WAIT]
                 if len(waiting) > 1 or len(waiting) < len(active):
@@ -222,7 +224,8 @@ class SysInt:
                 for job in ready:
                     try:
                         job.state = next(job.steps)
-                    except StopIteration:
+                    except StopIteration as stop:  # (a chain of jobs stores its own results)
+                        results[job.first] = stop.value
                         active.remove(job)
                     except Exception as exc:  # noqa: BLE001 (re-raised below, after the others end)
                         errors[job.first] = exc
@@ -296,20 +299,22 @@ class SysInt:
             callid_map = [v for triple in owners for v in triple]
         if stream.nbytes == 0:
             return 0
+        if stream.format != "B" or stream.ndim != 1:  # (the flows send and receive byte views)
+            stream = stream.cast("B")
         dist = f.dist
-        # per datafile: the regions touching it, each with its pieces of the stream
-        plan: dict[int, list[tuple[tuple[int, int], list[tuple[int, int]]]]] = defaultdict(list)
+        # per datafile: the regions touching it, each with its pieces of the stream; its bytes
+        plan: dict[int, list[tuple[tuple[int, int], tuple[tuple[int, int], ...]]]] = {}
+        shares: dict[int, int] = {}
         pos = 0
         for off, length in regions:
-            touched: dict[int, list[tuple[int, int]]] = {}
-            for n, _phys, k in dist.segments(off, length):
-                touched.setdefault(n, []).append((pos, k))
-                pos += k
-            for n, pieces in touched.items():
-                plan[n].append(((off, length), pieces))
-        shares = [sum(k for _, ps in items for _, k in ps) for items in plan.values()]
+            for n, pieces, nbytes in dist.stream_pieces(off, length):
+                if pos:
+                    pieces = tuple((p + pos, k) for p, k in pieces)
+                plan.setdefault(n, []).append(((off, length), pieces))
+                shares[n] = shares.get(n, 0) + nbytes
+            pos += length
         # Small I/O only when every datafile's share fits in one request, as in PVFS2.
-        small = max(shares) <= self.small_io_limit and all(
+        small = max(shares.values()) <= self.small_io_limit and all(
             len(items) <= P.MAX_IO_REGIONS for items in plan.values())
         jobs = [(f.dfiles[n][0], self._io_dfile(f, n, io_type, items, stream, callids, func, small,
                                                 callid_map)) for n, items in plan.items()]
@@ -333,20 +338,17 @@ class SysInt:
         return done
 
     def _io_dfile(self, f: FileAttrs, n: int, io_type: P.IoType,
-                  items: list[tuple[tuple[int, int], list[tuple[int, int]]]], stream: memoryview,
+                  items: list[tuple[tuple[int, int], tuple[tuple[int, int], ...]]], stream: memoryview,
                   callids: Sequence[int], func: str, small: bool, callid_map: list[int] | None) -> Steps:
-        """All requests to one datafile; return its size before the access (reads use it)."""
-        size = 0
-        for i in range(0, len(items), P.MAX_IO_REGIONS):
-            chunk = items[i:i + P.MAX_IO_REGIONS]
-            regions = [region for region, _ in chunk]
-            pieces = [piece for _, ps in chunk for piece in ps]
-            size = max(size, (yield from self._io_one(f, n, io_type, regions, stream, pieces, callids, func,
-                                                      small, callid_map)))
-        return size
+        """All requests to one datafile: the steps returning its size before the access (reads use it)."""
+        chunks = [items[i:i + P.MAX_IO_REGIONS] for i in range(0, len(items), P.MAX_IO_REGIONS)]
+        requests = [self._io_one(f, n, io_type, [region for region, _ in chunk], stream,
+                                 chunk[0][1] if len(chunk) == 1 else tuple(p for _, ps in chunk for p in ps),
+                                 callids, func, small, callid_map) for chunk in chunks]
+        return requests[0] if len(requests) == 1 else _largest(requests)
 
     def _io_one(self, f: FileAttrs, n: int, io_type: P.IoType, regions: list[tuple[int, int]],
-                view: memoryview, pieces: list[tuple[int, int]], callids: Sequence[int], func: str,
+                view: memoryview, pieces: tuple[tuple[int, int], ...], callids: Sequence[int], func: str,
                 small: bool, callid_map: list[int] | None = None) -> Steps:
         """One request to datafile ``n``; return the datafile's size before the access.
 
@@ -376,7 +378,7 @@ class SysInt:
             ack = conn.response(tag)
             if ack.status != P.Status.OK:
                 return ack
-            buffers = split_buffers(pieces, ack.buffer_size)
+            buffers = _split_buffers(pieces, ack.buffer_size)
             if io_type == P.IoType.WRITE:
                 for i, buf in enumerate(buffers):
                     bmi.send(conn.sock, bmi.MODE_EXPECTED, tag, *(view[o:o + k] for o, k in buf))
@@ -394,10 +396,23 @@ class SysInt:
         return getattr(resp, "bstream_size", 0)
 
 
+def _largest(requests: list[Steps]) -> Steps:
+    """Run one datafile's requests one after the other; return the largest size they return."""
+    size = 0
+    for steps in requests:
+        size = max(size, (yield from steps))
+    return size
+
+
+#: a datafile's stream pieces cut into flow buffers, computed once per access shape
+_split_buffers = functools.lru_cache(maxsize=256)(split_buffers)
+
+
 def _chain(jobs: list[tuple[str, Steps]], indices: list[int], results: list) -> Steps:
     """Run the jobs ``indices`` (one server's) one after the other, storing their results."""
     for i in indices:
         results[i] = yield from jobs[i][1]
+    return results[indices[0]]
 
 
 def _logical_size(dist: SimpleStripe, sizes: dict[int, int]) -> int:
