@@ -91,7 +91,7 @@ class Server:
     def _connection(self, sock: socket.socket) -> None:
         st = ServerState(self.me.name, self.flow, self.meta, self.io_names, self.config.strip_size, sock)
         try:
-            while self._one_request(sock, st):
+            while self._one_request(st):
                 pass
         except (bmi.BmiError, OSError) as exc:
             log.info("connection closed: %s", exc)
@@ -102,9 +102,9 @@ class Server:
                 self._conns.pop(sock, None)
             sock.close()
 
-    def _one_request(self, sock: socket.socket, st: ServerState) -> bool:
-        """Serve one request; False when the peer closed the connection."""
-        send = st.send
+    def _one_request(self, st: ServerState) -> bool:
+        """Serve one request on ``st``'s connection; False when the peer closed it."""
+        sock, send = st.sock, st.send
         st.t_recv = st.nbytes = 0
         try:
             header = bmi.recv_header(sock)

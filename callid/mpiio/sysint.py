@@ -224,7 +224,7 @@ class SysInt:
                 for job in ready:
                     try:
                         job.state = next(job.steps)
-                    except StopIteration as stop:  # (a chain of jobs stores its own results)
+                    except StopIteration as stop:  # its result (a chain stores its later jobs' own)
                         results[job.first] = stop.value
                         active.remove(job)
                     except Exception as exc:  # noqa: BLE001 (re-raised below, after the others end)
@@ -409,7 +409,8 @@ _split_buffers = functools.lru_cache(maxsize=256)(split_buffers)
 
 
 def _chain(jobs: list[tuple[str, Steps]], indices: list[int], results: list) -> Steps:
-    """Run the jobs ``indices`` (one server's) one after the other, storing their results."""
+    """Run the jobs ``indices`` (one server's) one after the other, storing their results;
+    return the first job's (where the driver stores a job's result)."""
     for i in indices:
         results[i] = yield from jobs[i][1]
     return results[indices[0]]
