@@ -27,6 +27,12 @@ def connect(db: str) -> duckdb.DuckDBPyConnection:
     elif not path.is_file():
         raise InputError(f"{db}: no such file")
     else:
+        with open(path, "rb") as f:
+            head = f.read(12)
+        if head[8:12] != b"DUCK":  # (DuckDB's own error for such a file names something else)
+            what = "a Parquet file: merge the logs with 'callid merge' first" if head[:4] == b"PAR1" \
+                else "not a DuckDB file"
+            raise InputError(f"{db}: not a database written by 'callid merge' ({what})")
         try:
             con = duckdb.connect(db, read_only=True)
         except duckdb.Error as exc:

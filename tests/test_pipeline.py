@@ -312,8 +312,10 @@ def test_stats_and_sql_refuse_what_is_not_a_merged_database(logs, tmp_path):
     (tmp_path / "empty.duckdb").write_bytes(b"")
     cases = [(tmp_path / "none.duckdb", "none.duckdb: no such file"),
              (other, "other.duckdb: not a database written by 'callid merge' (no table 'rpcs')"),
-             (logs[0], "client.parquet: not a database written by 'callid merge'"),
-             (tmp_path / "empty.duckdb", "empty.duckdb: not a database written by 'callid merge'")]
+             (logs[0], "client.parquet: not a database written by 'callid merge' (a Parquet file: "
+                       "merge the logs with 'callid merge' first)"),
+             (tmp_path / "empty.duckdb", "empty.duckdb: not a database written by 'callid merge' "
+                                         "(not a DuckDB file)")]
     for db, message in cases:
         for call, args in ((compute_stats, (str(db),)), (run_query, (str(db), "SELECT 1"))):
             with pytest.raises(InputError) as err:
