@@ -35,20 +35,20 @@ class MessageTooBig(BmiError):
 
 
 def frame(mode: int, tag: int, *parts: bytes | bytearray | memoryview) -> list[memoryview]:
-    """One framed message made of ``parts``: the buffers to send (no copy of the parts)."""
-    size = sum(memoryview(p).nbytes for p in parts)
+    """One framed message made of ``parts``: the buffers to send (byte views, no copy of the parts)."""
+    views = [v if v.format == "B" and v.ndim == 1 else v.cast("B") for v in map(memoryview, parts)]
+    size = sum(map(len, views))
     limit = UNEXPECTED_LIMIT if mode == MODE_UNEXPECTED else MESSAGE_LIMIT
     if size > limit:
         raise MessageTooBig(f"message of {size} bytes exceeds the {limit}-byte limit", size, False)
-    buffers = [memoryview(FRAME.pack(BMI_MAGIC, mode, tag, size))]
-    buffers += [memoryview(p).cast("B") for p in parts if memoryview(p).nbytes]
-    return buffers
+    views.insert(0, memoryview(FRAME.pack(BMI_MAGIC, mode, tag, size)))
+    return views
 
 
 def send_buffers(sock: socket.socket, buffers: list[memoryview]) -> None:
-    """Send framed messages' buffers, several at a time (scatter/gather)."""
+    """Send framed messages' buffers (byte views), several at a time (scatter/gather)."""
     sent = sock.sendmsg(buffers[:_IOV_MAX])
-    if len(buffers) <= _IOV_MAX and sent == sum(b.nbytes for b in buffers):
+    if len(buffers) <= _IOV_MAX and sent == sum(map(len, buffers)):
         return  # (the usual case: the socket took everything at once)
     buffers = list(buffers)
     while True:
@@ -119,44 +119,99 @@ def discard(sock: socket.socket, size: int) -> None:
         size -= n
 
 
-def recv_expected(sock: socket.socket, tag: int) -> bytearray:
-    """Receive the next message, which must be an expected one with ``tag``."""
-    header = recv_header(sock)
-    if header is None:
+def recv_expected(sock: socket.socket, tag: int, expect: int = 0) -> bytearray | memoryview:
+    """Receive the next message, which must be an expected one with ``tag``.
+
+    ``expect``: the payload size the caller expects.  The header and a payload of that
+    size then arrive in one system call; a longer payload is read on, a shorter one
+    must be the last thing the peer sent (a response that nothing follows), else the
+    framing is lost and :class:`BmiError` says so."""
+    if not expect:
+        header = recv_header(sock)
+        if header is None:
+            raise BmiError("connection closed by peer")
+        mode, got_tag, size = header
+        if mode != MODE_EXPECTED or got_tag != tag:
+            raise BmiError(f"expected message with tag {tag}, got mode {mode} tag {got_tag}")
+        return recv_payload(sock, size)
+    buf = bytearray(FRAME.size + expect)
+    view = memoryview(buf)
+    got = sock.recv_into(view)
+    if not got:
         raise BmiError("connection closed by peer")
-    mode, got_tag, size = header
-    if mode != MODE_EXPECTED or got_tag != tag:
-        raise BmiError(f"expected message with tag {tag}, got mode {mode} tag {got_tag}")
-    return recv_payload(sock, size)
+    if got < FRAME.size:
+        recv_exact_into(sock, view[got:FRAME.size])
+        got = FRAME.size
+    magic, mode, got_tag, size = FRAME.unpack_from(buf)
+    if magic != BMI_MAGIC or mode != MODE_EXPECTED or got_tag != tag or size > MESSAGE_LIMIT:
+        raise BmiError(f"expected message with tag {tag}, got magic {magic:#x} mode {mode} tag {got_tag} "
+                       f"size {size}")
+    end = FRAME.size + size
+    if got > end:
+        raise BmiError(f"a {size}-byte message with more data behind it (expected {expect} bytes)")
+    if size > expect:  # (room for the rest)
+        view.release()
+        buf += bytes(size - expect)
+        view = memoryview(buf)
+    if got < end:
+        recv_exact_into(sock, view[got:end])
+    return view[FRAME.size:end]
 
 
 def recv_expected_into(sock: socket.socket, tag: int, *views: memoryview) -> None:
     """Receive an expected message with ``tag`` and exactly the size of ``views`` (byte
-    memoryviews), straight into them.
+    memoryviews), straight into them."""
+    recv_messages_into(sock, tag, [list(views)])
 
-    The frame header and the payload arrive together (scatter/gather, one system call
-    for whatever the kernel holds); the header is checked as soon as it is complete."""
-    header = bytearray(FRAME.size)
-    size = sum(v.nbytes for v in views)
-    buffers = [memoryview(header), *(v for v in views if v.nbytes)]
-    got = 0
-    while buffers:
-        n = sock.recvmsg_into(buffers[:_IOV_MAX])[0]
+
+def recv_messages_into(sock: socket.socket, tag: int, messages: list[list[memoryview]],
+                       short_first: bool = False) -> int:
+    """Receive consecutive expected messages with ``tag``, each exactly the size of its
+    views (byte memoryviews), straight into them; return the size of the first.
+
+    Headers and payloads arrive together (scatter/gather, one system call for whatever
+    the kernel holds); each header is checked as soon as it is complete.  With
+    ``short_first`` the first message (a response) may be shorter than its views: then
+    it is the last thing the peer sent, and nothing more is read."""
+    headers: list[bytearray] = []
+    buffers: list[memoryview] = []
+    sizes: list[int] = []
+    for views in messages:
+        headers.append(bytearray(FRAME.size))
+        buffers.append(memoryview(headers[-1]))
+        buffers += views
+        sizes.append(sum(map(len, views)))
+    total = FRAME.size * len(messages) + sum(sizes)
+    got = checked = i = 0  # i: the first buffer not yet full
+    header_end = FRAME.size  # where the next header to check ends in the stream
+    while True:
+        n = sock.recvmsg_into(buffers[i:i + _IOV_MAX])[0]
         if not n:
             raise BmiError("connection closed by peer")
-        if got < FRAME.size <= got + n:
-            magic, mode, got_tag, got_size = FRAME.unpack(header)
-            if magic != BMI_MAGIC or mode != MODE_EXPECTED or got_tag != tag or got_size != size:
+        got += n
+        while checked < len(sizes) and got >= header_end:
+            magic, mode, got_tag, got_size = FRAME.unpack(headers[checked])
+            size = sizes[checked]
+            short = checked == 0 and short_first and got_size < size
+            fits = got_size == size or short
+            if magic != BMI_MAGIC or mode != MODE_EXPECTED or got_tag != tag or not fits:
                 raise BmiError(f"expected a {size}-byte message with tag {tag}, got mode {mode} "
                                f"tag {got_tag} size {got_size}")
-        got += n
-        if got == FRAME.size + size:
-            return  # (the usual case: one call)
-        while buffers and n >= buffers[0].nbytes:
-            n -= buffers[0].nbytes
-            buffers.pop(0)
+            if short:
+                sizes[0] = got_size
+                total = FRAME.size + got_size
+                if got > total:
+                    raise BmiError(f"a {got_size}-byte response with more data behind it")
+                break
+            header_end += size + FRAME.size
+            checked += 1
+        if got == total:
+            return sizes[0]  # (the usual case for one message: one call)
+        while n >= len(buffers[i]):
+            n -= len(buffers[i])
+            i += 1
         if n:
-            buffers[0] = buffers[0][n:]
+            buffers[i] = buffers[i][n:]
 
 
 def connect(host: str, port: int, timeout: float | None = 30.0) -> socket.socket:

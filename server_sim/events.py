@@ -9,7 +9,9 @@ from pipeline.logwriter import PartLog, file_metadata
 from server_sim.clock import now
 from server_sim.config import Config
 
-__all__ = ["ServerEvents", "now"]
+__all__ = ["ServerEvents", "Who", "now"]
+
+Who = tuple[int, list[int], int, int]  # callid, callids, rank, request_id
 
 
 class ServerEvents:
@@ -28,19 +30,20 @@ class ServerEvents:
         """Reserve an event id (so children can name their parent before it ends)."""
         return next(self._ids)
 
+    def who(self, hints: dict) -> Who:
+        """The columns a request's hints give its events: CallID, CallIDs, rank, request id."""
+        callids = hints.get("callid") or []
+        return (callids[0] if len(callids) == 1 else self.sentinel, callids, hints.get("rank", -1),
+                hints.get("request_id", -1))
+
     def record(
-        self, event_id: int, layer: str, op: str, hints: dict, parent: int, handle: int,
+        self, event_id: int, layer: str, op: str, who: Who, parent: int, handle: int,
         offset: int, size: int, t_start: int, t_end: int,
     ) -> None:
-        """Log one finished event with the CallID(s) and rank carried by the request's hints."""
-        if not self.enabled:
-            return
-        callids = hints.get("callid") or []
-        callid = callids[0] if len(callids) == 1 else self.sentinel
-        self.log.append((
-            self.server, self.clock, layer, op, callid, callids, hints.get("rank", -1),
-            hints.get("request_id", -1), event_id, parent, handle, offset, size, t_start, t_end,
-        ))
+        """Log one finished event of the request ``who`` (:meth:`who`) describes."""
+        if self.enabled:
+            self.log.append((self.server, self.clock, layer, op, *who, event_id, parent, handle, offset, size,
+                             t_start, t_end))
 
     def close(self) -> None:
         self.log.close()

@@ -3,15 +3,16 @@
 The server's part of a request is a stream of physical segments; the stream is
 cut into buffers of the flow buffer size (``distribution.split_buffers``).  Each
 buffer is one BMI message and one Trove list operation, done by the connection's
-own thread straight from (into) one reusable buffer: zero copies in Python, and no
-thread hand-off per buffer (under the GIL a hand-off costs more than the overlap it
-buys: profile in bench/README.md).  Several buffers are still in flight, in the
-kernel's socket buffers: the client sends every buffer of a write without waiting,
-and a read's buffers leave while Trove reads the next one.
+own thread straight from (into) one reusable scratch area: zero copies in Python,
+and no thread hand-off per buffer (under the GIL a hand-off costs more than the
+overlap it buys: profile in bench/README.md).  Several buffers are in flight, in
+the kernel's socket buffers: the client sends every buffer of a write without
+waiting, and a read's buffers leave in batches (several messages, one system call).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import socket
 import threading
@@ -20,10 +21,12 @@ from dataclasses import dataclass
 
 from server_sim import bmi
 from server_sim.distribution import split_buffers
-from server_sim.events import ServerEvents, now
+from server_sim.events import ServerEvents, Who, now
 from server_sim.trove import Trove
 
 log = logging.getLogger("server_sim.flow")
+#: Bytes of a read flow's buffers that leave together, in one system call.
+READ_BATCH = 1 << 20
 _scratch = threading.local()
 
 
@@ -41,10 +44,16 @@ class FlowSpec:
     """One request's flow: the datafile, its physical segments and who asked."""
 
     handle: int
-    segments: list[tuple[int, int]]
-    hints: dict
+    segments: tuple[tuple[int, int], ...]
+    who: Who  # the request's event columns (ServerEvents.who)
     parent: int  # the request event
     hints_for: Callable[[list], dict] | None = None  # per-operation attribution (aggregated requests)
+
+
+@functools.lru_cache(maxsize=256)
+def _buffers(segments: tuple[tuple[int, int], ...], size: int) -> list[tuple[list[tuple[int, int]], int]]:
+    """The flow buffers of a stream and the bytes of each, computed once per stream shape."""
+    return [(pieces, sum(n for _, n in pieces)) for pieces in split_buffers(segments, size)]
 
 
 def _buffer(size: int) -> memoryview:
@@ -58,12 +67,12 @@ def _buffer(size: int) -> memoryview:
 def _trove_op(ctx: FlowContext, spec: FlowSpec, flow_id: int, op: str,
               fn: Callable[[int, list, memoryview], int], pieces: list, view: memoryview) -> int:
     """Run one Trove list operation and log it."""
-    event_id = ctx.events.new_id()
+    events = ctx.events
+    event_id = events.new_id()
     t0 = now()
     n = fn(spec.handle, pieces, view)
-    hints = spec.hints_for(pieces) if spec.hints_for else spec.hints
-    ctx.events.record(event_id, "trove", op, hints, flow_id, spec.handle,
-                      pieces[0][0], view.nbytes, t0, now())
+    who = events.who(spec.hints_for(pieces)) if spec.hints_for else spec.who
+    events.record(event_id, "trove", op, who, flow_id, spec.handle, pieces[0][0], view.nbytes, t0, now())
     return n
 
 
@@ -75,8 +84,8 @@ def write_flow(ctx: FlowContext, sock: socket.socket, tag: int, spec: FlowSpec) 
     total = 0
     failure: OSError | None = None
     try:
-        for pieces in split_buffers(spec.segments, ctx.buffer_size):
-            view = buf[: sum(n for _, n in pieces)]
+        for pieces, nbytes in _buffers(spec.segments, ctx.buffer_size):
+            view = buf[:nbytes]
             bmi.recv_expected_into(sock, tag, view)
             if failure is None:  # after a Trove error, keep draining the client's buffers
                 try:
@@ -86,32 +95,38 @@ def write_flow(ctx: FlowContext, sock: socket.socket, tag: int, spec: FlowSpec) 
         if failure is not None:
             raise failure
     finally:
-        ctx.events.record(flow_id, "flow", "flow_write", spec.hints, spec.parent, spec.handle,
+        ctx.events.record(flow_id, "flow", "flow_write", spec.who, spec.parent, spec.handle,
                           spec.segments[0][0] if spec.segments else 0, total, t0, now())
     return total
 
 
 def read_flow(ctx: FlowContext, sock: socket.socket, tag: int, spec: FlowSpec,
               ahead: list[memoryview] | None = None) -> int:
-    """Read the stream's buffers with Trove and send each to ``sock`` in stream order.
+    """Read the stream's buffers with Trove and send them to ``sock`` in stream order.
 
-    ``ahead`` (the request's acknowledgement) leaves in the same system call as the
-    first buffer; after a Trove error before that, it is never sent."""
+    Buffers leave in batches of up to ``READ_BATCH`` bytes, one system call each;
+    ``ahead`` (the request's acknowledgement) leaves with the first batch, so after a
+    Trove error before that it is never sent."""
     flow_id = ctx.events.new_id()
     t0 = now()
-    buf = _buffer(ctx.buffer_size)
-    total = 0
+    per_batch = max(1, READ_BATCH // ctx.buffer_size)
+    buf = _buffer(per_batch * ctx.buffer_size)
+    out = ahead or []
+    total = pos = 0
     try:
-        for pieces in split_buffers(spec.segments, ctx.buffer_size):
-            view = buf[: sum(n for _, n in pieces)]
+        buffers = _buffers(spec.segments, ctx.buffer_size)
+        for i, (pieces, nbytes) in enumerate(buffers, 1):
+            view = buf[pos:pos + nbytes]
             _trove_op(ctx, spec, flow_id, "trove_read", ctx.trove.read_list, pieces, view)
-            # copied into the socket: the buffer is free again when this returns
-            bmi.send_buffers(sock, (ahead or []) + bmi.frame(bmi.MODE_EXPECTED, tag, view))
-            ahead = None
-            total += view.nbytes
-        if ahead:
-            bmi.send_buffers(sock, ahead)
+            out += bmi.frame(bmi.MODE_EXPECTED, tag, view)
+            pos += nbytes
+            total += nbytes
+            if i % per_batch == 0 or i == len(buffers):
+                bmi.send_buffers(sock, out)  # copied into the socket: the scratch is free again
+                out, pos = [], 0
+        if out:  # (the acknowledgement of an empty stream)
+            bmi.send_buffers(sock, out)
     finally:
-        ctx.events.record(flow_id, "flow", "flow_read", spec.hints, spec.parent, spec.handle,
+        ctx.events.record(flow_id, "flow", "flow_read", spec.who, spec.parent, spec.handle,
                           spec.segments[0][0] if spec.segments else 0, total, t0, now())
     return total

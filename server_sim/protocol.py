@@ -151,7 +151,7 @@ class _Str(_Bytes):
 
 BYTES, STR = _Bytes(), _Str()
 MAX_LIST = 1 << 20
-_U32 = U32.st
+_U32, _I64 = U32.st, I64.st
 _ZEROS = bytes(8)
 
 
@@ -292,6 +292,10 @@ def _decode_hints(data: memoryview, pos: int) -> tuple[dict[str, Any], int]:
             _need(data, pos, 4)
         key = _hint_key(bytes(data[start:stop]))
         kind = _U32.unpack_from(data, pos)[0]
+        if kind == HINT_INT and pos + 16 <= end:  # (the usual case, inline: 4 padding bytes, an i64)
+            hints[key] = _I64.unpack_from(data, pos + 8)[0]
+            pos += 16
+            continue
         codec = _HINT_CODECS.get(kind)
         if codec is None:
             raise ProtocolError(f"hint {key!r} has unknown type {kind}")
@@ -602,7 +606,9 @@ def encode(msg: Message) -> bytearray:
 
 def decode(data: bytes | bytearray | memoryview) -> Message:
     """Decode one message; raise :class:`ProtocolError` on anything malformed."""
-    data = memoryview(data).cast("B")
+    data = memoryview(data)
+    if data.format != "B" or data.ndim != 1:
+        data = data.cast("B")
     if len(data) < _HEADER.size:
         raise ProtocolError(f"message of {len(data)} bytes is shorter than its header")
     magic, version, op, flags = _HEADER.unpack_from(data, 0)

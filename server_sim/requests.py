@@ -24,7 +24,7 @@ from server_sim import bmi
 from server_sim import protocol as P
 from server_sim.attribution import attribution
 from server_sim.distribution import SimpleStripe
-from server_sim.events import now
+from server_sim.events import Who, now
 from server_sim.flow import FlowContext, FlowSpec, read_flow, write_flow
 from server_sim.trove import MetaStore
 
@@ -50,6 +50,7 @@ class ServerState:
     sock: socket.socket
     nbytes: int = 0  # the request's data bytes on this server (io, small_io), for its event
     t_recv: int = 0  # when the request being served arrived (its responses carry it)
+    who: Who = (0, [], -1, -1)  # the request's event columns (ServerEvents.who of its hints)
 
     @property
     def events(self):
@@ -76,7 +77,7 @@ def handles(cls: type[P.Message]) -> Callable[[Handler], Handler]:
     return register
 
 
-def _physical_segments(req: P.IoRequest | P.SmallIoRequest) -> list[tuple[int, int]]:
+def _physical_segments(req: P.IoRequest | P.SmallIoRequest) -> tuple[tuple[int, int], ...]:
     """This datafile's physical segments of the request's logical regions, in stream order."""
     if req.strip_size <= 0 or not 0 <= req.dfile_nr < req.dfile_count:
         raise RequestError(P.Status.EINVAL, f"bad distribution {req.strip_size=} "
@@ -89,7 +90,7 @@ def _physical_segments(req: P.IoRequest | P.SmallIoRequest) -> list[tuple[int, i
         start, n = dist.share(req.dfile_nr, off, length)
         if n:
             segments.append((start, n))
-    return segments
+    return tuple(segments)
 
 
 @functools.lru_cache(maxsize=64)
@@ -115,7 +116,8 @@ def ping(st: ServerState, sock, tag, req, req_event) -> P.Message:
 @handles(P.IoRequest)
 def io(st: ServerState, sock: socket.socket, tag: int, req: P.IoRequest, req_event: int) -> P.Message | None:
     _op_name(req, "io")  # validates io_type
-    spec = FlowSpec(req.handle, _physical_segments(req), req.hints, req_event, _attribution(req))
+    spec = FlowSpec(req.handle, _physical_segments(req), st.who, req_event,
+                    _attribution(req) if req.hints.get("callid_map") else None)
     st.nbytes = sum(n for _, n in spec.segments)
     ack = P.IoResponse(bstream_size=st.flow.trove.size(req.handle), buffer_size=st.flow.buffer_size)
     if req.io_type == P.IoType.WRITE:
@@ -147,8 +149,8 @@ def small_io(st: ServerState, sock, tag, req: P.SmallIoRequest, req_event: int) 
             trove.read_list(req.handle, segments, memoryview(buf))
         data = buf
     if total:
-        st.events.record(event_id, "trove", op, _attribution(req)(segments), req_event, req.handle,
-                         segments[0][0], total, t0, now())
+        who = st.events.who(_attribution(req)(segments))
+        st.events.record(event_id, "trove", op, who, req_event, req.handle, segments[0][0], total, t0, now())
     return P.SmallIoResponse(bstream_size=size, bytes_done=total, data=data)
 
 
@@ -170,7 +172,7 @@ def _timed(st: ServerState, layer: str, op: str, req: P.Message, req_event: int,
     event_id = st.events.new_id()
     t0 = now()
     result = fn()
-    st.events.record(event_id, layer, op, req.hints, req_event, handle, offset, size, t0, now())
+    st.events.record(event_id, layer, op, st.who, req_event, handle, offset, size, t0, now())
     return result
 
 

@@ -137,6 +137,7 @@ class Server:
             return True
 
         event_id = self.events.new_id()
+        st.who = self.events.who(req.hints)
         try:
             response = handler(st, sock, tag, req, event_id)
         except RequestError as exc:
@@ -148,7 +149,7 @@ class Server:
             log.warning("I/O error: %s", exc)
             response = P.EmptyResponse(status=P.Status.EIO)
         if not isinstance(req, P.PingRequest):
-            self.events.record(event_id, "req", REQUEST_OPS[type(req)](req), req.hints, -1,
+            self.events.record(event_id, "req", REQUEST_OPS[type(req)](req), st.who, -1,
                                getattr(req, "handle", 0), 0, st.nbytes, t_recv, now())
         if response is not None:
             send(tag, response)

@@ -26,6 +26,9 @@ class Trove:
         return self.dir / f"{handle:016x}.bstream"
 
     def _fd(self, handle: int, create: bool) -> int | None:
+        fd = self._fds.get(handle)  # (the usual case: open already; no lock needed to look)
+        if fd is not None:
+            return fd
         with self._lock:
             fd = self._fds.get(handle)
             if fd is None:

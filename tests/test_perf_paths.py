@@ -94,7 +94,7 @@ def test_events_and_trace_switched_off_log_nothing(tmp_path):
     config = Config(run_id="r", servers=[ServerConfig("io0", ["io"], str(tmp_path))], trace_dir=str(tmp_path),
                     callid_layout="64/23", server_events=False)
     events = ServerEvents(config, "io0")
-    events.record(events.new_id(), "req", "io_write", {"callid": [5]}, -1, 1, 0, 10, 1, 2)
+    events.record(events.new_id(), "req", "io_write", events.who({"callid": [5]}), -1, 1, 0, 10, 1, 2)
     events.close()
     trace = ClientTrace(tmp_path, 0, "64/23", "r", enabled=False)
     trace.call(5, "MPI_File_write_at", "/pvfs2/f", 1, 0, 4, 4, "MPI_BYTE", 4, False, None, None, 1, 2, None)
@@ -118,6 +118,55 @@ def test_scatter_receive_fills_every_piece_and_checks_the_frame_first():
         a.sendall(b"".join(bytes(v) for v in bmi.frame(bmi.MODE_EXPECTED, 9, b"short")))
         with pytest.raises(bmi.BmiError, match="size 5"):
             bmi.recv_expected_into(b, 9, memoryview(bytearray(100)))
+    finally:
+        a.close()
+        b.close()
+
+
+def _framed(tag: int, payload: bytes) -> bytes:
+    return b"".join(bytes(v) for v in bmi.frame(bmi.MODE_EXPECTED, tag, payload))
+
+
+def test_one_call_receives_a_response_and_the_buffers_behind_it_or_a_short_error():
+    a, b = socket.socketpair()
+    try:
+        ack, data = bytes(range(64)), bytes(range(256)) * 300
+        stream = _framed(4, ack) + _framed(4, data[:50000]) + _framed(4, data[50000:])
+        sender = threading.Thread(target=lambda: [a.sendall(stream[i:i + 999])
+                                                  for i in range(0, len(stream), 999)])
+        sender.start()
+        raw, first, second = bytearray(64), bytearray(20000), bytearray(len(data) - 20000)
+        views = [memoryview(first), memoryview(second)]
+        n = bmi.recv_messages_into(b, 4, [[memoryview(raw)], [views[0], views[1][:30000]],
+                                          [views[1][30000:]]], short_first=True)
+        sender.join()
+        assert (n, bytes(raw), bytes(first + second)) == (64, ack, data)
+        # a shorter first message (an error response) is all there is: nothing more is read
+        a.sendall(_framed(4, b"e" * 44))
+        raw = bytearray(64)
+        assert bmi.recv_messages_into(b, 4, [[memoryview(raw)], [memoryview(bytearray(10))]],
+                                      short_first=True) == 44
+        assert bytes(raw[:44]) == b"e" * 44
+        # ... unless more follows it: then the framing is lost, and said so
+        a.sendall(_framed(4, b"e" * 44) + _framed(4, b"x" * 10))
+        with pytest.raises(bmi.BmiError, match="more data behind"):
+            bmi.recv_messages_into(b, 4, [[memoryview(bytearray(64))], [memoryview(bytearray(10))]],
+                                   short_first=True)
+    finally:
+        a.close()
+        b.close()
+
+
+@pytest.mark.parametrize("size", [0, 10, 64, 100, 5000])
+def test_a_response_of_any_size_arrives_whole_with_an_expected_size(size):
+    a, b = socket.socketpair()
+    try:
+        payload = bytes(i % 251 for i in range(size))
+        a.sendall(_framed(8, payload))
+        assert bytes(bmi.recv_expected(b, 8, expect=64)) == payload
+        a.sendall(_framed(9, payload))
+        with pytest.raises(bmi.BmiError, match="tag 9"):
+            bmi.recv_expected(b, 8, expect=64)
     finally:
         a.close()
         b.close()

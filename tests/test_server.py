@@ -203,3 +203,21 @@ def _client(fs) -> SysInt:
 def _reader(fs) -> EventReader:
     _client(fs)
     return _state["reader"]
+
+
+def test_a_read_of_several_batches_reads_back_with_one_trove_op_per_buffer(fs):
+    """A read flow sends its buffers in batches of flow.READ_BATCH bytes: here three batches,
+    the last one partial, on one datafile (32 KiB buffers)."""
+    from server_sim.flow import READ_BATCH
+
+    client, reader = _client(fs), _reader(fs)
+    f = client.create("/pvfs2/batches", [_cid()], "f", dfile_count=1, strip_size=65536)
+    length = 2 * READ_BATCH + 17 * fs.config.flow_buffer + 1234
+    data = random.Random(7).randbytes(length)
+    client.io(f, P.IoType.WRITE, [(999, length)], memoryview(data), [_cid()], "f")
+    back, read_id = bytearray(length + 5000), _cid()
+    assert client.io(f, P.IoType.READ, [(999, length + 5000)], memoryview(back), [read_id], "f") == length
+    assert bytes(back[:length]) == data and bytes(back[length:]) == bytes(5000)
+    expect = predicted_trove_ops(f.dist, [f.dfiles[0][0]], 999, length + 5000, fs.config.flow_buffer,
+                                 min(fs.config.small_io, P.SMALL_IO_MAX_DATA), "trove_read")
+    assert reader.trove_ops(read_id) == expect

@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import itertools
 import select
-import socket
 import threading
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
@@ -61,11 +60,16 @@ class _Connection:
     def request(self, tag: int, msg: P.Message) -> None:
         bmi.send(self.sock, bmi.MODE_UNEXPECTED, tag, P.encode(msg))
 
-    def response(self, tag: int) -> P.Response:
-        resp = P.decode(bmi.recv_expected(self.sock, tag))
-        if not isinstance(resp, P.Response):
-            raise P.ProtocolError(f"expected a response, got {type(resp).__name__}")
-        return resp
+    def response(self, tag: int, expect: int = 0) -> P.Response:
+        """The response with ``tag`` (``expect``: its usual encoded size, see bmi.recv_expected)."""
+        return _response(bmi.recv_expected(self.sock, tag, expect))
+
+
+def _response(payload: bytearray | memoryview) -> P.Response:
+    resp = P.decode(payload)
+    if not isinstance(resp, P.Response):
+        raise P.ProtocolError(f"expected a response, got {type(resp).__name__}")
+    return resp
 
 
 #: An exchange in steps, driven by :meth:`SysInt._parallel` so that one thread talks to
@@ -76,25 +80,20 @@ Steps = Generator[str | None, None, Any]
 Body = Callable[[_Connection, int], Steps]
 
 
-@dataclass
+@dataclass(eq=False)
 class _Job:
     """One server's exchanges in a drive."""
 
     first: int  # index of its first job (where its error is kept)
     steps: Steps
-    sock: socket.socket
+    fd: int  # its connection's socket
     state: str | None = MORE  # not started: it sends its request first
 
 
-def _readable(jobs: list[_Job], block: bool) -> list[_Job]:
-    """The waiting jobs whose server has answered (with ``block``: wait until one has)."""
-    if not jobs:
-        return []
-    poller = select.poll()
-    for job in jobs:
-        poller.register(job.sock, select.POLLIN)
-    readable = {fd for fd, _ in poller.poll(None if block else 0)}
-    return [job for job in jobs if job.sock.fileno() in readable]
+#: Encoded sizes of the responses an I/O exchange expects (each then arrives in one system call).
+_ACK_SIZE = len(P.encode(P.IoResponse()))
+_DONE_SIZE = len(P.encode(P.WriteCompletion()))
+_OP_NAMES = {op: op.name.lower() for op in P.Op}
 
 
 class SysInt:
@@ -150,7 +149,7 @@ class SysInt:
         Runs under :meth:`_parallel`, which holds the connection's lock."""
         seq = next(self._seq)
         msg.hints = self._hints(callids, seq, callid_map)
-        op = msg.OP.name.lower()
+        op = _OP_NAMES[msg.OP]
         conn = self._conns[server]
         t0 = clock.now()
         resp: P.Response | None = None
@@ -200,6 +199,7 @@ class SysInt:
             by_server.setdefault(server, []).append(i)
         held: list[_Connection] = []
         active: list[_Job] = []
+        poller = select.poll()  # every active job's socket
         try:
             for server in sorted(by_server):
                 try:
@@ -213,23 +213,26 @@ class SysInt:
                 held.append(conn)
                 mine = by_server[server]
                 steps = jobs[mine[0]][1] if len(mine) == 1 else _chain(jobs, mine, results)
-                active.append(_Job(mine[0], steps, conn.sock))
+                active.append(_Job(mine[0], steps, conn.sock.fileno()))
+                poller.register(active[-1].fd, select.POLLIN)
             while active:
-                waiting = [job for job in active if job.state is WAIT]
-                if len(waiting) > 1 or len(waiting) < len(active):
-                    readable = _readable(waiting, block=len(waiting) == len(active))
-                    ready = [job for job in active if job.state is MORE or job in readable]
+                waiting = sum(job.state is WAIT for job in active)
+                if waiting > 1 or 0 < waiting < len(active):
+                    # the waiting jobs whose server has answered (when all wait: once one has)
+                    readable = {fd for fd, _ in poller.poll(None if waiting == len(active) else 0)}
+                    ready = [job for job in active if job.state is MORE or job.fd in readable]
                 else:
                     ready = active
                 for job in ready:
                     try:
                         job.state = next(job.steps)
+                        continue
                     except StopIteration as stop:  # its result (a chain stores its later jobs' own)
                         results[job.first] = stop.value
-                        active.remove(job)
                     except Exception as exc:  # noqa: BLE001 (re-raised below, after the others end)
                         errors[job.first] = exc
-                        active.remove(job)
+                    active.remove(job)
+                    poller.unregister(job.fd)
         finally:
             for conn in reversed(held):
                 conn.lock.release()
@@ -375,22 +378,28 @@ class SysInt:
 
         def flow(conn: _Connection, tag: int) -> Steps:
             yield
-            ack = conn.response(tag)
+            if io_type == P.IoType.READ:
+                # The ack and every buffer straight into place, in as few system calls as the
+                # kernel allows: the buffers are cut as the servers cut them (the flow buffer
+                # size is the file system's, from the shared configuration).
+                raw = memoryview(bytearray(_ACK_SIZE))
+                messages = [[raw], *([view[o:o + k] for o, k in buf]
+                                     for buf in _split_buffers(pieces, self.config.flow_buffer))]
+                ack = _response(raw[:bmi.recv_messages_into(conn.sock, tag, messages, short_first=True)])
+                if ack.status == P.Status.OK and ack.buffer_size != self.config.flow_buffer:
+                    raise P.ProtocolError(f"the server uses {ack.buffer_size}-byte flow buffers, "
+                                          f"the configuration says {self.config.flow_buffer}")
+                return ack
+            ack = conn.response(tag, _ACK_SIZE)
             if ack.status != P.Status.OK:
                 return ack
             buffers = _split_buffers(pieces, ack.buffer_size)
-            if io_type == P.IoType.WRITE:
-                for i, buf in enumerate(buffers):
-                    bmi.send(conn.sock, bmi.MODE_EXPECTED, tag, *(view[o:o + k] for o, k in buf))
-                    yield MORE if i + 1 < len(buffers) else WAIT
-                done = conn.response(tag)
-                done.t_recv = ack.t_recv
-                return done
             for i, buf in enumerate(buffers):
-                if i:
-                    yield WAIT  # (only where a read follows: a job waits for its socket)
-                bmi.recv_expected_into(conn.sock, tag, *(view[o:o + k] for o, k in buf))
-            return ack
+                bmi.send(conn.sock, bmi.MODE_EXPECTED, tag, *[view[o:o + k] for o, k in buf])
+                yield MORE if i + 1 < len(buffers) else WAIT
+            done = conn.response(tag, _DONE_SIZE)
+            done.t_recv = ack.t_recv
+            return done
 
         resp = yield from self._steps(server, P.IoRequest(**common), callids, func, flow, callid_map)
         return getattr(resp, "bstream_size", 0)
