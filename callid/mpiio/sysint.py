@@ -73,9 +73,11 @@ def _response(payload: bytearray | memoryview) -> P.Response:
 
 
 #: An exchange in steps, driven by :meth:`SysInt._parallel` so that one thread talks to
-#: several servers at once (no thread hand-offs).  It yields ``WAIT`` only where its next
-#: step reads from its server, ``MORE`` where it can go on sending at once.
-WAIT, MORE = None, "more"
+#: several servers at once (no thread hand-offs).  It yields ``WAIT`` where its next step
+#: reads from its server and may send again after that, ``DRAIN`` where its next step only
+#: reads (to its end: it can block without holding up what the other servers wait for),
+#: ``MORE`` where it can go on sending at once.
+WAIT, MORE, DRAIN = None, "more", "drain"
 Steps = Generator[str | None, None, Any]
 Body = Callable[[_Connection, int], Steps]
 
@@ -185,9 +187,9 @@ class SysInt:
     def _parallel(self, jobs: list[tuple[str, Steps]]) -> list:
         """Drive ``(server, steps)`` jobs in this thread; return their results in order.
 
-        In each round the jobs that can go on sending and the waiting jobs whose server has
-        answered take one step each, in order; when every job waits, the round waits for
-        the first answer (poll).  Each server's connection is locked
+        In each round the jobs that can go on sending or only drain, and the waiting jobs
+        whose server has answered take one step each, in order; when every job waits, the
+        round waits for the first answer (poll).  Each server's connection is locked
         for the whole drive, in name order (so two threads never deadlock); its jobs run
         one after the other.  Every job runs to its end even when another fails; then
         the first failure is raised.
@@ -220,7 +222,7 @@ class SysInt:
                 if waiting > 1 or 0 < waiting < len(active):
                     # the waiting jobs whose server has answered (when all wait: once one has)
                     readable = {fd for fd, _ in poller.poll(None if waiting == len(active) else 0)}
-                    ready = [job for job in active if job.state is MORE or job.fd in readable]
+                    ready = [job for job in active if job.state is not WAIT or job.fd in readable]
                 else:
                     ready = active
                 for job in ready:
@@ -377,8 +379,8 @@ class SysInt:
                 return resp.bstream_size
 
         def flow(conn: _Connection, tag: int) -> Steps:
-            yield
             if io_type == P.IoType.READ:
+                yield DRAIN
                 # The ack and every buffer straight into place, in as few system calls as the
                 # kernel allows: the buffers are cut as the servers cut them (the flow buffer
                 # size is the file system's, from the shared configuration).
@@ -390,6 +392,7 @@ class SysInt:
                     raise P.ProtocolError(f"the server uses {ack.buffer_size}-byte flow buffers, "
                                           f"the configuration says {self.config.flow_buffer}")
                 return ack
+            yield WAIT
             ack = conn.response(tag, _ACK_SIZE)
             if ack.status != P.Status.OK:
                 return ack
