@@ -119,21 +119,13 @@ def discard(sock: socket.socket, size: int) -> None:
         size -= n
 
 
-def recv_expected(sock: socket.socket, tag: int, expect: int = 0) -> bytearray | memoryview:
-    """Receive the next message, which must be an expected one with ``tag``.
+def recv_expected(sock: socket.socket, tag: int, expect: int = 64) -> memoryview:
+    """Receive the next message, which must be an expected one with ``tag`` (a response).
 
-    ``expect``: the payload size the caller expects.  The header and a payload of that
-    size then arrive in one system call; a longer payload is read on, a shorter one
-    must be the last thing the peer sent (a response that nothing follows), else the
-    framing is lost and :class:`BmiError` says so."""
-    if not expect:
-        header = recv_header(sock)
-        if header is None:
-            raise BmiError("connection closed by peer")
-        mode, got_tag, size = header
-        if mode != MODE_EXPECTED or got_tag != tag:
-            raise BmiError(f"expected message with tag {tag}, got mode {mode} tag {got_tag}")
-        return recv_payload(sock, size)
+    The header and ``expect`` payload bytes are asked for in one system call: a longer
+    payload is then read on; a shorter one must be the last thing the peer sent (as a
+    response is, but for a read's acknowledgement: see :func:`recv_messages_into`), else
+    the framing is lost and :class:`BmiError` says so."""
     buf = bytearray(FRAME.size + expect)
     view = memoryview(buf)
     got = sock.recv_into(view)

@@ -60,7 +60,7 @@ class _Connection:
     def request(self, tag: int, msg: P.Message) -> None:
         bmi.send(self.sock, bmi.MODE_UNEXPECTED, tag, P.encode(msg))
 
-    def response(self, tag: int, expect: int = 0) -> P.Response:
+    def response(self, tag: int, expect: int = 64) -> P.Response:
         """The response with ``tag`` (``expect``: its usual encoded size, see bmi.recv_expected)."""
         return _response(bmi.recv_expected(self.sock, tag, expect))
 
