@@ -292,6 +292,8 @@ def _decode_hints(data: memoryview, pos: int) -> tuple[dict[str, Any], int]:
             _need(data, pos, 4)
         key = _hint_key(bytes(data[start:stop]))
         kind = _U32.unpack_from(data, pos)[0]
+        if kind != HINT_TYPES.get(key, kind):
+            raise ProtocolError(f"hint {key!r} has type {kind}, not {HINT_TYPES[key]}")
         if kind == HINT_INT and pos + 16 <= end:  # (the usual case, inline: 4 padding bytes, an i64)
             hints[key] = _I64.unpack_from(data, pos + 8)[0]
             pos += 16

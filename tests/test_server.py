@@ -56,6 +56,11 @@ def test_bad_requests_get_errors_and_the_server_keeps_serving(fs):
         handle=1, io_type=P.IoType.WRITE, strip_size=65536, dfile_nr=3, dfile_count=2,
         regions=[(0, 10)])))
     assert _answer(sock, 8).status == P.Status.EINVAL
+    # a known hint of the wrong type (a CallID list sent as one integer)
+    wrong = P.encode(P.IoRequest(handle=1, io_type=P.IoType.READ, strip_size=65536, regions=[(0, 10)],
+                                 hints={"callie": 5})).replace(b"callie", b"callid")
+    bmi.send(sock, bmi.MODE_UNEXPECTED, 12, wrong)
+    assert _answer(sock, 12).status == P.Status.EPROTO
     # an expected message with no request waiting for it
     bmi.send(sock, bmi.MODE_EXPECTED, 9, b"data")
     assert _answer(sock, 9).status == P.Status.EPROTO
