@@ -130,3 +130,14 @@ def split_buffers(segments: Sequence[tuple[int, int]], buffer_size: int) -> list
     if current:
         buffers.append(current)
     return buffers
+
+
+#: A stream's flow buffers with the bytes of each: ``((pieces, nbytes), ...)``.
+FlowBuffers = tuple[tuple[list[tuple[int, int]], int], ...]
+
+
+@functools.lru_cache(maxsize=256)
+def flow_buffers(segments: tuple[tuple[int, int], ...], buffer_size: int) -> FlowBuffers:
+    """:func:`split_buffers` of a stream given as a tuple, each buffer with its bytes; computed
+    once per stream shape (client and servers meet the same shapes on every access)."""
+    return tuple((pieces, sum(n for _, n in pieces)) for pieces in split_buffers(segments, buffer_size))

@@ -1,7 +1,7 @@
 """Flows: move an I/O request's data between BMI and Trove in buffers.
 
 The server's part of a request is a stream of physical segments; the stream is
-cut into buffers of the flow buffer size (``distribution.split_buffers``).  Each
+cut into buffers of the flow buffer size (``distribution.flow_buffers``).  Each
 buffer is one BMI message and one Trove list operation, done by the connection's
 own thread straight from (into) one reusable scratch area: zero copies in Python,
 and no thread hand-off per buffer (under the GIL a hand-off costs more than the
@@ -12,7 +12,6 @@ waiting, and a read's buffers leave in batches (several messages, one system cal
 
 from __future__ import annotations
 
-import functools
 import logging
 import socket
 import threading
@@ -20,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from server_sim import bmi
-from server_sim.distribution import split_buffers
+from server_sim.distribution import flow_buffers
 from server_sim.events import ServerEvents, Who, now
 from server_sim.trove import Trove
 
@@ -48,12 +47,6 @@ class FlowSpec:
     who: Who  # the request's event columns (ServerEvents.who)
     parent: int  # the request event
     hints_for: Callable[[list], dict] | None = None  # per-operation attribution (aggregated requests)
-
-
-@functools.lru_cache(maxsize=256)
-def _buffers(segments: tuple[tuple[int, int], ...], size: int) -> list[tuple[list[tuple[int, int]], int]]:
-    """The flow buffers of a stream and the bytes of each, computed once per stream shape."""
-    return [(pieces, sum(n for _, n in pieces)) for pieces in split_buffers(segments, size)]
 
 
 def _buffer(size: int) -> memoryview:
@@ -84,7 +77,7 @@ def write_flow(ctx: FlowContext, sock: socket.socket, tag: int, spec: FlowSpec) 
     total = 0
     failure: OSError | None = None
     try:
-        for pieces, nbytes in _buffers(spec.segments, ctx.buffer_size):
+        for pieces, nbytes in flow_buffers(spec.segments, ctx.buffer_size):
             view = buf[:nbytes]
             bmi.recv_expected_into(sock, tag, view)
             if failure is None:  # after a Trove error, keep draining the client's buffers
@@ -114,7 +107,7 @@ def read_flow(ctx: FlowContext, sock: socket.socket, tag: int, spec: FlowSpec,
     out = ahead or []
     total = pos = 0
     try:
-        buffers = _buffers(spec.segments, ctx.buffer_size)
+        buffers = flow_buffers(spec.segments, ctx.buffer_size)
         for i, (pieces, nbytes) in enumerate(buffers, 1):
             view = buf[pos:pos + nbytes]
             _trove_op(ctx, spec, flow_id, "trove_read", ctx.trove.read_list, pieces, view)

@@ -19,7 +19,7 @@ from typing import Any
 from server_sim import bmi, clock
 from server_sim import protocol as P
 from server_sim.config import Config
-from server_sim.distribution import SimpleStripe, split_buffers
+from server_sim.distribution import SimpleStripe, flow_buffers
 
 RpcHook = Callable[..., None]  # (callids, func, server, op, seq, t0, t1, t_recv, t_send, error)
 
@@ -386,7 +386,7 @@ class SysInt:
                 # size is the file system's, from the shared configuration).
                 raw = memoryview(bytearray(_ACK_SIZE))
                 messages = [[raw], *([view[o:o + k] for o, k in buf]
-                                     for buf in _split_buffers(pieces, self.config.flow_buffer))]
+                                     for buf, _ in flow_buffers(pieces, self.config.flow_buffer))]
                 ack = _response(raw[:bmi.recv_messages_into(conn.sock, tag, messages, short_first=True)])
                 if ack.status == P.Status.OK and ack.buffer_size != self.config.flow_buffer:
                     raise P.ProtocolError(f"the server uses {ack.buffer_size}-byte flow buffers, "
@@ -396,8 +396,8 @@ class SysInt:
             ack = conn.response(tag, _ACK_SIZE)
             if ack.status != P.Status.OK:
                 return ack
-            buffers = _split_buffers(pieces, ack.buffer_size)
-            for i, buf in enumerate(buffers):
+            buffers = flow_buffers(pieces, ack.buffer_size)
+            for i, (buf, _) in enumerate(buffers):
                 bmi.send(conn.sock, bmi.MODE_EXPECTED, tag, *[view[o:o + k] for o, k in buf])
                 yield MORE if i + 1 < len(buffers) else WAIT
             done = conn.response(tag, _DONE_SIZE)
@@ -414,10 +414,6 @@ def _largest(requests: list[Steps]) -> Steps:
     for steps in requests:
         size = max(size, (yield from steps))
     return size
-
-
-#: a datafile's stream pieces cut into flow buffers, computed once per access shape
-_split_buffers = functools.lru_cache(maxsize=256)(split_buffers)
 
 
 def _chain(jobs: list[tuple[str, Steps]], indices: list[int], results: list) -> Steps:
