@@ -13,6 +13,11 @@ write is done when the servers acknowledge it, as in PVFS2 without TroveSyncData
   with no protocol and no logging: the practical limit of this design;
 * ``mpiio``: the same pattern through plain MPI-IO (the mpich wheel's ROMIO) on a
   local file, for context;
+* ``floor``: the 2-server, 2-rank, 256 KiB case through the same exchanges (requests
+  with a traced request's hints, acknowledgements, framed flow buffers, completions) with
+  server_sim's protocol and BMI code, between minimal Python servers and clients that do
+  nothing else (no events, logs, request handlers or MPI): what this protocol costs in
+  Python before anything of ours is added, beside the raw baseline;
 * ``events off``: the 2-server, 2-rank, 256 KiB case with the servers' event logging
   switched off (a Config field kept for this measurement), interleaved with it on.
 
@@ -160,7 +165,7 @@ def _raw_connection(sock: socket.socket, fd: int, chunk: int) -> None:
             sock.sendall(header)
 
 
-def _raw_server(path: str, chunk: int, clients: int, port_out) -> None:
+def _raw_server(path: str, chunk: int, clients: int, port_out, connection=_raw_connection) -> None:
     listener = socket.create_server(("127.0.0.1", 0))
     port_out.send(listener.getsockname()[1])
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -168,7 +173,7 @@ def _raw_server(path: str, chunk: int, clients: int, port_out) -> None:
     for _ in range(clients):
         sock, _peer = listener.accept()
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        threads.append(threading.Thread(target=_raw_connection, args=(sock, fd, chunk)))
+        threads.append(threading.Thread(target=connection, args=(sock, fd, chunk)))
         threads[-1].start()
     for t in threads:
         t.join()
@@ -216,16 +221,23 @@ def _raw_client(rank: int, ranks: int, ports: list[int], block: int, iterations:
 def raw(servers: int, ranks: int, chunk: int, block: int, iterations: int,
         directory: Path) -> tuple[float, float]:
     """Raw socket + pwrite processes moving the workload's bytes; (write, read) MiB/s."""
+    return _processes(_raw_connection, _raw_client, servers, ranks, chunk, block, iterations, directory)
+
+
+def _processes(connection, client, servers: int, ranks: int, chunk: int, block: int, iterations: int,
+               directory: Path) -> tuple[float, float]:
+    """Forked servers (``connection`` serves each client) and clients; (write, read) MiB/s."""
     os.sync()  # no write-back of an earlier run's dirty pages during this one
     ctx = mp.get_context("fork")
     pipes = [ctx.Pipe(duplex=False) for _ in range(servers)]
-    procs = [ctx.Process(target=_raw_server, args=(str(directory / f"raw-{n}.bstream"), chunk, ranks, w))
+    procs = [ctx.Process(target=_raw_server, args=(str(directory / f"raw-{n}.bstream"), chunk, ranks, w,
+                                                   connection))
              for n, (_r, w) in enumerate(pipes)]
     for p in procs:
         p.start()
     ports = [r.recv() for r, _w in pipes]
-    barrier = ctx.Barrier(ranks + 1)
-    clients = [ctx.Process(target=_raw_client, args=(r, ranks, ports, block, iterations, chunk, barrier))
+    barrier = ctx.Barrier(ranks + 1, timeout=120)  # (a failed process breaks it instead of hanging)
+    clients = [ctx.Process(target=client, args=(r, ranks, ports, block, iterations, chunk, barrier))
                for r in range(ranks)]
     for p in clients:
         p.start()
@@ -239,9 +251,109 @@ def raw(servers: int, ranks: int, chunk: int, block: int, iterations: int,
     read_s = time.perf_counter() - t0
     for p in clients + procs:
         p.join(60)
+        if p.is_alive():
+            p.kill()
+            p.join()
     for n in range(servers):
         (directory / f"raw-{n}.bstream").unlink(missing_ok=True)
+    if any(p.exitcode for p in clients + procs):
+        raise RuntimeError(f"a baseline process failed (exit codes {[p.exitcode for p in clients + procs]})")
     return _bandwidths({"write_s": write_s, "read_s": read_s}, block * iterations * ranks)
+
+
+# --------------------------------------------------------------------------- the protocol floor
+
+
+def _floor_connection(sock: socket.socket, fd: int, chunk: int) -> None:
+    """A minimal I/O server: each request decoded, acknowledged and its flow buffers moved
+    between BMI messages and the file as the real server does, and nothing else."""
+    from server_sim import bmi
+    from server_sim import protocol as P
+    from server_sim.distribution import SimpleStripe, flow_buffers
+    from server_sim.flow import READ_BATCH
+
+    per_batch = max(1, READ_BATCH // chunk)
+    scratch = memoryview(bytearray(per_batch * chunk))
+    while (header := bmi.recv_header(sock)) is not None:
+        tag = header[1]
+        req = P.decode(bmi.recv_payload(sock, header[2]))
+        dist = SimpleStripe(req.strip_size, req.dfile_count)
+        segments = tuple(dist.share(req.dfile_nr, off, n) for off, n in req.regions)
+        out = bmi.frame(bmi.MODE_EXPECTED, tag, P.encode(P.IoResponse(buffer_size=chunk)))
+        writing = req.io_type == P.IoType.WRITE
+        if writing:
+            bmi.send_buffers(sock, out)
+        buffers = flow_buffers(segments, chunk)
+        pos = 0
+        for i, (pieces, nbytes) in enumerate(buffers, 1):
+            view = scratch[pos:pos + nbytes]
+            if writing:
+                bmi.recv_expected_into(sock, tag, view)
+            rest = view
+            for off, k in pieces:
+                (os.pwritev if writing else os.preadv)(fd, [rest[:k]], off)
+                rest = rest[k:]
+            if not writing:
+                out += bmi.frame(bmi.MODE_EXPECTED, tag, view)
+                pos += nbytes
+                if i % per_batch == 0 or i == len(buffers):
+                    bmi.send_buffers(sock, out)
+                    out, pos = [], 0
+        if writing:
+            done = sum(n for _, n in segments)
+            bmi.send(sock, bmi.MODE_EXPECTED, tag, P.encode(P.WriteCompletion(bytes_written=done)))
+
+
+def _floor_client(rank: int, ranks: int, ports: list[int], block: int, iterations: int, chunk: int,
+                  barrier) -> None:
+    """A minimal client of the same protocol: one request per server and access, carrying the
+    hints of a traced request; reads land in place and the last block read is checked."""
+    from server_sim import bmi
+    from server_sim import protocol as P
+    from server_sim.distribution import SimpleStripe, flow_buffers
+
+    dist = SimpleStripe(STRIP, len(ports))
+    socks = [bmi.connect("127.0.0.1", p) for p in ports]
+    data, back = memoryview(_pattern(rank, block)), memoryview(bytearray(block))
+    ack_size = len(P.encode(P.IoResponse()))
+
+    def access(io_type: P.IoType, tag: int, off: int) -> None:
+        for n, sock in enumerate(socks):
+            msg = P.IoRequest(handle=1, io_type=io_type, strip_size=STRIP, dfile_nr=n,
+                              dfile_count=len(socks), regions=[(off, block)])
+            msg.hints = {"rank": rank, "request_id": tag, "callid": [tag]}
+            bmi.send(sock, bmi.MODE_UNEXPECTED, tag, P.encode(msg))
+        shares = dist.stream_pieces(off, block)
+        for n, pieces, _ in shares:
+            if io_type == P.IoType.READ:
+                ack = memoryview(bytearray(ack_size))
+                views = ([back[o:o + k] for o, k in buf] for buf, _ in flow_buffers(pieces, chunk))
+                messages = [[ack], *views]
+                P.decode(ack[:bmi.recv_messages_into(socks[n], tag, messages, short_first=True)])
+                continue
+            P.decode(bmi.recv_expected(socks[n], tag, ack_size))
+            for buf, _ in flow_buffers(pieces, chunk):
+                bmi.send(socks[n], bmi.MODE_EXPECTED, tag, *[data[o:o + k] for o, k in buf])
+        if io_type == P.IoType.WRITE:
+            for n, _, _ in shares:
+                P.decode(bmi.recv_expected(socks[n], tag))
+
+    for io_type in (P.IoType.WRITE, P.IoType.READ):
+        barrier.wait()
+        for i in range(iterations):
+            access(io_type, i + 1, (i * ranks + rank) * block)
+        barrier.wait()
+    if back != data:
+        raise RuntimeError("the protocol floor read back other bytes than it wrote")
+    for sock in socks:
+        sock.close()
+
+
+def floor(servers: int, ranks: int, chunk: int, block: int, iterations: int,
+          directory: Path) -> tuple[float, float]:
+    """The same exchanges through server_sim's protocol and BMI code between minimal Python
+    servers and clients (no events, logs, request handlers or MPI); (write, read) MiB/s."""
+    return _processes(_floor_connection, _floor_client, servers, ranks, chunk, block, iterations, directory)
 
 
 # --------------------------------------------------------------------------- the benchmark
@@ -300,6 +412,22 @@ def main(argv: list[str]) -> int:
         print(f"server event logging (2 servers, 2 ranks, 256 KiB, {args.events_repeat} runs each): "
               f"write {onw:.1f} vs {offw:.1f} MiB/s off ({1 - onw / offw:+.1%} cost), "
               f"read {onr:.1f} vs {offr:.1f} MiB/s off ({1 - onr / offr:+.1%} cost)")
+        ours, theirs = [], []
+        for _ in range(args.repeat):
+            ours.append(floor(2, 2, 256 * KiB, args.block, iters, d))
+            theirs.append(raw(2, 2, 256 * KiB, args.block, iters, d))
+        (fw, fr), (rw, rr) = _median(ours), _median(theirs)
+        target = next(row for row in figures["cases"] if (row["servers"], row["ranks"]) == (2, 2)
+                      and row["flow_buffer"] == 256 * KiB)
+        sw, sr = target["sim_write"], target["sim_read"]
+        figures["floor"] = {"write": round(fw, 1), "raw_write": round(rw, 1),
+                            "write_ratio": round(fw / rw, 3), "read": round(fr, 1), "raw_read": round(rr, 1),
+                            "read_ratio": round(fr / rr, 3), "sim_write_of_floor": round(sw / fw, 3),
+                            "sim_read_of_floor": round(sr / fr, 3)}
+        print(f"protocol floor (the same exchanges, minimal Python servers and clients; 2 servers, 2 ranks, "
+              f"256 KiB, {args.repeat} runs): write {fw:.1f} vs {rw:.1f} MiB/s raw ({fw / rw:.3f}), "
+              f"read {fr:.1f} vs {rr:.1f} ({fr / rr:.3f}); sim / floor: write {sw / fw:.3f}, "
+              f"read {sr / fr:.3f}")
     print(json.dumps(figures))
     return 0
 
