@@ -10,7 +10,7 @@ BENCHMARKS = {
     "view": "timeline generation for a ~100 k-event trace, against fetching the same rows",
     "clocks": "clock alignment on synthetic 1 M-call traces and a real skewed run, against the truth",
     "overhead": "traced (--callid) vs untraced (--no-callid) runs, interleaved, and the cost per call",
-    "fs": "simulated file system bandwidth against raw socket + pwrite and plain MPI-IO baselines",
+    "fs": "simulated file system bandwidth against raw socket + pwrite, its protocol floor and plain MPI-IO",
 }
 
 

@@ -165,7 +165,8 @@ def _raw_connection(sock: socket.socket, fd: int, chunk: int) -> None:
             sock.sendall(header)
 
 
-def _raw_server(path: str, chunk: int, clients: int, port_out, connection=_raw_connection) -> None:
+def _server_process(path: str, chunk: int, clients: int, port_out, connection=_raw_connection) -> None:
+    """A baseline's server: one thread per client, each running ``connection`` on one file."""
     listener = socket.create_server(("127.0.0.1", 0))
     port_out.send(listener.getsockname()[1])
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -230,7 +231,7 @@ def _processes(connection, client, servers: int, ranks: int, chunk: int, block: 
     os.sync()  # no write-back of an earlier run's dirty pages during this one
     ctx = mp.get_context("fork")
     pipes = [ctx.Pipe(duplex=False) for _ in range(servers)]
-    procs = [ctx.Process(target=_raw_server, args=(str(directory / f"raw-{n}.bstream"), chunk, ranks, w,
+    procs = [ctx.Process(target=_server_process, args=(str(directory / f"raw-{n}.bstream"), chunk, ranks, w,
                                                    connection))
              for n, (_r, w) in enumerate(pipes)]
     for p in procs:
@@ -344,7 +345,7 @@ def _floor_client(rank: int, ranks: int, ports: list[int], block: int, iteration
             access(io_type, i + 1, (i * ranks + rank) * block)
         barrier.wait()
     if back != data:
-        raise RuntimeError("the protocol floor read back other bytes than it wrote")
+        sys.exit("the protocol floor read back other bytes than it wrote")  # (exit code 1, no traceback)
     for sock in socks:
         sock.close()
 
@@ -363,14 +364,39 @@ def _median(pairs: list[tuple[float, float]]) -> tuple[float, float]:
     return statistics.median(p[0] for p in pairs), statistics.median(p[1] for p in pairs)
 
 
+def _positive(parse=int):
+    """An argparse type: ``parse`` the text, and refuse what is not above zero."""
+    def check(text: str) -> int:
+        value = parse(text)
+        if value <= 0:
+            raise ValueError(f"{text!r} is not above zero")
+        return value
+    check.__name__ = "positive number"  # (named in argparse's error message)
+    return check
+
+
 def main(argv: list[str]) -> int:
+    from callid.run import RunError
+    from callid.units import parse_size
+
     parser = argparse.ArgumentParser(prog="python -m bench fs", description=__doc__.splitlines()[0])
-    parser.add_argument("--bytes", type=int, default=256 * MiB, help="bytes written (and read) per run")
-    parser.add_argument("--block", type=int, default=MiB, help="bytes per access (default 1 MiB)")
-    parser.add_argument("--repeat", type=int, default=5, help="runs of each case (medians are shown)")
-    parser.add_argument("--events-repeat", type=int, default=5, help="runs with server events on and off")
+    parser.add_argument("--bytes", type=_positive(parse_size), default=256 * MiB,
+                        help="bytes written (and read) per run, e.g. 256MiB")
+    parser.add_argument("--block", type=_positive(parse_size), default=MiB,
+                        help="bytes per access (default 1MiB)")
+    parser.add_argument("--repeat", type=_positive(), default=5, help="runs of each case (medians are shown)")
+    parser.add_argument("--events-repeat", type=_positive(), default=5,
+                        help="runs with server events on and off")
     parser.add_argument("--quick", action="store_true", help="one case (2, 2, 256 KiB), fewer runs")
     args = parser.parse_args(argv)
+    try:
+        return _measure(args)
+    except (RuntimeError, RunError, subprocess.CalledProcessError) as exc:
+        print(f"python -m bench fs: error: {exc}", file=sys.stderr)
+        return 1
+
+
+def _measure(args: argparse.Namespace) -> int:
     if args.quick:
         args.bytes, args.repeat, args.events_repeat = 64 * MiB, 1, 3
     cases = [(s, r, fb) for s in (2, 4) for r in (2, 4) for fb in (64 * KiB, 256 * KiB)]
