@@ -377,7 +377,7 @@ def _positive(parse=int):
 
 def main(argv: list[str]) -> int:
     from callid.run import RunError
-    from callid.units import parse_size
+    from callid_core.units import parse_size
 
     parser = argparse.ArgumentParser(prog="python -m bench fs", description=__doc__.splitlines()[0])
     parser.add_argument("--bytes", type=_positive(parse_size), default=256 * MiB,

@@ -72,17 +72,21 @@ def per_call_costs(calls: int, directory: Path) -> dict[str, float]:
     from mpi4py import MPI
 
     from callid.mpiio import file as traced
-    from server_sim import clock
+    from callid.mpiio.record import Record
+    from callid_core import clock
 
     tracer = traced.Tracer(0, str(directory / "calls"))
     stamp, log, now = tracer.next_callid, tracer.trace.call, clock.now
     loop = _timed(lambda: [None for _ in range(calls)])
 
-    def stamp_and_log() -> None:
+    def stamp_and_log() -> None:  # what traced._call adds to a call: a Record filled in and logged
         for _ in range(calls):
             t0 = now()
-            log(stamp(), "MPI_File_write_at", "/pvfs2/f", 1, 4096, 4096, 4096, "MPI_BYTE", 4096, False,
-                None, None, t0, now(), None)
+            rec = Record(stamp(), func="MPI_File_write_at", collective=False)
+            rec.file, rec.fid, rec.offset, rec.size, rec.count = "/pvfs2/f", 1, 4096, 4096, 4096
+            rec.datatype, rec.bytes = "MPI_BYTE", 4096
+            rec.t_start, rec.t_end, rec.error = t0, now(), None
+            log(rec)
         tracer.trace.close()
 
     def untimed_clock() -> None:

@@ -14,8 +14,8 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from callid.ids import DEFAULT_LAYOUT
-from callid.units import parse_duration, parse_size
+from callid_core.ids import DEFAULT_LAYOUT
+from callid_core.units import parse_duration, parse_size
 
 DEFAULT_LAYOUT_TEXT = str(DEFAULT_LAYOUT)
 
@@ -56,7 +56,7 @@ def _duration(value: str) -> float:
 
 
 def _layout(value: str) -> str:
-    from callid.ids import CallIDError, Layout
+    from callid_core.ids import CallIDError, Layout
 
     try:
         return str(Layout.parse(value))
@@ -70,9 +70,9 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="print machine-readable J
 
 
 def _run_traced(opts) -> object:
-    from callid.ids import CallIDError
     from callid.run import RunError, run
-    from server_sim.clock import SkewError
+    from callid_core.clock import SkewError
+    from callid_core.ids import CallIDError
 
     try:
         return run(opts)
@@ -166,7 +166,7 @@ def merge(
 
     Example: callid merge callid-out/client.parquet callid-out/server.parquet -o merged.duckdb
     """
-    from pipeline.errors import InputError
+    from callid_core.errors import InputError
     from pipeline.merge import merge as do_merge
 
     if output is None:
@@ -201,7 +201,7 @@ def stats(
 
     Example: callid stats merged.duckdb --json
     """
-    from pipeline.errors import InputError
+    from callid_core.errors import InputError
     from pipeline.stats import compute_stats, render_comparison, render_stats
 
     try:
@@ -229,7 +229,7 @@ def sql(
 
     Example: callid sql merged.duckdb "SELECT func, count(*) FROM arrows GROUP BY func"
     """
-    from pipeline.errors import InputError
+    from callid_core.errors import InputError
     from pipeline.query import format_rows, run_query
 
     if fmt not in ("table", "csv", "json", "markdown"):
@@ -264,7 +264,7 @@ def _steps(title: str, quiet: bool = False):
 
 def _write(writer, db: Path, output: Path) -> int:
     """Run ``writer(db, output)``; bad input or an unwritable output is a one-line error."""
-    from pipeline.errors import InputError
+    from callid_core.errors import InputError
 
     try:
         return writer(str(db), str(output))
@@ -344,8 +344,8 @@ def synth(
 
     Example: callid synth --ranks 16 --calls 1000000 --duration 1h --skew server:0=+250ms@15ppm -o big
     """
+    from callid_core.clock import SkewError
     from pipeline.synth import SynthError, SynthOptions, synthesize
-    from server_sim.clock import SkewError
 
     opts = SynthOptions(ranks=ranks, servers=servers, calls=calls, fanout=fanout,
                         collective_share=collective_share, skew=skew, duration=duration,
@@ -377,7 +377,7 @@ def demo(
     reads back the next rank's segment and checks it.
     """
     from callid.run import RunOptions
-    from pipeline.errors import InputError
+    from callid_core.errors import InputError
     from pipeline.merge import merge as do_merge
     from pipeline.stats import compute_stats, render_stats
 

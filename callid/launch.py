@@ -16,7 +16,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from server_sim.config import CONFIG_ENV, Config
+from callid_core.config import CONFIG_ENV, Config
 
 USAGE = "usage: python -m callid.launch (SCRIPT | -m MODULE) [ARGS...]"
 

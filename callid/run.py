@@ -13,16 +13,29 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from callid.ids import DEFAULT_LAYOUT
-from pipeline import schema as S
-from pipeline.logwriter import combine_parts, file_metadata
+from callid_core import schema as S
+from callid_core.clock import parse_skew, skews_to_json
+from callid_core.config import (
+    CONFIG_ENV,
+    DEFAULT_FLOW_BUFFER,
+    DEFAULT_IO_SERVERS,
+    DEFAULT_MOUNT,
+    DEFAULT_RANKS,
+    DEFAULT_SMALL_IO,
+    DEFAULT_STRIP_SIZE,
+    ROLE_IO,
+    ROLE_META,
+    Config,
+    ServerConfig,
+)
+from callid_core.errors import Failed
+from callid_core.ids import DEFAULT_LAYOUT
+from callid_core.partlog import combine_parts
 from server_sim import bmi
 from server_sim import protocol as P
-from server_sim.clock import parse_skew, skews_to_json
-from server_sim.config import CONFIG_ENV, ROLE_IO, ROLE_META, Config, ServerConfig
 
 
-class RunError(Exception):
+class RunError(Failed):
     """A run that could not be done; the message says which rank or server failed."""
 
 
@@ -31,16 +44,16 @@ class RunOptions:
     """The parameters of ``callid run``."""
 
     target: list[str]  # [SCRIPT, ARGS...] or ["-m", MODULE, ARGS...]
-    np: int = 2
-    servers: int = 2
-    strip_size: int = 65536
-    flow_buffer: int = 65536
-    small_io: int = 16384
+    np: int = DEFAULT_RANKS
+    servers: int = DEFAULT_IO_SERVERS
+    strip_size: int = DEFAULT_STRIP_SIZE
+    flow_buffer: int = DEFAULT_FLOW_BUFFER
+    small_io: int = DEFAULT_SMALL_IO
     callid: bool = True
     callid_layout: str = str(DEFAULT_LAYOUT)
-    mount: list[str] = field(default_factory=lambda: ["/pvfs2"])
+    mount: list[str] = field(default_factory=lambda: [DEFAULT_MOUNT])
     ranks_per_host: int = 0
-    clock_skew: str = ""  # server_sim.clock skew specification, e.g. server:0=+40ms@30ppm
+    clock_skew: str = ""  # callid_core.clock skew specification, e.g. server:0=+40ms@30ppm
     out: str = "callid-out"
     timeout: float | None = None
     quiet: bool = False
@@ -75,7 +88,7 @@ def find_mpiexec() -> str:
 def make_config(opts: RunOptions, out: Path) -> Config:
     """The file system of one run: one metadata server and ``opts.servers`` I/O servers.
 
-    Raises ``server_sim.clock.SkewError`` for a bad ``opts.clock_skew``.
+    Raises ``callid_core.clock.SkewError`` for a bad ``opts.clock_skew``.
     """
     storage = out / "storage"
     servers = [ServerConfig("meta0", [ROLE_META], str(storage / "meta0"))]
@@ -195,9 +208,9 @@ def run(opts: RunOptions) -> RunResult:
     client = out / "client.parquet"
     server = out / "server.parquet"
     client_rows = combine_parts(sorted(parts.glob("client-*.parquet")), client, S.CLIENT_SCHEMA,
-                                file_metadata(S.KIND_CLIENT, *meta_args))
+                                S.file_metadata(S.KIND_CLIENT, *meta_args))
     server_rows = combine_parts(sorted(parts.glob("server-*.parquet")), server, S.SERVER_SCHEMA,
-                                file_metadata(S.KIND_SERVER, *meta_args))
+                                S.file_metadata(S.KIND_SERVER, *meta_args))
     if failures:
         raise RunError("; ".join(failures) + f" (the events logged before are in {client} and {server})")
     return RunResult(out, client, server, client_rows, server_rows, time.monotonic() - t0, stdout)

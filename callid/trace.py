@@ -5,14 +5,19 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from pipeline import schema as S
-from pipeline.logwriter import DEFAULT_FLUSH_ROWS, PartLog, file_metadata
+from callid_core import schema as S
+from callid_core.config import DEFAULT_FLUSH_ROWS
+from callid_core.ids import Layout
+from callid_core.partlog import PartLog
 
 __all__ = ["ClientTrace"]
 
+_row_of = S.CLIENT.row_of
+_rpc_row = S.CLIENT.row
+
 
 class ClientTrace:
-    """Appends rows of ``pipeline.schema.CLIENT_SCHEMA`` for one rank, flushed in batches."""
+    """Appends rows of the client log (``callid_core.schema.CLIENT``) for one rank, flushed in batches."""
 
     def __init__(self, directory: str | os.PathLike[str], rank: int, layout: str, run_id: str,
                  config_json: str = "{}", clock: str = "host0",
@@ -20,31 +25,29 @@ class ClientTrace:
         self.rank = rank
         self.enabled = enabled
         self.clock = clock
-        self.sentinel = S.sentinel(layout)
-        meta = file_metadata(S.KIND_CLIENT, layout, run_id, config_json)
+        self.sentinel = Layout.parse(layout).sentinel
+        meta = S.file_metadata(S.KIND_CLIENT, layout, run_id, config_json)
         self.log = PartLog(S.CLIENT_SCHEMA, directory, f"client-rank{rank:06d}", meta, flush_rows)
 
-    def call(self, callid: int, func: str, file: str | None, fid: int | None,
-             offset: int | None, size: int | None, count: int | None, datatype: str | None,
-             nbytes: int | None, collective: bool, coll_seq: int | None, rid: int | None,
-             t_start: int, t_end: int, error: str | None, kind: str = "call") -> None:
-        """Log one MPI call (``kind='wait'``: the completion of a non-blocking call, same rid)."""
-        if not self.enabled:
-            return
-        self.log.append((callid, self.rank, self.clock, kind, func, file, fid, offset, size, count,
-                         datatype, nbytes, collective, coll_seq, rid, t_start, t_end, error,
-                         None, None, None, None, None))
+    def call(self, record) -> None:
+        """Log one MPI call (``kind='wait'``: the completion of a non-blocking call, same rid).
+
+        ``record`` has the client log's columns as attributes (``callid.mpiio.record.Record``);
+        this rank's ``rank`` and ``clock`` are filled in here.
+        """
+        if self.enabled:
+            record.rank, record.clock = self.rank, self.clock
+            self.log.append(_row_of(record))
 
     def rpc(self, callids: Sequence[int], func: str, server: str, op: str, seq: int,
             t_start: int, t_end: int, t_recv: int | None, t_send: int | None,
             error: str | None) -> None:
         """Log one client->server exchange made on behalf of ``callids``."""
-        if not self.enabled:
-            return
-        callid = callids[0] if len(callids) == 1 else self.sentinel
-        self.log.append((callid, self.rank, self.clock, "rpc", func, None, None, None, None, None,
-                         None, None, None, None, None, t_start, t_end, error,
-                         server, op, seq, t_recv, t_send))
+        if self.enabled:
+            self.log.append(_rpc_row(
+                callid=callids[0] if len(callids) == 1 else self.sentinel, rank=self.rank, clock=self.clock,
+                kind="rpc", func=func, server=server, op=op, req_seq=seq, t_start=t_start, t_end=t_end,
+                t_recv=t_recv, t_send=t_send, error=error))
 
     def close(self) -> None:
         self.log.close()

@@ -16,7 +16,7 @@ import sys
 
 from mpi4py import MPI
 
-from callid.units import parse_size
+from callid_core.units import parse_size
 
 
 def block_bytes(rank: int, index: int, size: int) -> bytes:

@@ -14,7 +14,7 @@ import sys
 
 from mpi4py import MPI
 
-from callid.units import parse_size
+from callid_core.units import parse_size
 
 
 def main() -> int:

@@ -499,7 +499,7 @@ def truth_errors(con: duckdb.DuckDBPyConnection, clocks: list[dict] | None = Non
 
     ``clocks`` are rows like the ``clocks`` table's (default: that table), so that other
     estimates can be checked against the same truth."""
-    from server_sim.clock import Skew, skews_from_json
+    from callid_core.clock import Skew, skews_from_json
 
     row = con.execute("SELECT value FROM run WHERE key = 'client.config'").fetchone()
     config = json.loads(row[0]) if row else {}

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import json
 
-from pipeline import schema as S
-from pipeline.atomic import replacing
+from callid_core import schema as S
+from callid_core.atomic import replacing
 from pipeline.query import connect
 
 RANKS_PID = 1

@@ -1,4 +1,4 @@
-"""Load step: find a log's files and validate them against ``pipeline.schema`` (footers only)."""
+"""Load step: find a log's files and validate them against ``callid_core.schema`` (footers only)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline import schema as S
-from pipeline.errors import InputError
+from callid_core import schema as S
+from callid_core.errors import InputError
+from callid_core.ids import CallIDError, Layout
 
 _META_PREFIX = "callid."
 
@@ -30,21 +31,9 @@ class LogInfo:
     metadata: dict[str, str] = field(default_factory=dict)
 
     @property
-    def total_bits(self) -> int:
-        return S.layout_bits(self.layout)[0]
-
-    @property
-    def rank_bits(self) -> int:
-        return S.layout_bits(self.layout)[1]
-
-    @property
-    def counter_bits(self) -> int:
-        return self.total_bits - self.rank_bits
-
-    @property
-    def sentinel(self) -> int:
-        """The all-ones CallID of the layout: "no CallID"."""
-        return S.sentinel(self.layout)
+    def callid_layout(self) -> Layout:
+        """The CallID layout of the log (validated)."""
+        return Layout.parse(self.layout)
 
 
 def resolve(spec: str) -> list[str]:
@@ -78,16 +67,13 @@ def _normal(type_: pa.DataType) -> object:
 
 
 def check_layout(layout: str, where: str) -> None:
-    """``TOTAL/RANK`` with TOTAL 32 or 64 and at least 2 counter bits, as ``callid.ids.Layout``."""
+    """A CallID layout that :class:`callid_core.ids.Layout` accepts."""
     if not layout:
         raise InputError(f"{where}: no '{S.META_LAYOUT}' metadata (CallID layout)")
     try:
-        total, rank = (int(x) for x in layout.split("/"))
-    except ValueError:
-        total, rank = 0, 0
-    if total not in (32, 64) or not 1 <= rank <= total - 2:
-        raise InputError(f"{where}: unknown CallID layout {layout!r} in '{S.META_LAYOUT}' "
-                         "(expected TOTAL/RANK, TOTAL 32 or 64, e.g. 64/23)")
+        Layout.parse(layout)
+    except CallIDError as exc:
+        raise InputError(f"{where}: unknown CallID layout {layout!r} in '{S.META_LAYOUT}' ({exc})") from None
 
 
 def _check_file(path: str, kind: str) -> tuple[dict[str, str], int]:

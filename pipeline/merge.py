@@ -15,9 +15,9 @@ from pathlib import Path
 
 import duckdb
 
+from callid_core import schema as S
+from callid_core.errors import InputError
 from pipeline import clocks
-from pipeline import schema as S
-from pipeline.errors import InputError
 from pipeline.load import LogInfo, validate_log
 
 TABLES = ("calls", "rpcs", "server_ops", "arrows", "fanout", "clocks", "run")
@@ -160,11 +160,12 @@ def sources(con: duckdb.DuckDBPyConnection, c: LogInfo, s: LogInfo) -> None:
     """Views over the Parquet files, and the CallID macros of the run's layout."""
     con.execute(f"CREATE TEMP VIEW client_log AS SELECT * FROM read_parquet({_files(c)})")
     con.execute(f"CREATE TEMP VIEW server_log AS SELECT * FROM read_parquet({_files(s)})")
-    bits = c.counter_bits
-    rank_w, counter_w, mask = -(-c.rank_bits // 4), -(-bits // 4), (1 << bits) - 1
-    con.execute(f"CREATE TEMP MACRO no_callid() AS {c.sentinel}::UBIGINT")
+    layout = c.callid_layout
+    bits = layout.counter_bits
+    (rank_w, counter_w), mask = layout.hex_digits, (1 << bits) - 1
+    con.execute(f"CREATE TEMP MACRO no_callid() AS {layout.sentinel}::UBIGINT")
     con.execute(f"CREATE TEMP MACRO counter_mask() AS {mask}::UBIGINT")
-    # callid_hex(id) prints a CallID as callid.ids.Layout.format does; kept in the database (the
+    # callid_hex(id) prints a CallID as callid_core.ids.Layout.format does; kept in the database (the
     # rpcs and server_ops views use it), so it may not call the temporary macros above.
     con.execute(
         f"CREATE MACRO callid_hex(id) AS CASE WHEN id IS NULL THEN NULL ELSE "
@@ -297,7 +298,7 @@ def derive_fanout(con: duckdb.DuckDBPyConnection) -> None:
 def write_run(con: duckdb.DuckDBPyConnection, c: LogInfo, s: LogInfo, clock_sync: str) -> None:
     """The ``run`` table: both logs' metadata (``client.*``, ``server.*``), layout, sentinel and
     the clock model used."""
-    rows = [("layout", c.layout), ("sentinel", str(c.sentinel)), ("clock_sync", clock_sync)]
+    rows = [("layout", c.layout), ("sentinel", str(c.callid_layout.sentinel)), ("clock_sync", clock_sync)]
     for info in (c, s):
         meta = {**info.metadata, "files": str(len(info.files)), "rows": str(info.rows)}
         meta.pop("kind", None)

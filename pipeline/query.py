@@ -9,7 +9,7 @@ from pathlib import Path
 
 import duckdb
 
-from pipeline.errors import InputError
+from callid_core.errors import InputError
 from pipeline.merge import TABLES, VIEWS
 
 FORMATS = ("table", "csv", "json", "markdown")

@@ -5,7 +5,8 @@
 
 from __future__ import annotations
 
-from pipeline import schema as S
+from callid_core import schema as S
+from callid_core.ids import Layout
 from pipeline.query import connect, format_rows
 
 
@@ -35,8 +36,7 @@ def compute_stats(db: str) -> dict:
     try:
         one = lambda sql: con.execute(sql).fetchall()[0][0]  # noqa: E731
         run = dict(con.execute("SELECT key, value FROM run").fetchall())
-        total_bits, rank_bits = (int(x) for x in run["layout"].split("/"))
-        counter_bits = total_bits - rank_bits
+        counter_bits = Layout.parse(run["layout"]).counter_bits
         arrows = one("SELECT count(*) FROM arrows")
         with_arrows = one("SELECT count(DISTINCT callid) FROM arrows")
         stats = {

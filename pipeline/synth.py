@@ -11,7 +11,7 @@ whose requests one aggregator sends, carrying every rank's CallID (fan-in).  Som
 server operations carry no CallID (unattributed), some calls are not stamped (the
 all-ones sentinel), and ``misjoined`` requests carry the CallID of another call of
 the same rank (as a tracing bug would).  Every host and server clock can be given
-an offset, drift and drift wander (``server_sim.clock``); the truth is stored in the
+an offset, drift and drift wander (``callid_core.clock``); the truth is stored in the
 file metadata (``clock_skew``, ``clock_t0``), as a real run stores it.
 Generation is vectorized (numpy), so millions of events take seconds.
 
@@ -32,12 +32,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline import schema as S
-from pipeline.atomic import replacing
-from pipeline.logwriter import file_metadata
-from server_sim.clock import parse_skew, skews_to_json
+from callid_core import schema as S
+from callid_core.atomic import replacing
+from callid_core.clock import parse_skew, skews_to_json
+from callid_core.ids import DEFAULT_LAYOUT
 
-LAYOUT = (64, 23)
+LAYOUT = DEFAULT_LAYOUT
 TRUTH_SCHEMA = pa.schema([("callid", pa.uint64()), ("server", pa.string()), ("event_id", pa.int64())])
 
 
@@ -55,7 +55,7 @@ class SynthOptions:
     collective_share: float = 0.1
     unattributed_share: float = 0.01
     unstamped_share: float = 0.01
-    skew: str = ""  # server_sim.clock specification, e.g. server:0=+250ms@15ppm~1ppm
+    skew: str = ""  # callid_core.clock specification, e.g. server:0=+250ms@15ppm~1ppm
     duration: float = 0.0  # ns from first call to last; 0: calls follow each other closely
     async_share: float = 0.0  # share of Trove writes that end after their response (write-back)
     misjoined: int = 0  # requests logged with another call's CallID
@@ -97,7 +97,7 @@ def synthesize(opts: SynthOptions, out: str | Path, chunk_calls: int = CHUNK_CAL
         raise SynthError(f"--duration {opts.duration / 1e9:g} s is too short for {per_rank} calls per rank")
     # drift wander: one period over the trace (or the default hour)
     clock_of = {name: replace(sk, period_ns=opts.duration or sk.period_ns) for name, sk in skews.items()}
-    meta_args = (f"{LAYOUT[0]}/{LAYOUT[1]}", f"synth-{opts.seed}",
+    meta_args = (str(LAYOUT), f"synth-{opts.seed}",
                  json.dumps({"synth": asdict(opts), "clock_skew": skews_to_json(clock_of), "clock_t0": T_BASE,
                              "ranks_per_host": opts.ranks_per_host}))
     rng = np.random.default_rng(opts.seed)
@@ -111,7 +111,7 @@ def synthesize(opts: SynthOptions, out: str | Path, chunk_calls: int = CHUNK_CAL
     with ExitStack() as stack:
         writers = []
         for name, schema, kind in files:
-            meta = file_metadata(kind, *meta_args) if kind else {b"callid.kind": b"truth"}
+            meta = S.file_metadata(kind, *meta_args) if kind else {b"callid.kind": b"truth"}
             tmp = stack.enter_context(replacing(out / f"{name}.parquet"))
             writers.append(pq.ParquetWriter(tmp, schema.with_metadata(meta)))
         try:
@@ -134,9 +134,8 @@ def synthesize(opts: SynthOptions, out: str | Path, chunk_calls: int = CHUNK_CAL
 def _chunk(opts: SynthOptions, rng: np.random.Generator, names: np.ndarray, clock_of: dict, k0: int, k1: int,
            total_per_rank: int, misjoined: int, carry: _Carry) -> tuple[list[pa.Table], dict]:
     """Calls ``k0 .. k1`` of every rank: the client, server and truth tables, and their row counts."""
-    total_bits, rank_bits = LAYOUT
-    counter_bits = total_bits - rank_bits
-    sentinel = np.uint64((1 << total_bits) - 1)
+    counter_bits = LAYOUT.counter_bits
+    sentinel = np.uint64(LAYOUT.sentinel)
     per_rank = k1 - k0
     n, nsrv = per_rank * opts.ranks, opts.servers
 
@@ -275,35 +274,25 @@ def _chunk(opts: SynthOptions, rng: np.random.Generator, names: np.ndarray, cloc
     call_clock = np.char.add("host", host.astype(str))
     req_host = host[req_call]
     n_rpc = m_req
-    null = lambda k, t: pa.nulls(k, t)  # noqa: E731
-    calls = {
+    client = pa.concat_tables([S.CLIENT.arrow(n, {
         "callid": pa.array(logged_id, pa.uint64()), "rank": rank, "clock": pa.array(call_clock),
         "kind": pa.array(["call"] * n),
         "func": pa.array(np.where(write, "MPI_File_write_at", "MPI_File_read_at")),
         "file": pa.array(["/pvfs2/synth"] * n), "fid": np.ones(n, np.int64),
         "offset": counter.astype(np.int64) * 65536, "size": size, "count": size,
         "datatype": pa.array(["MPI_BYTE"] * n), "bytes": size, "collective": collective,
-        "coll_seq": pa.array(coll_seq, mask=coll_seq < 0), "rid": null(n, pa.int64()),
+        "coll_seq": pa.array(coll_seq, mask=coll_seq < 0),
         "t_start": on_clock(t_start, host, "host"), "t_end": on_clock(t_end, host, "host"),
-        "error": null(n, pa.string()), "server": null(n, pa.string()), "op": null(n, pa.string()),
-        "req_seq": null(n, pa.int64()), "t_recv": null(n, pa.int64()), "t_send": null(n, pa.int64()),
-    }
-    rpcs = {
+    }), S.CLIENT.arrow(n_rpc, {
         "callid": pa.array(np.where(shared_req, sentinel, logged_id[req_call]), pa.uint64()),
         "rank": rank[req_call], "clock": pa.array(call_clock[req_call]), "kind": pa.array(["rpc"] * n_rpc),
         "func": pa.array(np.where(write[req_call], "MPI_File_write_at", "MPI_File_read_at")),
-        "file": null(n_rpc, pa.string()), "fid": null(n_rpc, pa.int64()), "offset": null(n_rpc, pa.int64()),
-        "size": null(n_rpc, pa.int64()), "count": null(n_rpc, pa.int64()),
-        "datatype": null(n_rpc, pa.string()), "bytes": null(n_rpc, pa.int64()),
-        "collective": null(n_rpc, pa.bool_()), "coll_seq": null(n_rpc, pa.int64()),
-        "rid": null(n_rpc, pa.int64()),
         "t_start": on_clock(sent, req_host, "host"), "t_end": on_clock(back, req_host, "host"),
-        "error": null(n_rpc, pa.string()), "server": pa.array(names[req_server]), "op": pa.array(req_ops),
+        "server": pa.array(names[req_server]), "op": pa.array(req_ops),
         "req_seq": carry.requests + np.arange(m_req, dtype=np.int64),
         "t_recv": on_clock(received, req_server, "io"), "t_send": on_clock(answered, req_server, "io"),
-    }
-    client = pa.concat_tables([pa.table(calls).cast(S.CLIENT_SCHEMA), pa.table(rpcs).cast(S.CLIENT_SCHEMA)])
-    srv = pa.table({
+    })])
+    srv = S.SERVER.arrow(m, {
         "server": pa.array(names[ev_server]), "clock": pa.array(names[ev_server]),
         "layer": pa.array(ev_layer), "op": pa.array(ev_op), "callid": pa.array(ev_callid, pa.uint64()),
         "callids": pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)),

@@ -11,8 +11,8 @@ import html
 import json
 from importlib import resources
 
-from pipeline import schema as S
-from pipeline.atomic import replacing
+from callid_core import schema as S
+from callid_core.atomic import replacing
 from pipeline.query import connect
 
 LAYERS = ("req", "flow", "trove", "meta")

@@ -6,7 +6,7 @@ import argparse
 import logging
 import sys
 
-from server_sim.config import Config
+from callid_core.config import Config
 from server_sim.server import Server
 
 

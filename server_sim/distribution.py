@@ -11,19 +11,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
-DEFAULT_STRIP_SIZE = 65536
-
-
-class Distribution(Protocol):
-    """How a file's logical bytes are spread over its datafiles."""
-
-    dfile_count: int
-
-    def physical_start(self, dfile: int, logical: int) -> int: ...
-
-    def logical_size(self, dfile: int, physical_size: int) -> int: ...
+from callid_core.config import DEFAULT_STRIP_SIZE
 
 
 @dataclass(frozen=True)

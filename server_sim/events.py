@@ -4,24 +4,26 @@ from __future__ import annotations
 
 import itertools
 
-from pipeline import schema as S
-from pipeline.logwriter import PartLog, file_metadata
-from server_sim.clock import now
-from server_sim.config import Config
+from callid_core import schema as S
+from callid_core.clock import now
+from callid_core.config import Config
+from callid_core.ids import Layout
+from callid_core.partlog import PartLog
 
 __all__ = ["ServerEvents", "Who", "now"]
 
 Who = tuple[int, list[int], int, int]  # callid, callids, rank, request_id
+_row = S.SERVER.row
 
 
 class ServerEvents:
-    """Appends server events as rows of ``pipeline.schema.SERVER_SCHEMA``."""
+    """Appends server events as rows of the server log (``callid_core.schema.SERVER``)."""
 
     def __init__(self, config: Config, server: str) -> None:
         self.server = server
         self.clock = server
-        self.sentinel = S.sentinel(config.callid_layout)
-        meta = file_metadata(S.KIND_SERVER, config.callid_layout, config.run_id, config.to_json())
+        self.sentinel = Layout.parse(config.callid_layout).sentinel
+        meta = S.file_metadata(S.KIND_SERVER, config.callid_layout, config.run_id, config.to_json())
         self.log = PartLog(S.SERVER_SCHEMA, config.trace_dir, f"server-{server}", meta, config.flush_rows)
         self._ids = itertools.count(1)
         self.enabled = config.server_events
@@ -42,8 +44,11 @@ class ServerEvents:
     ) -> None:
         """Log one finished event of the request ``who`` (:meth:`who`) describes."""
         if self.enabled:
-            self.log.append((self.server, self.clock, layer, op, *who, event_id, parent, handle, offset, size,
-                             t_start, t_end))
+            callid, callids, rank, req_id = who
+            self.log.append(_row(server=self.server, clock=self.clock, layer=layer, op=op, callid=callid,
+                                 callids=callids, rank=rank, req_id=req_id, event_id=event_id,
+                                 parent=parent, handle=handle, offset=offset, size=size,
+                                 t_start=t_start, t_end=t_end))
 
     def close(self) -> None:
         self.log.close()

@@ -8,11 +8,12 @@ import os
 import signal
 import socket
 import threading
-from pathlib import Path
 
-from server_sim import bmi, clock
+from callid_core import clock
+from callid_core.atomic import replacing
+from callid_core.config import ROLE_META, Config
+from server_sim import bmi
 from server_sim import protocol as P
-from server_sim.config import ROLE_META, Config
 from server_sim.events import ServerEvents, now
 from server_sim.flow import FlowContext
 from server_sim.requests import HANDLERS, REQUEST_OPS, RequestError, ServerState
@@ -50,9 +51,8 @@ class Server:
         listener = socket.create_server((self.me.host, self.me.port), backlog=256)
         host, port = listener.getsockname()[:2]
         if addr_file:
-            tmp = Path(str(addr_file) + ".tmp")
-            tmp.write_text(json.dumps({"host": host, "port": port, "pid": os.getpid()}))
-            os.replace(tmp, addr_file)
+            with replacing(addr_file) as tmp:
+                tmp.write_text(json.dumps({"host": host, "port": port, "pid": os.getpid()}))
         signal.signal(signal.SIGTERM, _raise_shutdown)
         signal.signal(signal.SIGINT, _raise_shutdown)
         log.info("server %s listening on %s:%d", self.me.name, host, port)

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from callid.ids import DEFAULT_LAYOUT, THESIS_LAYOUT, CallIDError, CallIDOverflow, Layout, Stamper
+from callid_core.ids import DEFAULT_LAYOUT, THESIS_LAYOUT, CallIDError, CallIDOverflow, Layout, Stamper
 
 
 @st.composite

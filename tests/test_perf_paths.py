@@ -12,13 +12,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from callid.ids import Layout, Stamper
 from callid.mpiio import sysint as SI
+from callid.mpiio.record import Record
 from callid.trace import ClientTrace
-from pipeline import schema as S
-from pipeline.logwriter import PartLog, column
+from callid_core import schema as S
+from callid_core.config import Config, ServerConfig
+from callid_core.ids import Layout, Stamper
+from callid_core.partlog import PartLog, column
 from server_sim import bmi
-from server_sim.config import Config, ServerConfig
 from server_sim.events import ServerEvents
 
 SENTINEL = (1 << 64) - 1
@@ -38,7 +39,8 @@ def test_columns_from_buffers_equal_pyarrow_conversion(values, type_):
 
 
 def _server_row(i: int) -> tuple:
-    return ("io0", "io0", "trove", "trove_write", i, [i], 0, i, i, -1, 7, 0, 4096, i, i + 1)
+    return S.SERVER.row(server="io0", clock="io0", layer="trove", op="trove_write", callid=i, callids=[i],
+                        rank=0, req_id=i, event_id=i, handle=7, size=4096, t_start=i, t_end=i + 1)
 
 
 def test_concurrent_appends_are_flushed_exactly_once(tmp_path):
@@ -66,10 +68,11 @@ def test_a_row_of_the_wrong_width_is_an_error(tmp_path):
 
 def test_logging_does_not_import_pandas(tmp_path):
     code = (
-        "import sys\nfrom pipeline import schema as S\nfrom pipeline.logwriter import PartLog\n"
+        "import sys\nfrom callid_core import schema as S\nfrom callid_core.partlog import PartLog\n"
         f"log = PartLog(S.SERVER_SCHEMA, {str(tmp_path)!r}, 's', {{}}, flush_rows=2)\n"
         "for i in range(5):\n"
-        "    log.append(('io0', 'io0', 'req', 'io_write', i, [i], 0, i, i, -1, 7, 0, 1, i, i))\n"
+        "    log.append(S.SERVER.row(server='io0', clock='io0', layer='req', op='io_write', callid=i,\n"
+        "                            callids=[i], event_id=i, t_start=i, t_end=i))\n"
         "log.close()\nassert 'pandas' not in sys.modules, 'pandas imported'\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -97,7 +100,8 @@ def test_events_and_trace_switched_off_log_nothing(tmp_path):
     events.record(events.new_id(), "req", "io_write", events.who({"callid": [5]}), -1, 1, 0, 10, 1, 2)
     events.close()
     trace = ClientTrace(tmp_path, 0, "64/23", "r", enabled=False)
-    trace.call(5, "MPI_File_write_at", "/pvfs2/f", 1, 0, 4, 4, "MPI_BYTE", 4, False, None, None, 1, 2, None)
+    trace.call(Record(5, func="MPI_File_write_at", file="/pvfs2/f", size=4, t_start=1, t_end=2))
+    trace.rpc([5], "MPI_File_write_at", "io0", "io", 1, 1, 2, None, None, None)
     trace.close()
     assert list(tmp_path.glob("*.parquet")) == []
 

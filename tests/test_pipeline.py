@@ -9,10 +9,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline import schema as S
-from pipeline.errors import InputError
+from callid_core import schema as S
+from callid_core.errors import InputError
+from callid_core.partlog import PartLog, combine_parts
+from callid_core.schema import file_metadata
 from pipeline.load import validate_log
-from pipeline.logwriter import PartLog, combine_parts, file_metadata
 from pipeline.merge import merge
 from pipeline.query import format_rows, run_query
 from pipeline.stats import compute_stats, render_stats
@@ -28,13 +29,15 @@ def _meta(kind: str, layout: str = LAYOUT, run_id: str = "run1") -> dict[bytes, 
 
 
 def _call(callid, rank, func, size, t0):
-    return (callid, rank, "host0", "call", func, "/pvfs2/f", 1, 0, size, size, "MPI_BYTE", size,
-            False, None, None, t0, t0 + 100, None, None, None, None, None, None)
+    return S.CLIENT.row(callid=callid, rank=rank, clock="host0", func=func, file="/pvfs2/f", fid=1, offset=0,
+                        size=size, count=size, datatype="MPI_BYTE", bytes=size, collective=False,
+                        t_start=t0, t_end=t0 + 100)
 
 
 def _op(server, layer, op, callids, event_id, size, t0, none=NONE):
-    callid = callids[0] if len(callids) == 1 else none
-    return (server, server, layer, op, callid, callids, 0, 1, event_id, -1, 5, 0, size, t0, t0 + 10)
+    return S.SERVER.row(server=server, clock=server, layer=layer, op=op,
+                        callid=callids[0] if len(callids) == 1 else none, callids=callids, rank=0, req_id=1,
+                        event_id=event_id, handle=5, size=size, t_start=t0, t_end=t0 + 10)
 
 
 CLIENT_ROWS = [
@@ -42,8 +45,8 @@ CLIENT_ROWS = [
     _call(B, 1, "MPI_File_read_at", 200, 1100),
     _call(NONE, 1, "MPI_File_seek", 0, 1200),  # traced but not stamped
     _call(C, 1, "MPI_File_get_size", 0, 1300),  # stamped, caused nothing on disk
-    (A, 0, "host0", "rpc", "MPI_File_write_at", None, None, None, None, None, None, None, None, None,
-     None, 1001, 1090, None, "io0", "io", 1, 1010, 1080),
+    S.CLIENT.row(callid=A, rank=0, clock="host0", kind="rpc", func="MPI_File_write_at", t_start=1001,
+                 t_end=1090, server="io0", op="io", req_seq=1, t_recv=1010, t_send=1080),
 ]
 SERVER_ROWS = [
     _op("io0", "trove", "trove_write", [A], 1, 100, 1010),

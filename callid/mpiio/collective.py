@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from mpi4py import MPI
 
 from callid.mpiio.datatypes import Runs
+from callid.mpiio.errors import SimIOError
 from callid.mpiio.sysint import FileAttrs, FsError, SysInt
+from callid_core.config import host_of
 from server_sim import protocol as P
 
 DEFAULT_CB_BUFFER_SIZE = 16 * 1024 * 1024
@@ -55,11 +57,6 @@ class CbHints:
     def as_info(self) -> dict[str, str]:
         return {"cb_nodes": str(self.cb_nodes), "cb_buffer_size": str(self.cb_buffer_size),
                 "romio_cb_write": self.romio_cb_write, "romio_cb_read": self.romio_cb_read}
-
-
-def host_of(world_rank: int, ranks_per_host: int) -> int:
-    """The simulated host of a rank (0 ranks per host: every rank on host 0)."""
-    return world_rank // ranks_per_host if ranks_per_host > 0 else 0
 
 
 def aggregators(world_ranks: list[int], ranks_per_host: int, cb_nodes: int) -> list[int]:
@@ -122,8 +119,6 @@ class TwoPhase:
         """Raise on every rank if any aggregator failed."""
         errors = [e for e in self.comm.allgather(error) if e is not None]
         if errors:
-            from callid.mpiio.simfile import SimIOError
-
             raise SimIOError(*errors[0])
 
     def write(self, domains: list[tuple[int, int]], regions: Runs, data: memoryview, callid: int,

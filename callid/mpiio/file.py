@@ -15,14 +15,15 @@ from typing import Any
 
 from mpi4py import MPI
 
-from callid.ids import DEFAULT_LAYOUT, Layout, Stamper
-from callid.mpiio.collective import host_of
-from callid.mpiio.simfile import SimFile, SimIOError, buffer_spec
+from callid.mpiio.errors import SimIOError
+from callid.mpiio.record import Record
+from callid.mpiio.simfile import SimFile, buffer_spec
 from callid.mpiio.sysint import SysInt
 from callid.trace import ClientTrace
-from server_sim import clock
+from callid_core import clock
+from callid_core.config import DEFAULT_FLUSH_ROWS, Config, host_of
+from callid_core.ids import DEFAULT_LAYOUT, Layout, Stamper
 from server_sim import protocol as P
-from server_sim.config import Config
 
 _BaseFile = MPI.File  # the library's class, captured before launch replaces MPI.File
 
@@ -67,22 +68,6 @@ def _specs() -> dict[str, CallSpec]:
 SPECS: dict[str, CallSpec] = _specs()
 
 
-@dataclass
-class Record:
-    """What one call asked for and did; filled in by the implementation."""
-
-    callid: int
-    file: str | None = None
-    fid: int | None = None
-    offset: int | None = None
-    size: int | None = None
-    count: int | None = None
-    datatype: str | None = None
-    nbytes: int | None = None
-    rid: int | None = None
-    coll_seq: int | None = None
-
-
 class Tracer:
     """The tracing state of one rank: CallIDs, the trace log and the file-system client."""
 
@@ -97,7 +82,7 @@ class Tracer:
             clock.use_domain(config.clock_skew, config.clock_t0, f"host{host}")
         self.trace = ClientTrace(trace_dir, rank, layout, run_id,
                                  config.to_json() if config else "{}", clock=f"host{host}",
-                                 flush_rows=config.flush_rows if config else 4096,
+                                 flush_rows=config.flush_rows if config else DEFAULT_FLUSH_ROWS,
                                  enabled=config.client_events if config else True)
         self.sysint = SysInt(config, rank, self.trace.rpc) if config and config.servers else None
         self.mounts = [os.path.abspath(m) for m in config.mount] if config else []
@@ -155,7 +140,7 @@ def _call(fh: TracedFile | None, name: str, *args: Any, **kwargs: Any) -> Any:
         target = getattr(_BaseFile, name)
         return target(fh, *args, **kwargs) if fh is not None else target(*args, **kwargs)
     spec = SPECS[name]
-    rec = Record(tr.next_callid())
+    rec = Record(tr.next_callid(), func=spec.func, collective=spec.collective)
     if fh is not None:
         rec.file, rec.fid = fh._callid_name, fh._callid_fid
         if spec.collective:
@@ -176,9 +161,8 @@ def _call(fh: TracedFile | None, name: str, *args: Any, **kwargs: Any) -> Any:
             _sim_error(tr, fh, exc.Get_error_code())
         raise
     finally:
-        tr.trace.call(rec.callid, spec.func, rec.file, rec.fid, rec.offset, rec.size, rec.count,
-                      rec.datatype, rec.nbytes, spec.collective, rec.coll_seq, rec.rid,
-                      t0, clock.now(), error)
+        rec.t_start, rec.t_end, rec.error = t0, clock.now(), error
+        tr.trace.call(rec)
 
 
 def _open(tr: Tracer, rec: Record, cls: type, comm: MPI.Intracomm, filename: Any,
@@ -239,8 +223,8 @@ def _sim(tr: Tracer, sim: SimFile, name: str, spec: CallSpec, rec: Record, args:
         pending, sim.split = sim.split, None
         if pending is None or pending[0] != name[: -len("_end")]:
             raise SimIOError(MPI.ERR_OTHER, f"{spec.func} without a matching _begin")
-        _, rec.nbytes, rec.rid = pending  # (the standard asks for the same buffer; not checked)
-        _set_status(status, rec.nbytes)
+        _, rec.bytes, rec.rid = pending  # (the standard asks for the same buffer; not checked)
+        _set_status(status, rec.bytes)
         return None
     offset, buf, status = _split_args(spec, args, kwargs)
     if spec.mode == "begin" and sim.split is not None:
@@ -254,7 +238,7 @@ def _sim(tr: Tracer, sim: SimFile, name: str, spec: CallSpec, rec: Record, args:
     if spec.mode == "begin":
         sim.split = (name[: -len("_begin")], done, rec.rid)
         return None
-    return _completed_request(tr, rec, spec.func, done)
+    return _completed_request(tr, rec, done)
 
 
 def _set_status(status: MPI.Status | None, nbytes: int) -> None:
@@ -262,14 +246,15 @@ def _set_status(status: MPI.Status | None, nbytes: int) -> None:
         status.Set_elements(MPI.BYTE, nbytes)
 
 
-def _completed_request(tr: Tracer, rec: Record, func: str, nbytes: int) -> MPI.Grequest:
+def _completed_request(tr: Tracer, rec: Record, nbytes: int) -> MPI.Grequest:
     """A real (generalized) request for I/O already done; its completion is logged when waited for."""
 
     def query(status: MPI.Status) -> None:
         _set_status(status, nbytes)
         now = clock.now()
-        tr.trace.call(rec.callid, func, rec.file, rec.fid, rec.offset, rec.size, rec.count,
-                      rec.datatype, nbytes, False, None, rec.rid, now, now, None, kind="wait")
+        tr.trace.call(Record(rec.callid, kind="wait", func=rec.func, file=rec.file, fid=rec.fid,
+                             offset=rec.offset, size=rec.size, count=rec.count, datatype=rec.datatype,
+                             bytes=nbytes, collective=False, rid=rec.rid, t_start=now, t_end=now))
 
     request = MPI.Grequest.Start(query)
     request.Complete()
@@ -303,7 +288,7 @@ def _real(fh: TracedFile, name: str, spec: CallSpec, rec: Record, args: tuple, k
     status = status if status is not None else MPI.Status()
     call_args = ([offset] if spec.position == "at" else []) + [buf, status]
     result = method(fh, *call_args)
-    rec.nbytes = status.Get_count(MPI.BYTE)
+    rec.bytes = status.Get_count(MPI.BYTE)
     return result
 
 

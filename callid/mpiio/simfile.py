@@ -10,35 +10,24 @@ standard asks for.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mpi4py import MPI
 
-from callid.mpiio.collective import CbHints, TwoPhase, host_of
+from callid.mpiio.collective import CbHints, TwoPhase
 from callid.mpiio.datatypes import flatten
+from callid.mpiio.errors import SimIOError
+from callid.mpiio.record import Record
 from callid.mpiio.sysint import FileAttrs, FsError, SysInt
 from callid.mpiio.view import View
+from callid_core.config import host_of
 from server_sim import protocol as P
-
-if TYPE_CHECKING:
-    from callid.mpiio.file import Record
 
 _ERROR_CLASSES = {
     P.Status.ENOENT: MPI.ERR_NO_SUCH_FILE,
     P.Status.EEXIST: MPI.ERR_FILE_EXISTS,
     P.Status.ENOSPC: MPI.ERR_NO_SPACE,
 }
-
-
-class SimIOError(MPI.Exception):
-    """``MPI.Exception`` that also says what the file system answered."""
-
-    def __init__(self, error_class: int, detail: str) -> None:
-        super().__init__(error_class)
-        self.detail = detail
-
-    def __str__(self) -> str:
-        return f"{super().__str__()}: {self.detail}"
 
 
 def _mpi_error(exc: FsError) -> SimIOError:
@@ -415,7 +404,7 @@ class SimFile:
         else:
             done = self._fs(self.sysint.io, self.attrs, io_type, regions, stream.data, ids, func)
             stream.scatter(done)
-        rec.nbytes = done
+        rec.bytes = done
         if where == "ind":
             self.position += done // esize
         return done

@@ -16,9 +16,10 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from server_sim import bmi, clock
+from callid_core import clock
+from callid_core.config import Config
+from server_sim import bmi
 from server_sim import protocol as P
-from server_sim.config import Config
 from server_sim.distribution import SimpleStripe, flow_buffers
 
 RpcHook = Callable[..., None]  # (callids, func, server, op, seq, t0, t1, t_recv, t_send, error)

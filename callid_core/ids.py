@@ -13,6 +13,8 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
+from callid_core.errors import BadValue
+
 __all__ = [
     "DEFAULT_LAYOUT",
     "THESIS_LAYOUT",
@@ -23,7 +25,7 @@ __all__ = [
 ]
 
 
-class CallIDError(ValueError):
+class CallIDError(BadValue):
     """A CallID layout or CallID string that cannot be used."""
 
 
@@ -73,6 +75,11 @@ class Layout:
         return (1 << self.counter_bits) - 2
 
     @property
+    def hex_digits(self) -> tuple[int, int]:
+        """Hex digits of the rank and of the counter in :meth:`format`."""
+        return -(-self.rank_bits // 4), -(-self.counter_bits // 4)
+
+    @property
     def sentinel(self) -> int:
         """The all-ones value meaning "no CallID"."""
         return (1 << self.total_bits) - 1
@@ -102,7 +109,7 @@ class Layout:
         if callid == self.sentinel:
             return "none"
         rank, counter = self.unpack(callid)
-        rw, cw = -(-self.rank_bits // 4), -(-self.counter_bits // 4)
+        rw, cw = self.hex_digits
         return f"0x{rank:0{rw}x}_{counter:0{cw}x}"
 
     def parse_id(self, text: str) -> int:

@@ -4,6 +4,7 @@ Each flush writes one complete part file (temporary name, then rename), so a
 process that is killed loses at most the rows appended since its last flush,
 and every part already written stays readable.  Used by the client trace and
 the server event log; :func:`combine_parts` joins the parts of a run into one file.
+Rows are tuples in schema order, made by the builders of :class:`callid_core.schema.Table`.
 """
 
 from __future__ import annotations
@@ -18,26 +19,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline import schema as S
+from callid_core.atomic import replacing
+from callid_core.config import DEFAULT_FLUSH_ROWS
 
-DEFAULT_FLUSH_ROWS = 4096
-
-
-def file_metadata(kind: str, layout: str, run_id: str, config_json: str) -> dict[bytes, bytes]:
-    """The key/value metadata every log file carries."""
-    return {
-        S.META_SCHEMA_VERSION.encode(): S.SCHEMA_VERSION.encode(),
-        S.META_KIND.encode(): kind.encode(),
-        S.META_LAYOUT.encode(): layout.encode(),
-        S.META_RUN_ID.encode(): run_id.encode(),
-        S.META_CONFIG.encode(): config_json.encode(),
-    }
+__all__ = ["PartLog", "column", "combine_parts"]
 
 
 class PartLog:
     """An append-only log of rows of ``schema``, flushed every ``flush_rows`` rows.
 
-    ``append`` is one list append (atomic, no lock): a row is a tuple in schema order.
+    ``append`` is one list append (atomic, no lock): a row is a tuple in schema order
+    (:attr:`callid_core.schema.Table.row`).
     A flush takes the rows appended so far, turns them into Arrow columns at once
     (``zip`` and numpy, no per-value Python code) and writes one part file.  Part files
     are intermediate (:func:`combine_parts` rewrites them), so they are written
@@ -62,7 +54,7 @@ class PartLog:
         self._lock = threading.Lock()
 
     def append(self, row: Sequence) -> None:
-        """Append one row given in schema order."""
+        """Append one row (a tuple in schema order)."""
         rows = self._rows
         rows.append(row)
         if len(rows) >= self.flush_rows:
@@ -84,10 +76,9 @@ class PartLog:
             columns = [column(values, field.type) for values, field in zip(zip(*rows), self.schema)]
             path = self.directory / f"{self.stem}.{self._parts:06d}.parquet"
             self._parts += 1
-            tmp = path.with_suffix(".tmp")
-            pq.write_table(pa.Table.from_arrays(columns, schema=self.schema), tmp, compression="none",
-                           write_statistics=False, use_dictionary=False)
-            os.replace(tmp, path)
+            with replacing(path) as tmp:
+                pq.write_table(pa.Table.from_arrays(columns, schema=self.schema), tmp, compression="none",
+                               write_statistics=False, use_dictionary=False)
         return path
 
     def close(self) -> None:
@@ -100,16 +91,13 @@ def combine_parts(
     metadata: dict[bytes, bytes],
 ) -> int:
     """Concatenate part files into ``out`` (written under a temporary name); return the row count."""
-    out = Path(out)
-    tmp = out.with_name(out.name + ".tmp")
     rows = 0
     schema = schema.with_metadata(metadata)
-    with pq.ParquetWriter(tmp, schema) as writer:
+    with replacing(out) as tmp, pq.ParquetWriter(tmp, schema) as writer:
         for part in sorted(map(str, parts)):
             table = pq.read_table(part, schema=schema)
             rows += table.num_rows
             writer.write_table(table.replace_schema_metadata(metadata))
-    os.replace(tmp, out)
     return rows
 
 

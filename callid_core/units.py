@@ -4,24 +4,26 @@ from __future__ import annotations
 
 import re
 
+from callid_core.errors import BadValue
+
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
           "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}
 _SIZE = re.compile(r"^\s*(\d+)\s*([a-zA-Z]*)\s*$")
 
 
 def parse_size(text: str | int) -> int:
-    """Parse a byte size; binary units (KiB = 1024).  Raise ValueError with the reason."""
+    """Parse a byte size; binary units (KiB = 1024).  Raise :class:`BadValue` with the reason."""
     if isinstance(text, int):
         return text
     match = _SIZE.match(text)
     unit = match.group(2).lower() if match else None
     if not match or unit not in _UNITS:
-        raise ValueError(f"{text!r} is not a size (examples: 65536, 64KiB, 1MiB)")
+        raise BadValue(f"{text!r} is not a size (examples: 65536, 64KiB, 1MiB)")
     return int(match.group(1)) * _UNITS[unit]
 
 
 def format_size(n: int) -> str:
-    """``65536`` -> ``64KiB``: the largest binary unit that divides ``n``."""
+    """``65536`` -> ``64KiB``: the largest binary unit that divides ``n`` (how defaults are shown)."""
     for unit, factor in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n and n % factor == 0:
             return f"{n // factor}{unit}"
@@ -35,8 +37,8 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ns|us|µs|ms|s|min|h)?\s*$")
 
 
 def parse_duration(text: str) -> float:
-    """Parse a duration into ns (no unit: seconds).  Raise ValueError with the reason."""
+    """Parse a duration into ns (no unit: seconds).  Raise :class:`BadValue` with the reason."""
     match = _DURATION.match(text)
     if not match:
-        raise ValueError(f"{text!r} is not a duration (examples: 1h, 30s, 250ms)")
+        raise BadValue(f"{text!r} is not a duration (examples: 1h, 30s, 250ms)")
     return float(match.group(1)) * TIME_UNITS_NS[match.group(2) or "s"]

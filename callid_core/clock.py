@@ -5,7 +5,7 @@ alignment as a cluster would, each clock domain (a simulated host, whose ranks
 share it, or a server) reads ``T + offset + drift * (T - t0)`` (plus, in
 synthetic traces only, a slow sinusoidal wander of the drift), where ``T`` is the
 machine's clock and ``t0`` the run's start.  The parameters are the truth that
-``pipeline.clocks`` estimates; they are stored in the run configuration.
+the analysis estimates; they are stored in the run configuration.
 
 A skew specification is a comma-separated list of ``DOMAIN=OFFSET[@DRIFT][~WANDER]``:
 ``server:0=+40ms@30ppm,host:1=-3ms@-12ppm``.  ``server:N`` is the N-th I/O
@@ -23,9 +23,13 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from callid.units import TIME_UNITS_NS
+from callid_core.errors import BadValue
+from callid_core.units import TIME_UNITS_NS
 
-__all__ = ["Skew", "SkewError", "now", "parse_skew", "skewed_clock", "skews_from_json", "use_domain"]
+__all__ = [
+    "Skew", "SkewError", "now", "parse_skew", "skewed_clock", "skews_from_json", "skews_to_json",
+    "use_domain",
+]
 
 _ITEM = re.compile(
     r"^(?P<kind>server|host):(?P<which>[A-Za-z0-9_]+)="
@@ -35,7 +39,7 @@ _ITEM = re.compile(
 )
 
 
-class SkewError(ValueError):
+class SkewError(BadValue):
     """A malformed skew specification; the message names the offending item."""
 
 
@@ -59,13 +63,6 @@ class Skew:
     def local(self, t, t0: int):
         """The domain's reading (int ns) when the machine clock reads ``t`` (int or int64 array)."""
         return t + np.rint(self.delta(t - t0)).astype(np.int64)
-
-    def machine(self, local, t0: int):
-        """Inverse of :meth:`local` (to within a nanosecond): machine time from the domain's reading."""
-        t = local
-        for _ in range(3):  # fixed point: the correction changes by ppm of itself
-            t = local - self.delta(t - t0)
-        return t
 
 
 def domain_name(kind: str, which: str, io_servers: list[str] | None = None) -> str:

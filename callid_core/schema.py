@@ -1,0 +1,155 @@
+"""The one definition of every log column (client and server), the file metadata and the row builders.
+
+Writers (``callid.trace``, ``server_sim.events``, ``pipeline.synth``) build rows by
+column name with :attr:`Table.row`; readers (``pipeline.load``) validate against
+:attr:`Table.schema`.  Times are int64 nanoseconds on the writer's own clock,
+named by the ``clock`` column.  CallIDs are uint64; the all-ones value of the
+run's layout (file metadata ``callid.layout``) means "no CallID".
+"""
+
+from __future__ import annotations
+
+import operator
+from collections import namedtuple
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+__all__ = [
+    "CLIENT", "CLIENT_SCHEMA", "DISK_LAYERS", "DISK_LAYERS_SQL", "KIND_CLIENT", "KIND_SERVER", "LOGS",
+    "SCHEMAS", "SERVER", "SERVER_SCHEMA", "Column", "Table", "file_metadata",
+]
+
+SCHEMA_VERSION = "1"
+
+# Key/value metadata every log file carries (bytes keys, as Parquet stores them).
+META_SCHEMA_VERSION = "callid.schema_version"
+META_KIND = "callid.kind"  # "client" or "server"
+META_LAYOUT = "callid.layout"  # e.g. "64/23"
+META_RUN_ID = "callid.run_id"
+META_CONFIG = "callid.config"  # JSON of the run configuration
+
+KIND_CLIENT = "client"
+KIND_SERVER = "server"
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column: its name, Arrow type, one-line doc, unit, and the value a row builder defaults to."""
+
+    name: str
+    type: pa.DataType
+    doc: str
+    unit: str = ""
+    nullable: bool = True
+    default: Any = None
+
+
+class Table:
+    """A declared table: its columns and their Arrow schema (doc and unit in the field metadata).
+
+    Rows are built by column name, never by position: :attr:`row` is a named tuple type
+    (keywords, the columns' defaults for the rest); :attr:`row_of` reads a row off an object
+    that has every column as an attribute (one C call: the client's per-call path)."""
+
+    def __init__(self, name: str, doc: str, columns: list[Column]) -> None:
+        self.name = name
+        self.doc = doc
+        self.columns = tuple(columns)
+        self.names = tuple(c.name for c in columns)
+        self.schema = pa.schema([
+            pa.field(c.name, c.type, nullable=c.nullable,
+                     metadata={"doc": c.doc, **({"unit": c.unit} if c.unit else {})})
+            for c in columns
+        ])
+        self.row = namedtuple(f"{name.title().replace('_', '')}Row", self.names,  # noqa: PYI024
+                              defaults=[c.default for c in columns])
+        self.row_of = operator.attrgetter(*self.names)
+
+    def arrow(self, n: int, columns: Mapping[str, Any]) -> pa.Table:
+        """A table of ``n`` rows from columns given by name (arrays); absent ones take their default."""
+        unknown = set(columns) - set(self.names)
+        if unknown:
+            raise KeyError(f"{self.name}: no column {', '.join(sorted(unknown))}")
+        return pa.table({
+            c.name: columns[c.name] if c.name in columns
+            else pa.nulls(n, c.type) if c.default is None else pa.repeat(pa.scalar(c.default, c.type), n)
+            for c in self.columns
+        }).cast(self.schema)
+
+    def __repr__(self) -> str:
+        return f"Table({self.name!r}, {len(self.columns)} columns)"
+
+
+NS = "ns"
+BYTES = "bytes"
+_ON_CLOCK = " (on the row's clock)"
+
+CLIENT = Table("client", "one row per traced MPI call ('call'), completion ('wait') and client->server "
+               "exchange ('rpc') of every rank", [
+    Column("callid", pa.uint64(), "CallID of the MPI call (all ones: not stamped)", nullable=False),
+    Column("rank", pa.int32(), "MPI_COMM_WORLD rank", nullable=False),
+    Column("clock", pa.string(), "clock domain of the times", nullable=False),
+    Column("kind", pa.string(), "'call': one traced MPI call; 'wait': completion of a non-blocking "
+           "call (same rid); 'rpc': one client->server exchange", nullable=False, default="call"),
+    Column("func", pa.string(), "MPI function, e.g. MPI_File_write_at", nullable=False),
+    Column("file", pa.string(), "file name as opened"),
+    Column("fid", pa.int64(), "per-rank id of the open file"),
+    Column("offset", pa.int64(), "absolute file offset of the first byte accessed", BYTES),
+    Column("size", pa.int64(), "bytes requested", BYTES),
+    Column("count", pa.int64(), "count argument"),
+    Column("datatype", pa.string(), "datatype argument"),
+    Column("bytes", pa.int64(), "bytes transferred", BYTES),
+    Column("collective", pa.bool_(), "collective call"),
+    Column("coll_seq", pa.int64(), "sequence number of a collective call, equal on every rank"),
+    Column("rid", pa.int64(), "request id linking a non-blocking/split call to its completion"),
+    Column("t_start", pa.int64(), "call entered / request sent" + _ON_CLOCK, NS, nullable=False),
+    Column("t_end", pa.int64(), "call returned / final response received" + _ON_CLOCK, NS, nullable=False),
+    Column("error", pa.string(), "error message, null on success"),
+    Column("server", pa.string(), "rpc: server name"),
+    Column("op", pa.string(), "rpc: request operation"),
+    Column("req_seq", pa.int64(), "rpc: per-rank request id, the server's req_id"),
+    Column("t_recv", pa.int64(), "rpc: request received by the server (on the server's clock)", NS),
+    Column("t_send", pa.int64(), "rpc: final response sent (on the server's clock)", NS),
+])
+
+SERVER = Table("server", "one row per server event (request, flow, Trove and metadata operation)", [
+    Column("server", pa.string(), "server name", nullable=False),
+    Column("clock", pa.string(), "clock domain of the times", nullable=False),
+    Column("layer", pa.string(), "req, flow, trove or meta", nullable=False),
+    Column("op", pa.string(), "operation, e.g. io_write, trove_write, create", nullable=False),
+    Column("callid", pa.uint64(), "CallID of the request (all ones: none or several)", nullable=False),
+    Column("callids", pa.list_(pa.uint64()), "all CallIDs of the request", nullable=False, default=()),
+    Column("rank", pa.int32(), "rank that sent the request (-1: unknown)", nullable=False, default=-1),
+    Column("req_id", pa.int64(), "the client's request id (rpc req_seq)", nullable=False, default=-1),
+    Column("event_id", pa.int64(), "per-server event id", nullable=False),
+    Column("parent", pa.int64(), "event_id of the enclosing event (-1: none)", nullable=False, default=-1),
+    Column("handle", pa.uint64(), "object handle (datafile or metafile)", nullable=False, default=0),
+    Column("offset", pa.int64(), "physical offset in the bstream", BYTES, nullable=False, default=0),
+    Column("size", pa.int64(), "bytes", BYTES, nullable=False, default=0),
+    Column("t_start", pa.int64(), "event start" + _ON_CLOCK, NS, nullable=False),
+    Column("t_end", pa.int64(), "event end" + _ON_CLOCK, NS, nullable=False),
+])
+
+LOGS = {KIND_CLIENT: CLIENT, KIND_SERVER: SERVER}
+CLIENT_SCHEMA = CLIENT.schema
+SERVER_SCHEMA = SERVER.schema
+SCHEMAS = {kind: table.schema for kind, table in LOGS.items()}
+
+# Server-event layers whose operations are disk operations (targets of arrows).
+DISK_LAYERS = ("trove", "meta")
+#: The same, as a SQL list: ``layer IN ({DISK_LAYERS_SQL})``.
+DISK_LAYERS_SQL = ", ".join(f"'{layer}'" for layer in DISK_LAYERS)
+
+
+def file_metadata(kind: str, layout: str, run_id: str, config_json: str) -> dict[bytes, bytes]:
+    """The key/value metadata every log file carries."""
+    return {
+        META_SCHEMA_VERSION.encode(): SCHEMA_VERSION.encode(),
+        META_KIND.encode(): kind.encode(),
+        META_LAYOUT.encode(): layout.encode(),
+        META_RUN_ID.encode(): run_id.encode(),
+        META_CONFIG.encode(): config_json.encode(),
+    }
