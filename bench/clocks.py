@@ -158,7 +158,7 @@ def _synthetic(name: str, work: Path, calls: int, skew: str, misjoined: int = 0)
 
 def _real(work: Path, iterations: int) -> dict:
     out = work / "real"
-    cmd = [str(Path(sys.executable).parent / "callid"), "run", "-n", "2", "-o", str(out),
+    cmd = [str(Path(sys.executable).parent / "callid"), "run", "-n", "2", "-d", str(out),
            "--clock-skew", REAL_SKEW, str(ROOT / "examples" / "mpi_io_test.py"),
            "-b", "64KiB", "-i", str(iterations)]
     print(f"\n[real] {' '.join(cmd[1:])}", flush=True)

@@ -1,23 +1,64 @@
-"""The ``callid`` command: traced runs, merging, statistics and SQL.
+"""The ``callid`` command: traced runs, merging, statistics, SQL, timelines and exports.
 
 Commands are thin: parse, call a library function, render.  Heavy modules are
-imported inside the commands so ``callid --help`` is instant.  Errors are one
-line on stderr with exit status 1 (a run or step failed) or 2 (bad usage or input).
+imported inside the commands so ``callid --help`` is instant.  Conventions:
+``-o/--output`` names the file (or merged output) a command writes, ``-d/--out-dir``
+the directory it writes into; ``--format`` picks a rendering; ``--json`` prints a
+command's summary as JSON.  Every error derives from ``callid_core.errors.CallidError``
+and is printed by :func:`main`, in one place, as one line with its exit status.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, Any
 
 import typer
+from typer.core import TyperCommand
 
+from callid_core.choices import ClockSync, RowFormat, Storage, TraceFormat
+from callid_core.config import (
+    DEFAULT_FLOW_BUFFER,
+    DEFAULT_IO_SERVERS,
+    DEFAULT_MOUNT,
+    DEFAULT_RANKS,
+    DEFAULT_SMALL_IO,
+    DEFAULT_STRIP_SIZE,
+)
+from callid_core.errors import EXIT_FAILED, EXIT_USAGE, BadValue, CallidError, Failed, InputError
 from callid_core.ids import DEFAULT_LAYOUT
-from callid_core.units import parse_duration, parse_size
+from callid_core.units import format_size, parse_duration, parse_size
 
-DEFAULT_LAYOUT_TEXT = str(DEFAULT_LAYOUT)
+
+class _Command(TyperCommand):
+    """Plain help: arguments by their metavar (``CLIENT_LOG``, ``[QUERY]``), no ``<str>`` type labels."""
+
+    def collect_usage_pieces(self, ctx: typer.Context) -> list[str]:
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if param.param_type_name == "argument":
+                name = param.metavar or param.name.upper()
+                pieces.append(name if param.required else f"[{name}]")
+        return pieces
+
+    def format_options(self, ctx: typer.Context, formatter: Any) -> None:
+        args, opts = [], []
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            if param.param_type_name == "argument":
+                args.append((param.metavar or param.name.upper(), record[1]))
+            else:
+                opts.append(record)
+        for title, rows in (("Arguments", args), ("Options", opts)):
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+
 
 app = typer.Typer(
     name="callid",
@@ -28,92 +69,119 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # plain click errors: "Error: ..." on one line
-    epilog="Exit status: 0 success, 1 a run or step failed, 2 bad usage or bad input.",
+    epilog=f"Exit status: 0 success, {EXIT_FAILED} a run or step failed, {EXIT_USAGE} bad usage or input.",
 )
 
-EXIT_FAILED = 1
-EXIT_USAGE = 2
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"callid {version('callid')}")
+        raise typer.Exit()
 
 
-def fail(message: str, code: int = EXIT_FAILED) -> NoReturn:
-    """Print a one-line error and exit."""
-    typer.echo(f"callid: error: {message}", err=True)
-    raise typer.Exit(code)
+@app.callback()
+def _options(
+    version: Annotated[bool, typer.Option(
+        "--version", callback=_version, is_eager=True, help="print the version and exit")] = False,
+) -> None:
+    """Trace which disk operations, on which storage server, each MPI-IO call caused."""
+
+
+def _parsed(parse, value: str):
+    """Run a parser of ``callid_core``; its :class:`BadValue` becomes click's usage error."""
+    try:
+        return parse(value)
+    except BadValue as exc:
+        raise typer.BadParameter(str(exc)) from None
 
 
 def _size(value: str) -> int:
-    try:
-        return parse_size(value)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from None
+    return _parsed(parse_size, value)
 
 
 def _duration(value: str) -> float:
-    try:
-        return parse_duration(value)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from None
+    return _parsed(parse_duration, value)
 
 
 def _layout(value: str) -> str:
-    from callid_core.ids import CallIDError, Layout
+    from callid_core.ids import Layout
 
-    try:
-        return str(Layout.parse(value))
-    except CallIDError as exc:
-        raise typer.BadParameter(str(exc)) from None
+    return str(_parsed(Layout.parse, value))
 
 
-Size = Annotated[str, typer.Option(parser=_size, metavar="SIZE")]
-DbPath = Annotated[Path, typer.Argument(help="merged database written by 'callid merge'")]
-JsonFlag = Annotated[bool, typer.Option("--json", help="print machine-readable JSON")]
+def _size_option(help_text: str, default: int) -> typer.models.OptionInfo:
+    return typer.Option(parser=_size, metavar="SIZE", help=help_text + " (e.g. 65536, 64KiB, 1MiB)",
+                        show_default=format_size(default))
 
 
-def _run_traced(opts) -> object:
-    from callid.run import RunError, run
+DbPath = Annotated[Path, typer.Argument(metavar="DB", help="merged output of 'callid merge' (a DuckDB "
+                                        "file, or a directory with --storage parquet)", show_default=False)]
+JsonFlag = Annotated[bool, typer.Option("--json", help="print the summary as JSON (for scripts)")]
+Ranks = Annotated[int, typer.Option("-n", "--np", min=1, metavar="N", help="MPI ranks")]
+Servers = Annotated[int, typer.Option(min=1, metavar="N", help="I/O servers (plus one metadata server)")]
+
+
+def _echo_json(value: object) -> None:
+    typer.echo(json.dumps(value, default=str))
+
+
+def _run_traced(opts):
+    """``callid.run.run``; a bad --clock-skew is a usage error naming the option."""
+    from callid.run import run
     from callid_core.clock import SkewError
-    from callid_core.ids import CallIDError
 
     try:
         return run(opts)
     except SkewError as exc:
-        fail(f"--clock-skew: {exc}", EXIT_USAGE)
-    except (RunError, CallIDError) as exc:
-        fail(str(exc))
+        raise BadValue(f"--clock-skew: {exc}") from None
 
 
-@app.command(context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True})
+@app.command(cls=_Command,
+             context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True})
 def run(
     target: Annotated[list[str] | None, typer.Argument(
-        help="SCRIPT [ARGS...] (or, with -m, the module's ARGS)", show_default=False)] = None,
-    module: Annotated[str | None, typer.Option("-m", "--module", help="run a module, as python -m")] = None,
-    np: Annotated[int, typer.Option("-n", "--np", min=1, help="MPI ranks")] = 2,
-    servers: Annotated[int, typer.Option(min=1, help="I/O servers (plus one metadata server)")] = 2,
-    strip_size: Size = "64KiB",
-    flow_buffer: Size = "64KiB",
-    small_io: Annotated[str, typer.Option(parser=_size, metavar="SIZE",
-                                          help="small-I/O threshold per server; 0 disables")] = "16KiB",
-    callid: Annotated[bool, typer.Option("--callid/--no-callid",
-                                         help="stamp and propagate CallIDs (off: trace only)")] = True,
+        metavar="SCRIPT [ARGS]...", help="the program and its arguments (with -m: the module's arguments)",
+        show_default=False)] = None,
+    module: Annotated[str | None, typer.Option(
+        "-m", "--module", metavar="MODULE", help="run a module, as python -m")] = None,
+    np: Ranks = DEFAULT_RANKS,
+    servers: Servers = DEFAULT_IO_SERVERS,
+    strip_size: Annotated[int, _size_option(
+        "simple_stripe strip: bytes of a file each I/O server holds in turn", DEFAULT_STRIP_SIZE)
+    ] = format_size(DEFAULT_STRIP_SIZE),
+    flow_buffer: Annotated[int, _size_option(
+        "bytes a server moves per flow buffer (one Trove operation each)", DEFAULT_FLOW_BUFFER)
+    ] = format_size(DEFAULT_FLOW_BUFFER),
+    small_io: Annotated[int, _size_option(
+        "largest share per server that travels inside the request (small I/O); 0 disables", DEFAULT_SMALL_IO)
+    ] = format_size(DEFAULT_SMALL_IO),
+    callid: Annotated[bool, typer.Option(
+        "--callid/--no-callid", help="stamp and propagate CallIDs (off: trace the same calls only)")] = True,
     callid_layout: Annotated[str, typer.Option(
-        parser=_layout, metavar="TOTAL/RANK", help="CallID bits, e.g. 64/23 or the thesis' 32/8"
-    )] = DEFAULT_LAYOUT_TEXT,
+        parser=_layout, metavar="TOTAL/RANK",
+        help="bits of a CallID and of its rank part, e.g. 64/23 or the thesis' 32/8")] = str(DEFAULT_LAYOUT),
     mount: Annotated[list[str] | None, typer.Option(
-        help="path prefix of the simulated file system (repeatable)", show_default="/pvfs2")] = None,
+        metavar="PREFIX", help="path prefix of the simulated file system (repeatable)",
+        show_default=DEFAULT_MOUNT)] = None,
     ranks_per_host: Annotated[int, typer.Option(
-        min=0, help="group ranks into simulated hosts of this size (0: one host)")] = 0,
+        min=0, metavar="N", help="group ranks into simulated hosts of this size (0: one host)")] = 0,
     clock_skew: Annotated[str, typer.Option(
         metavar="SPEC", help="give clocks an offset and drift, e.g. server:0=+40ms@30ppm,host:1=-3ms@-12ppm "
         "(server:N is ioN; host:N needs --ranks-per-host)")] = "",
-    out: Annotated[Path, typer.Option("-o", "--out", help="output directory")] = Path("callid-out"),
+    out_dir: Annotated[Path, typer.Option(
+        "-d", "--out-dir", metavar="DIR", help="directory for the logs and the file system")
+    ] = Path("callid-out"),
     timeout: Annotated[float | None, typer.Option(
-        help="give up on the ranks after this many seconds")] = None,
+        metavar="SECONDS", help="give up on the ranks after this many seconds", show_default="none")] = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Run an mpi4py program traced, on a simulated striped file system.
 
     Starts one metadata server and --servers I/O servers on loopback, runs the
     ranks with the mpich wheel's mpiexec, stops the servers and writes
-    OUT/client.parquet and OUT/server.parquet.
+    DIR/client.parquet and DIR/server.parquet.
 
     Example: callid run -n 2 --servers 2 examples/callid_demo.py
     """
@@ -122,39 +190,49 @@ def run(
     if module:
         target = ["-m", module, *(target or [])]
     if not target:
-        fail("nothing to run: give SCRIPT [ARGS...] or -m MODULE [ARGS...]", EXIT_USAGE)
+        raise BadValue("nothing to run: give SCRIPT [ARGS...] or -m MODULE [ARGS...]")
     if not module and not Path(target[0]).is_file():
         if target[0].startswith("-"):  # (options after the first unknown one reach the target)
-            fail(f"no such option: {target[0]} (see 'callid run --help')", EXIT_USAGE)
-        fail(f"{target[0]}: no such script", EXIT_USAGE)
+            raise BadValue(f"no such option: {target[0]} (see 'callid run --help')")
+        raise BadValue(f"{target[0]}: no such script")
     opts = RunOptions(target=target, np=np, servers=servers, strip_size=strip_size,
                       flow_buffer=flow_buffer, small_io=small_io,
-                      callid=callid, callid_layout=callid_layout, mount=mount or ["/pvfs2"],
-                      ranks_per_host=ranks_per_host, clock_skew=clock_skew, out=str(out),
-                      timeout=timeout)
+                      callid=callid, callid_layout=callid_layout, mount=mount or [DEFAULT_MOUNT],
+                      ranks_per_host=ranks_per_host, clock_skew=clock_skew, out=str(out_dir),
+                      timeout=timeout, stdout_to_stderr=as_json)
     result = _run_traced(opts)
+    if as_json:
+        _echo_json({"out_dir": result.out, "client": result.client, "server": result.server,
+                    "client_rows": result.client_rows, "server_rows": result.server_rows,
+                    "seconds": round(result.seconds, 3)})
+        return
     typer.echo(f"callid: run finished in {result.seconds:.1f} s: {result.client_rows} client rows, "
                f"{result.server_rows} server events", err=True)
     typer.echo(f"  client log: {result.client}\n  server log: {result.server}", err=True)
-    typer.echo(f"next: callid merge {result.client} {result.server} -o {out / 'merged.duckdb'}", err=True)
+    typer.echo(f"next: callid merge {result.client} {result.server} -o {out_dir / 'merged.duckdb'}", err=True)
 
 
-@app.command()
+@app.command(cls=_Command)
 def merge(
-    client: Annotated[str, typer.Argument(help="client log: file, directory or glob of parts")],
-    server: Annotated[str, typer.Argument(help="server log: file, directory or glob of parts")],
+    client: Annotated[str, typer.Argument(
+        metavar="CLIENT_LOG", help="client log: a file, a directory or a glob of parts", show_default=False)],
+    server: Annotated[str, typer.Argument(
+        metavar="SERVER_LOG", help="server log: a file, a directory or a glob of parts", show_default=False)],
     output: Annotated[Path | None, typer.Option(
-        "-o", "--output", help="database to write", show_default="merged.duckdb next to CLIENT")] = None,
-    fmt: Annotated[str, typer.Option(
-        "--format", help="duckdb (one file) or parquet (a directory with one file per table)")] = "duckdb",
+        "-o", "--output", metavar="PATH", help="merged output to write",
+        show_default="merged.duckdb (or merged/) next to CLIENT_LOG")] = None,
+    storage: Annotated[Storage, typer.Option(
+        help="duckdb: one database file; parquet: a directory with one Parquet file per table")
+    ] = Storage.DUCKDB,
     memory_limit: Annotated[str | None, typer.Option(
-        help="DuckDB memory limit, e.g. 4GB; beyond it the merge spills to disk",
+        metavar="SIZE", help="DuckDB memory limit, e.g. 4GB; beyond it the merge spills to disk",
         show_default="half of the RAM")] = None,
-    clock_sync: Annotated[str, typer.Option(
-        help="clock model: none (times as logged), offset, or offset and drift, per time window")] = "drift",
+    clock_sync: Annotated[ClockSync, typer.Option(
+        help="clock model: none (times as logged), offset, or offset and drift per time window")
+    ] = ClockSync.DRIFT,
     as_json: JsonFlag = False,
 ) -> None:
-    """Merge client and server logs into one DuckDB database with calls, arrows and fan-out.
+    """Merge client and server logs into calls, arrows (call -> disk operation) and fan-out.
 
     Every clock is aligned onto rank 0's host clock from causal constraints
     (requests are received after they are sent, responses before they arrive,
@@ -166,32 +244,27 @@ def merge(
 
     Example: callid merge callid-out/client.parquet callid-out/server.parquet -o merged.duckdb
     """
-    from callid_core.errors import InputError
     from pipeline.merge import merge as do_merge
 
     if output is None:
         base = Path(client)
-        output = (base if base.is_dir() else base.parent) / ("merged.duckdb" if fmt == "duckdb" else "merged")
-    try:
-        with _steps("merging", quiet=as_json) as on_step:
-            summary = do_merge(client, server, str(output), memory_limit=memory_limit, fmt=fmt,
-                               clock_sync=clock_sync, on_step=on_step)
-    except InputError as exc:
-        fail(str(exc), EXIT_USAGE)
+        output = (base if base.is_dir() else base.parent) / (
+            "merged.duckdb" if storage == Storage.DUCKDB else "merged")
+    with _steps("merging", quiet=as_json) as on_step:
+        summary = do_merge(client, server, str(output), memory_limit=memory_limit, storage=storage.value,
+                           clock_sync=clock_sync.value, on_step=on_step)
     if as_json:
-        import json
-
-        typer.echo(json.dumps({"output": str(output), **summary}, default=str))
-    else:
-        counts = ", ".join(f"{v} {k}" for k, v in summary.items() if isinstance(v, int))
-        typer.echo(f"callid: wrote {output} ({counts})")
-        typer.echo(f"next: callid stats {output}", err=True)
+        _echo_json({"output": str(output), **summary})
+        return
+    counts = ", ".join(f"{v} {k}" for k, v in summary.items() if isinstance(v, int))
+    typer.echo(f"callid: wrote {output} ({counts})")
+    typer.echo(f"next: callid stats {output}", err=True)
 
 
-@app.command()
+@app.command(cls=_Command)
 def stats(
     dbs: Annotated[list[Path], typer.Argument(
-        metavar="DB...", help="merged database(s); several are compared side by side")],
+        metavar="DB...", help="merged output(s); several are compared side by side", show_default=False)],
     as_json: JsonFlag = False,
 ) -> None:
     """Print the thesis' statistics and fan-out, fan-in, per-server and attribution figures.
@@ -201,51 +274,43 @@ def stats(
 
     Example: callid stats merged.duckdb --json
     """
-    from callid_core.errors import InputError
     from pipeline.stats import compute_stats, render_comparison, render_stats
 
-    try:
-        figures = [compute_stats(str(db)) for db in dbs]
-    except InputError as exc:
-        fail(str(exc), EXIT_USAGE)
+    figures = [compute_stats(str(db)) for db in dbs]
     if as_json:
-        import json
-
-        typer.echo(json.dumps(figures[0] if len(figures) == 1 else figures, default=str))
+        _echo_json(figures[0] if len(figures) == 1 else figures)
     elif len(figures) == 1:
         typer.echo(render_stats(figures[0]))
     else:
         typer.echo(render_comparison([str(db) for db in dbs], figures))
 
 
-@app.command()
+@app.command(cls=_Command)
 def sql(
     db: DbPath,
-    query: Annotated[str | None, typer.Argument(help="SQL query (or use -f)")] = None,
-    file: Annotated[Path | None, typer.Option("-f", "--file", help="read the query from a file")] = None,
-    fmt: Annotated[str, typer.Option("--format", help="table, csv, json or markdown")] = "table",
+    query: Annotated[str | None, typer.Argument(
+        metavar="QUERY", help="SQL query (or -f FILE)", show_default=False)] = None,
+    file: Annotated[Path | None, typer.Option(
+        "-f", "--file", metavar="FILE", help="read the query from a file")] = None,
+    fmt: Annotated[RowFormat, typer.Option("--format", help="how to print the rows")] = RowFormat.TABLE,
+    as_json: Annotated[bool, typer.Option("--json", help="print the rows as JSON (same as --format json)")]
+    = False,
 ) -> None:
     """Run a SQL query on a merged database (tables: calls, rpcs, server_ops, arrows, fanout, ...).
 
     Example: callid sql merged.duckdb "SELECT func, count(*) FROM arrows GROUP BY func"
     """
-    from callid_core.errors import InputError
     from pipeline.query import format_rows, run_query
 
-    if fmt not in ("table", "csv", "json", "markdown"):
-        fail(f"--format {fmt!r}: choose table, csv, json or markdown", EXIT_USAGE)
     if file is not None:
         try:
             query = file.read_text()
         except OSError as exc:
-            fail(f"{file}: {exc.strerror}", EXIT_USAGE)
+            raise BadValue(f"{file}: {exc.strerror}") from None
     if not query:
-        fail("no query: give QUERY or -f FILE", EXIT_USAGE)
-    try:
-        columns, rows = run_query(str(db), query)
-    except InputError as exc:
-        fail(str(exc), EXIT_USAGE)
-    typer.echo(format_rows(columns, rows, fmt))
+        raise BadValue("no query: give QUERY or -f FILE")
+    columns, rows = run_query(str(db), query)
+    typer.echo(format_rows(columns, rows, RowFormat.JSON if as_json else fmt))
 
 
 @contextmanager
@@ -262,22 +327,12 @@ def _steps(title: str, quiet: bool = False):
         yield lambda name: progress.update(task, description=f"{title}: {name}")
 
 
-def _write(writer, db: Path, output: Path) -> int:
-    """Run ``writer(db, output)``; bad input or an unwritable output is a one-line error."""
-    from callid_core.errors import InputError
-
-    try:
-        return writer(str(db), str(output))
-    except InputError as exc:
-        fail(str(exc), EXIT_USAGE)
-    except OSError as exc:
-        fail(f"{output}: {exc.strerror}")
-
-
-@app.command()
+@app.command(cls=_Command)
 def view(
     db: DbPath,
-    output: Annotated[Path, typer.Option("-o", "--output", help="page to write")] = Path("timeline.html"),
+    output: Annotated[Path, typer.Option(
+        "-o", "--output", metavar="FILE", help="HTML page to write")] = Path("timeline.html"),
+    as_json: JsonFlag = False,
 ) -> None:
     """Write one self-contained HTML timeline: lanes per rank and server, arrows per disk operation.
 
@@ -289,15 +344,21 @@ def view(
     """
     from pipeline.timeline import write_timeline
 
-    n = _write(write_timeline, db, output)
-    typer.echo(f"callid: wrote {output} ({n} events); open it in a browser")
+    n = write_timeline(str(db), str(output))
+    if as_json:
+        _echo_json({"output": str(output), "events": n})
+    else:
+        typer.echo(f"callid: wrote {output} ({n} events); open it in a browser")
 
 
-@app.command()
+@app.command(cls=_Command)
 def export(
     db: DbPath,
-    output: Annotated[Path, typer.Option("-o", "--output", help="file to write")] = Path("trace.json"),
-    fmt: Annotated[str, typer.Option("--format", help="chrome (trace-event JSON for Perfetto)")] = "chrome",
+    output: Annotated[Path, typer.Option(
+        "-o", "--output", metavar="FILE", help="trace file to write")] = Path("trace.json"),
+    fmt: Annotated[TraceFormat, typer.Option(
+        "--format", help="chrome: trace-event JSON (Perfetto, chrome://tracing)")] = TraceFormat.CHROME,
+    as_json: JsonFlag = False,
 ) -> None:
     """Export the merged trace with its call -> disk-operation arrows for other viewers.
 
@@ -308,96 +369,117 @@ def export(
     """
     from pipeline.export import write_chrome_trace
 
-    if fmt != "chrome":
-        fail(f"--format {fmt!r}: only 'chrome' is available", EXIT_USAGE)
-    n = _write(write_chrome_trace, db, output)
-    typer.echo(f"callid: wrote {output} ({n} trace events); open it in https://ui.perfetto.dev")
+    n = write_chrome_trace(str(db), str(output))
+    if as_json:
+        _echo_json({"output": str(output), "format": fmt.value, "events": n})
+    else:
+        typer.echo(f"callid: wrote {output} ({n} trace events); open it in https://ui.perfetto.dev")
 
 
-@app.command()
+@app.command(cls=_Command)
 def synth(
-    out: Annotated[Path, typer.Option("-o", "--out", help="output directory")] = Path("synth-out"),
-    ranks: Annotated[int, typer.Option(min=1, help="ranks")] = 4,
-    servers: Annotated[int, typer.Option(min=1, help="I/O servers")] = 2,
-    calls: Annotated[int, typer.Option(min=1, help="calls in all")] = 1000,
-    fanout: Annotated[int, typer.Option(min=1, help="disk operations per call")] = 10,
+    out_dir: Annotated[Path, typer.Option(
+        "-d", "--out-dir", metavar="DIR", help="directory to write the logs and the truth into")
+    ] = Path("synth-out"),
+    ranks: Annotated[int, typer.Option(min=1, metavar="N", help="ranks")] = 4,
+    servers: Annotated[int, typer.Option(min=1, metavar="N", help="I/O servers")] = 2,
+    calls: Annotated[int, typer.Option(min=1, metavar="N", help="calls in all")] = 1000,
+    fanout: Annotated[int, typer.Option(min=1, metavar="N", help="disk operations per call")] = 10,
     collective_share: Annotated[float, typer.Option(
-        min=0, max=1, help="share of collective calls")] = 0.1,
+        min=0, max=1, metavar="SHARE", help="share of collective calls (0..1)")] = 0.1,
     skew: Annotated[str, typer.Option(
         metavar="SPEC", help="clock offsets, drifts and drift wander, e.g. "
         "server:0=+250ms@15ppm~1ppm,host:1=-3ms@-12ppm (as callid run --clock-skew)")] = "",
-    duration: Annotated[str, typer.Option(
-        parser=_duration, metavar="D", help="time from the first call to the last, e.g. 1h",
+    duration: Annotated[float, typer.Option(
+        parser=_duration, metavar="DURATION", help="time from the first call to the last, e.g. 1h",
         show_default="calls back to back")] = "0",
     async_share: Annotated[float, typer.Option(
-        min=0, max=1, help="share of writes whose disk operations end after the call (write-back)")] = 0.0,
-    misjoined: Annotated[int, typer.Option(min=0, help="requests logged with another call's CallID")] = 0,
+        min=0, max=1, metavar="SHARE", help="share of writes whose disk operations end after the call "
+        "(write-back, 0..1)")] = 0.0,
+    misjoined: Annotated[int, typer.Option(
+        min=0, metavar="N", help="requests logged with another call's CallID")] = 0,
     ranks_per_host: Annotated[int, typer.Option(
-        min=0, help="ranks per simulated host (0: all on one host)")] = 0,
-    seed: Annotated[int, typer.Option(help="random seed")] = 0,
+        min=0, metavar="N", help="ranks per simulated host (0: all on one host)")] = 0,
+    seed: Annotated[int, typer.Option(metavar="N", help="random seed")] = 0,
+    as_json: JsonFlag = False,
 ) -> None:
     """Write synthetic client and server logs with their true arrows and clocks (for tests and benchmarks).
 
-    OUT/client.parquet and OUT/server.parquet have the schemas of a real run;
-    OUT/truth.parquet lists the exact arrows (callid, server, event_id); the true
+    DIR/client.parquet and DIR/server.parquet have the schemas of a real run;
+    DIR/truth.parquet lists the exact arrows (callid, server, event_id); the true
     clock parameters are in the files' metadata, as a real run stores them.
 
-    Example: callid synth --ranks 16 --calls 1000000 --duration 1h --skew server:0=+250ms@15ppm -o big
+    Example: callid synth --ranks 16 --calls 1000000 --duration 1h --skew server:0=+250ms@15ppm -d big
     """
     from callid_core.clock import SkewError
-    from pipeline.synth import SynthError, SynthOptions, synthesize
+    from pipeline.synth import SynthOptions, synthesize
 
     opts = SynthOptions(ranks=ranks, servers=servers, calls=calls, fanout=fanout,
                         collective_share=collective_share, skew=skew, duration=duration,
                         async_share=async_share, misjoined=misjoined, ranks_per_host=ranks_per_host,
                         seed=seed)
     try:
-        with _steps("synth") as step:
-            counts = synthesize(opts, out, on_chunk=lambda done, total: step(f"{done * 100 // total}%"))
+        with _steps("synth", quiet=as_json) as step:
+            counts = synthesize(opts, out_dir, on_chunk=lambda done, total: step(f"{done * 100 // total}%"))
     except SkewError as exc:
-        fail(f"--skew: {exc}", EXIT_USAGE)
-    except SynthError as exc:
-        fail(str(exc), EXIT_USAGE)
-    except OSError as exc:
-        fail(f"{out}: {exc.strerror}")
-    typer.echo(f"callid: wrote {out}/client.parquet, server.parquet and truth.parquet ({counts['calls']} "
+        raise BadValue(f"--skew: {exc}") from None
+    if as_json:
+        _echo_json({"out_dir": str(out_dir), **counts})
+        return
+    typer.echo(f"callid: wrote {out_dir}/client.parquet, server.parquet and truth.parquet ({counts['calls']} "
                f"calls, {counts['rpcs']} requests, {counts['server_ops']} server events, "
                f"{counts['arrows']} arrows)")
 
 
-@app.command()
+@app.command(cls=_Command)
 def demo(
-    out: Annotated[Path, typer.Option("-o", "--out", help="output directory")] = Path("callid-out"),
-    np: Annotated[int, typer.Option("-n", "--np", min=1, help="MPI ranks")] = 2,
-    servers: Annotated[int, typer.Option(min=1, help="I/O servers")] = 2,
+    out_dir: Annotated[Path, typer.Option(
+        "-d", "--out-dir", metavar="DIR", help="directory for the logs and the merged database")
+    ] = Path("callid-out"),
+    np: Ranks = DEFAULT_RANKS,
+    servers: Servers = DEFAULT_IO_SERVERS,
+    as_json: Annotated[bool, typer.Option("--json", help="print the statistics as JSON")] = False,
 ) -> None:
     """Run the thesis demo traced, merge the logs and print the statistics.
 
     Each rank writes 1 MiB to its segment of /pvfs2/demo, all synchronise, and each
-    reads back the next rank's segment and checks it.
+    reads back the next rank's segment and checks it (the demo program of the 2006
+    thesis that started callid: "Tracing the Connections Between MPI-IO Calls and
+    their Corresponding PVFS2 Disk Operations").
     """
     from callid.run import RunOptions
-    from callid_core.errors import InputError
     from pipeline.merge import merge as do_merge
     from pipeline.stats import compute_stats, render_stats
 
     script = Path(__file__).resolve().parents[1] / "examples" / "callid_demo.py"
     if not script.is_file():
-        fail(f"{script}: demo script not found (install from a checkout: pip install -e .)")
-    result = _run_traced(RunOptions(target=[str(script)], np=np, servers=servers, out=str(out)))
-    db = out / "merged.duckdb"
+        raise Failed(f"{script}: demo script not found (install from a checkout: pip install -e .)")
+    result = _run_traced(RunOptions(target=[str(script)], np=np, servers=servers, out=str(out_dir),
+                                    quiet=as_json))
+    db = out_dir / "merged.duckdb"
     try:
         do_merge(str(result.client), str(result.server), str(db))
-        typer.echo(render_stats(compute_stats(str(db))))
-    except InputError as exc:
-        fail(str(exc))
+        figures = compute_stats(str(db))
+    except InputError as exc:  # (the logs of our own run: a failure, not bad input)
+        raise Failed(str(exc)) from None
+    if as_json:
+        _echo_json(figures)
+        return
+    typer.echo(render_stats(figures))
     typer.echo(f"\nmerged database: {db}   (try: callid sql {db} \"SELECT * FROM fanout\")", err=True)
 
 
 def main() -> None:
-    """Entry point of the ``callid`` console script."""
+    """Entry point of the ``callid`` console script: every error is one line with its exit status."""
     try:
         app()
+    except CallidError as exc:
+        typer.echo(f"callid: error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except OSError as exc:  # an output that cannot be written, a file that cannot be read
+        where = f"{exc.filename}: " if exc.filename else ""
+        typer.echo(f"callid: error: {where}{exc.strerror or exc}", err=True)
+        sys.exit(EXIT_FAILED)
     except KeyboardInterrupt:
         typer.echo("callid: interrupted", err=True)
         sys.exit(130)

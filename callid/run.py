@@ -58,6 +58,7 @@ class RunOptions:
     timeout: float | None = None
     quiet: bool = False
     capture: bool = False  # keep the ranks' standard output in RunResult.stdout
+    stdout_to_stderr: bool = False  # the ranks' standard output goes to stderr (stdout is for --json)
     client_events: bool = True  # False: ranks log nothing (bench/ only: the cost of logging)
     server_events: bool = True  # False: servers log nothing (bench/ only)
 
@@ -220,7 +221,8 @@ def _run_ranks(opts: RunOptions, config_path: Path, parts: Path) -> tuple[str, l
     """Run the ranks; their standard output (with ``opts.capture``) and what failed."""
     cmd = [find_mpiexec(), "-n", str(opts.np), sys.executable, "-m", "callid.launch", *opts.target]
     env = dict(os.environ, **{CONFIG_ENV: str(config_path.resolve())})
-    stdout = subprocess.PIPE if opts.capture else subprocess.DEVNULL if opts.quiet else None
+    stdout = (subprocess.PIPE if opts.capture else subprocess.DEVNULL if opts.quiet
+              else sys.stderr.fileno() if opts.stdout_to_stderr else None)
     try:
         proc = subprocess.run(cmd, env=env, timeout=opts.timeout, stdout=stdout, text=opts.capture)
     except subprocess.TimeoutExpired:

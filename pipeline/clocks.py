@@ -43,10 +43,11 @@ import numpy as np
 import pyarrow as pa
 from scipy.optimize import linprog
 
-__all__ = ["MODELS", "Bounds", "Fit", "align", "bounds", "create_clock_map", "fit_clock", "mapped",
+from callid_core.choices import ClockSync, listed
+
+__all__ = ["Bounds", "Fit", "align", "bounds", "create_clock_map", "fit_clock", "mapped",
            "truth_errors"]
 
-MODELS = ("none", "offset", "drift")
 MAX_DRIFT = 1e-3  # |drift| at most 1000 ppm
 MIN_WINDOW = 32  # constraints per window below which a window is not split further
 MAX_DEPTH = 10  # at most 2**10 windows per clock
@@ -399,8 +400,8 @@ SELECT a, a_t, b, b_t FROM (
 
 def align(con: duckdb.DuckDBPyConnection, model: str = "drift") -> list[Fit]:
     """Estimate every clock of the logs in views ``client_log``/``server_log``; create ``clocks``."""
-    if model not in MODELS:
-        raise ValueError(f"unknown clock model {model!r}: choose none, offset or drift")
+    if model not in set(ClockSync):
+        raise ValueError(f"unknown clock model {model!r}: choose {listed(ClockSync)}")
     con.execute(NAMES_SQL)
     names = dict(con.execute("SELECT id, clock FROM clock_names").fetchall())
     ref_rows = con.execute("SELECT clock FROM client_log ORDER BY rank LIMIT 1").fetchall()

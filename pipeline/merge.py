@@ -14,21 +14,17 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 
 from callid_core import schema as S
-from callid_core.errors import InputError
+from callid_core.choices import ClockSync, Storage, listed
+from callid_core.errors import Failed, InputError
+from callid_core.tables import CALLS, MERGED, RPCS
 from pipeline import clocks
 from pipeline.load import LogInfo, validate_log
 
-TABLES = ("calls", "rpcs", "server_ops", "arrows", "fanout", "clocks", "run")
 VIEWS = ("events",)
-FORMATS = ("duckdb", "parquet")
-
-#: client columns that only ``kind = 'rpc'`` rows fill
-RPC_ONLY = ("server", "op", "req_seq", "t_recv", "t_send")
-#: the client columns of the ``rpcs`` table after callid and callid_hex
-RPC_COLUMNS = ("rank", "clock", "func", *RPC_ONLY[:3], "t_start", "t_end", *RPC_ONLY[3:], "error")
-
+TABLES = tuple(name for name in MERGED if name not in VIEWS)
 
 
 def default_memory_limit() -> str:
@@ -40,21 +36,21 @@ def default_memory_limit() -> str:
     return f"{max(total // 2 // 2**20, 256)}MB"
 
 
-def merge(client: str, server: str, out: str, *, memory_limit: str | None = None, fmt: str = "duckdb",
+def merge(client: str, server: str, out: str, *, memory_limit: str | None = None, storage: str = "duckdb",
           clock_sync: str = "drift", on_step: Callable[[str], None] | None = None) -> dict:
     """Validate both logs, build the merged tables at ``out``; return the row count per table.
 
-    ``fmt='parquet'`` writes ``out`` as a directory with one Parquet file per table.
+    ``storage='parquet'`` writes ``out`` as a directory with one Parquet file per table.
     DuckDB spills to a temporary directory beyond ``memory_limit`` (default: half the RAM).
     ``clock_sync`` is the clock model: ``none``, ``offset`` or ``drift`` (see :mod:`pipeline.clocks`).
     ``on_step`` is called with the name of each step as it starts (for progress displays).
     Bad input or an unwritable output raises :class:`InputError`; then nothing is written.
     """
     step = on_step or (lambda name: None)
-    if fmt not in FORMATS:
-        raise InputError(f"unknown output format {fmt!r}: choose duckdb or parquet")
-    if clock_sync not in clocks.MODELS:
-        raise InputError(f"unknown clock model {clock_sync!r}: choose none, offset or drift")
+    if storage not in set(Storage):
+        raise InputError(f"unknown output storage {storage!r}: choose {listed(Storage)}")
+    if clock_sync not in set(ClockSync):
+        raise InputError(f"unknown clock model {clock_sync!r}: choose {listed(ClockSync)}")
     step("validate")
     c = validate_log(client, S.KIND_CLIENT)
     s = validate_log(server, S.KIND_SERVER)
@@ -64,12 +60,12 @@ def merge(client: str, server: str, out: str, *, memory_limit: str | None = None
         raise InputError(f"{server}: run id {s.run_id!r} differs from the client log's {c.run_id!r} "
                          "(logs of different runs would link unrelated CallIDs)")
     out_path = Path(out)
-    _check_output(out_path, fmt, [*c.files, *s.files])
+    _check_output(out_path, storage, [*c.files, *s.files])
     tmp = out_path.with_name(f".{out_path.name}.{os.getpid()}.tmp")
     _remove(tmp)
     con = None
     try:
-        con = duckdb.connect(str(tmp) if fmt == "duckdb" else ":memory:")
+        con = duckdb.connect(str(tmp) if storage == "duckdb" else ":memory:")
         con.execute("SET enable_progress_bar = false")  # progress is the caller's (on_step)
         con.execute(f"SET memory_limit = {_literal(memory_limit or default_memory_limit())}")
         con.execute(f"SET temp_directory = {_literal(str(tmp) + '.spill')}")
@@ -81,9 +77,10 @@ def merge(client: str, server: str, out: str, *, memory_limit: str | None = None
             step(name)
             fn(con)
         write_run(con, c, s, clock_sync)
+        check_tables(con)
         step("write")
         counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0] for t in TABLES}
-        if fmt == "parquet":
+        if storage == "parquet":
             tmp.mkdir()
             for table in (*TABLES, *VIEWS):
                 con.execute(f"COPY {table} TO {_literal(str(tmp / (table + '.parquet')))} (FORMAT parquet)")
@@ -100,6 +97,30 @@ def merge(client: str, server: str, out: str, *, memory_limit: str | None = None
     return counts
 
 
+def duckdb_type(t: pa.DataType) -> str:
+    """DuckDB's name of an Arrow type (as ``DESCRIBE`` prints it, without quotes)."""
+    if pa.types.is_list(t):
+        return duckdb_type(t.value_type) + "[]"
+    if pa.types.is_struct(t):
+        return "STRUCT(" + ", ".join(f"{f.name} {duckdb_type(f.type)}" for f in t) + ")"
+    return _DUCKDB_TYPES[t]
+
+
+_DUCKDB_TYPES = {pa.int32(): "INTEGER", pa.int64(): "BIGINT", pa.uint64(): "UBIGINT", pa.string(): "VARCHAR",
+                 pa.bool_(): "BOOLEAN", pa.float64(): "DOUBLE"}
+
+
+def check_tables(con: duckdb.DuckDBPyConnection) -> None:
+    """Every table and view has exactly the columns ``callid_core.tables`` declares (else a bug)."""
+    for name, table in MERGED.items():
+        found = [(n, t.replace('"', "")) for n, t, *_ in con.execute(f"DESCRIBE {name}").fetchall()]
+        declared = [(c.name, duckdb_type(c.type)) for c in table.columns]
+        if found != declared:
+            diff = next(((f, d) for f, d in zip(found, declared) if f != d), (found, declared))
+            raise Failed(f"merge: table {name} does not match its declaration in callid_core.tables "
+                         f"(found {diff[0]}, declared {diff[1]})")
+
+
 def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
@@ -109,16 +130,16 @@ def _is_merge_output_dir(path: Path) -> bool:
     return names <= {f"{t}.parquet" for t in (*TABLES, *VIEWS)}
 
 
-def _check_output(out: Path, fmt: str, inputs: Iterable[str]) -> None:
+def _check_output(out: Path, storage: str, inputs: Iterable[str]) -> None:
     """Refuse outputs that would destroy something other than a previous merge output."""
     if not out.parent.is_dir():
         raise InputError(f"{out}: directory {out.parent} does not exist")
     if out.exists() and any(out.resolve() == Path(f).resolve() for f in inputs):
         raise InputError(f"{out}: is one of the input logs; choose another output")
-    if out.is_dir() and (fmt == "duckdb" or not _is_merge_output_dir(out)):
-        raise InputError(f"{out}: is a directory that 'callid merge --format parquet' did not write")
-    if out.exists() and not out.is_dir() and fmt == "parquet":
-        raise InputError(f"{out}: is a file; --format parquet writes a directory")
+    if out.is_dir() and (storage == "duckdb" or not _is_merge_output_dir(out)):
+        raise InputError(f"{out}: is a directory that 'callid merge --storage parquet' did not write")
+    if out.exists() and not out.is_dir() and storage == "parquet":
+        raise InputError(f"{out}: is a file; --storage parquet writes a directory")
 
 
 def _install(tmp: Path, out: Path) -> None:
@@ -208,7 +229,7 @@ def build_tables(con: duckdb.DuckDBPyConnection) -> None:
     mode = clocks.create_clock_map(con)
     callid = "NULLIF(x.callid, no_callid())"
     stamped = f"{callid} AS callid, callid_hex({callid}) AS callid_hex"
-    call_cols = [f.name for f in S.CLIENT_SCHEMA if f.name not in ("callid", "kind", *RPC_ONLY)]
+    call_cols = CALLS.names[3:]  # (after callid, callid_hex, counter)
     src, t = _timed_source("client_log", {"t_start": "x.clock", "t_end": "x.clock"}, mode)
     con.execute(f"""
         CREATE TABLE calls AS
@@ -219,7 +240,7 @@ def build_tables(con: duckdb.DuckDBPyConnection) -> None:
         "client_log", {"t_start": "x.clock", "t_end": "x.clock", "t_recv": "sc.clock", "t_send": "sc.clock"},
         mode, "LEFT JOIN (SELECT server, any_value(clock) AS clock FROM server_log GROUP BY server) sc "
         "ON sc.server = x.server")
-    _store_with_hex(con, "rpcs", f"SELECT {callid} AS callid, {_select(RPC_COLUMNS, t)} {src} "
+    _store_with_hex(con, "rpcs", f"SELECT {callid} AS callid, {_select(RPCS.names[2:], t)} {src} "
                                  "WHERE x.kind = 'rpc' ORDER BY t_start")
     src, t = _timed_source("server_log", {"t_start": "x.clock", "t_end": "x.clock"}, mode)
     server_cols = []

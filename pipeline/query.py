@@ -9,15 +9,14 @@ from pathlib import Path
 
 import duckdb
 
+from callid_core.choices import RowFormat, listed
 from callid_core.errors import InputError
 from pipeline.merge import TABLES, VIEWS
-
-FORMATS = ("table", "csv", "json", "markdown")
 
 
 def connect(db: str) -> duckdb.DuckDBPyConnection:
     """Open a merged database read-only (a DuckDB file, or a directory of Parquet tables from
-    ``callid merge --format parquet``); :class:`InputError` if it is missing or not one."""
+    ``callid merge --storage parquet``); :class:`InputError` if it is missing or not one."""
     path = Path(db)
     if path.is_dir():
         con = duckdb.connect()
@@ -87,7 +86,7 @@ def format_rows(columns: list[str], rows: list[tuple], fmt: str = "table") -> st
         return "\n".join([line(columns), "|" + "|".join("-" * (w + 2) for w in widths) + "|",
                           *map(line, cells)])
     if fmt != "table":
-        raise InputError(f"unknown format {fmt!r}: choose one of {', '.join(FORMATS)}")
+        raise InputError(f"unknown format {fmt!r}: choose {listed(RowFormat)}")
     widths = _widths(columns, cells)
     line = lambda vals: "  ".join(v.rjust(w) if _numeric(v) else v.ljust(w)  # noqa: E731
                                   for v, w in zip(vals, widths)).rstrip()

@@ -35,6 +35,7 @@ import pyarrow.parquet as pq
 from callid_core import schema as S
 from callid_core.atomic import replacing
 from callid_core.clock import parse_skew, skews_to_json
+from callid_core.errors import BadValue
 from callid_core.ids import DEFAULT_LAYOUT
 
 LAYOUT = DEFAULT_LAYOUT
@@ -65,7 +66,7 @@ class SynthOptions:
     seed: int = 0
 
 
-class SynthError(ValueError):
+class SynthError(BadValue):
     """Options that cannot make a trace (the message says which)."""
 
 

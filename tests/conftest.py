@@ -1,10 +1,18 @@
-"""Shared fixtures: real server processes on loopback, and running the ``callid`` command."""
+"""Shared fixtures: real server processes on loopback, running the ``callid`` command, and the
+traced runs several test modules share (run once per session).
+
+Markers (``pytest -m "not slow"`` is the fast lane): ``mpi`` runs ranks under mpiexec,
+``browser`` drives headless Chromium, ``network`` downloads from the package registry,
+``slow`` takes more than a few seconds.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -48,13 +56,28 @@ def callid_cmd(*args: str, cwd: Path | None = None, timeout: float = 300) -> sub
                           env=dict(os.environ, PYTHONPATH=str(ROOT)))
 
 
-def traced(tmp: Path, name: str, *run_args) -> tuple[Path, duckdb.DuckDBPyConnection, dict]:
-    """``callid run``, ``merge`` and ``stats --json`` as a user would; the output directory,
-    the merged database (open, read-only) and the statistics."""
-    import json
+@dataclass
+class Traced:
+    """A traced run, merged: its output directory, merged database (open, read-only),
+    statistics (``callid stats --json``) and the ranks' standard output."""
 
+    out: Path
+    con: duckdb.DuckDBPyConnection
+    stats: dict
+    stdout: str
+
+    @property
+    def db(self) -> Path:
+        return self.out / "m.duckdb"
+
+    def q(self, sql: str) -> list[tuple]:
+        return self.con.execute(sql).fetchall()
+
+
+def traced(tmp: Path, name: str, *run_args) -> Traced:
+    """``callid run``, ``merge`` and ``stats --json`` as a user would."""
     out = tmp / name
-    run = callid_cmd("run", "-o", out, *run_args)
+    run = callid_cmd("run", "-d", out, *run_args)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "FAILED" not in run.stdout
     db = out / "m.duckdb"
@@ -62,4 +85,25 @@ def traced(tmp: Path, name: str, *run_args) -> tuple[Path, duckdb.DuckDBPyConnec
     assert merge.returncode == 0, merge.stderr
     stats = callid_cmd("stats", db, "--json")
     assert stats.returncode == 0, stats.stderr
-    return out, duckdb.connect(str(db), read_only=True), json.loads(stats.stdout)
+    return Traced(out, duckdb.connect(str(db), read_only=True), json.loads(stats.stdout), run.stdout)
+
+
+#: the thesis demo: 2 ranks, 2 I/O servers, 64 KiB strips and flow buffers
+DEMO = ["-n", "2", "--servers", "2", "--strip-size", "64KiB", "--flow-buffer", "64KiB",
+        EXAMPLES / "callid_demo.py"]
+#: a collective write and read of 4 ranks through one aggregator, in 1 KiB blocks: the
+#: aggregator's pieces are small I/O and every disk operation serves all 4 calls (fan-in)
+COLLECTIVE_FANIN = ["-n", "4", EXAMPLES / "collective_write.py", "--block", "1KiB", "--blocks", "2",
+                    "--cb-nodes", "1"]
+
+
+@pytest.fixture(scope="session")
+def demo(tmp_path_factory) -> Traced:
+    """The thesis demo, traced and merged once for every test that reads it."""
+    return traced(tmp_path_factory.mktemp("demo"), "out", *DEMO)
+
+
+@pytest.fixture(scope="session")
+def collective_fanin(tmp_path_factory) -> Traced:
+    """:data:`COLLECTIVE_FANIN`, traced and merged once for every test that reads it."""
+    return traced(tmp_path_factory.mktemp("collective"), "out", *COLLECTIVE_FANIN)

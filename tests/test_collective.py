@@ -25,7 +25,7 @@ def runs(tmp_path_factory):
 
 
 def test_aggregated_trove_writes_carry_exactly_the_calls_whose_data_they_hold(runs):
-    (_, con, stats), _ = runs
+    con, stats = runs[0].con, runs[0].stats
     # 256 KiB blocks, 64 KiB flow buffers: every Trove write holds the data of one rank's call
     assert q(con, """SELECT DISTINCT len(callids) FROM server_ops WHERE op = 'trove_write'""") == [(1,)]
     per_call = q(con, """SELECT rank, disk_ops, servers, disk_bytes FROM fanout
@@ -40,7 +40,7 @@ def test_aggregated_trove_writes_carry_exactly_the_calls_whose_data_they_hold(ru
 
 
 def test_without_collective_buffering_every_rank_writes_its_own_blocks(runs):
-    _, (_, con, stats) = runs
+    con, stats = runs[1].con, runs[1].stats
     senders = q(con, "SELECT DISTINCT rank FROM server_ops WHERE op = 'trove_write' ORDER BY 1")
     assert senders == [(r,) for r in range(4)]
     assert stats["aggregators"] == [] and stats["fanin"]["shared_disk_ops"] == 0
@@ -48,7 +48,7 @@ def test_without_collective_buffering_every_rank_writes_its_own_blocks(runs):
 
 
 def test_stats_compares_runs_side_by_side(runs):
-    (on, _, _), (off, _, _) = runs
+    on, off = runs[0].out, runs[1].out
     both = callid_cmd("stats", on / "m.duckdb", off / "m.duckdb", "--json")
     assert both.returncode == 0
     figures = json.loads(both.stdout)
@@ -58,8 +58,9 @@ def test_stats_compares_runs_side_by_side(runs):
 
 
 def test_small_blocks_give_fan_in_every_disk_operation_serves_all_four_calls(tmp_path):
-    _, con, stats = traced(tmp_path, "fanin", "-n", 4, EXAMPLES / "collective_write.py",
-                           "--block", "16KiB", "--blocks", "8", "--cb-nodes", "1")
+    run = traced(tmp_path, "fanin", "-n", 4, EXAMPLES / "collective_write.py",
+                 "--block", "16KiB", "--blocks", "8", "--cb-nodes", "1")
+    con, stats = run.con, run.stats
     # a 64 KiB Trove write of the aggregator holds one 16 KiB block of each of the 4 ranks
     assert q(con, "SELECT DISTINCT len(callids) FROM server_ops WHERE op = 'trove_write'") == [(4,)]
     assert q(con, """SELECT count(DISTINCT callid), sum(size) FROM arrows
@@ -69,7 +70,8 @@ def test_small_blocks_give_fan_in_every_disk_operation_serves_all_four_calls(tmp
 
 
 def test_small_io_writes_use_the_small_io_path_and_each_has_arrows(tmp_path):
-    _, con, stats = traced(tmp_path, "small", "-n", 2, EXAMPLES / "mpi_io_test.py", "-b", "4KiB", "-i", 4)
+    run = traced(tmp_path, "small", "-n", 2, EXAMPLES / "mpi_io_test.py", "-b", "4KiB", "-i", 4)
+    con, stats = run.con, run.stats
     assert q(con, "SELECT count(*) FROM server_ops WHERE op = 'small_io_write'") == [(8,)]
     assert q(con, "SELECT count(*) FROM server_ops WHERE layer = 'flow'") == [(0,)]
     per_write = q(con, "SELECT count(*), min(disk_ops) FROM fanout WHERE func = 'MPI_File_write_at'")
@@ -78,8 +80,9 @@ def test_small_io_writes_use_the_small_io_path_and_each_has_arrows(tmp_path):
 
 
 def test_concurrent_writers_log_overlapping_trove_events_that_add_up(tmp_path):
-    _, con, stats = traced(tmp_path, "stress", "-n", 8, "--servers", 2, EXAMPLES / "mpi_io_test.py",
-                           "-b", "1MiB", "-i", 2, "--no-read")
+    run = traced(tmp_path, "stress", "-n", 8, "--servers", 2, EXAMPLES / "mpi_io_test.py",
+                 "-b", "1MiB", "-i", 2, "--no-read")
+    con, stats = run.con, run.stats
     # 8 ranks x 2 writes of 1 MiB, 64 KiB flow buffers: 16 Trove writes per MPI write
     assert q(con, "SELECT count(*), sum(size), count(DISTINCT event_id || server) FROM server_ops "
                   "WHERE op = 'trove_write'") == [(256, 16 << 20, 256)]
@@ -92,8 +95,9 @@ def test_concurrent_writers_log_overlapping_trove_events_that_add_up(tmp_path):
 
 
 def test_default_is_one_aggregator_per_simulated_host(tmp_path):
-    _, con, stats = traced(tmp_path, "hosts", "-n", 4, "--ranks-per-host", 2,
-                           EXAMPLES / "collective_write.py", "--block", "64KiB", "--blocks", "2")
+    run = traced(tmp_path, "hosts", "-n", 4, "--ranks-per-host", 2,
+                 EXAMPLES / "collective_write.py", "--block", "64KiB", "--blocks", "2")
+    con, stats = run.con, run.stats
     assert stats["aggregators"] == [0, 2]
     clocks = q(con, "SELECT clock FROM clocks WHERE source = 'client' ORDER BY 1")
     assert clocks == [("host0",), ("host1",)]

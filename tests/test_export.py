@@ -7,17 +7,14 @@ from collections import Counter
 
 import pytest
 
-from tests.conftest import EXAMPLES, callid_cmd, traced
+from tests.conftest import callid_cmd
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory):
+def exported(collective_fanin, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("export")
-    out, con, _ = traced(tmp, "out", "-n", 4, EXAMPLES / "collective_write.py", "--block", "16KiB",
-                         "--blocks", 4, "--cb-nodes", 1)
-    arrows = con.execute("SELECT count(*), count(*) FILTER (WHERE n_callids > 1) FROM arrows").fetchall()[0]
-    con.close()
-    result = callid_cmd("export", out / "m.duckdb", "--format", "chrome", "-o", tmp / "trace.json")
+    arrows = collective_fanin.q("SELECT count(*), count(*) FILTER (WHERE n_callids > 1) FROM arrows")[0]
+    result = callid_cmd("export", collective_fanin.db, "--format", "chrome", "-o", tmp / "trace.json")
     assert result.returncode == 0, result.stderr
     return json.loads((tmp / "trace.json").read_text())["traceEvents"], arrows
 

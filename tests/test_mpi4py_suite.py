@@ -39,7 +39,7 @@ def suite(tmp_path_factory) -> Path:
 def _run(suite: Path, tmp: Path, ranks: int, simulated: bool) -> subprocess.CompletedProcess:
     files = tmp / "files"
     files.mkdir()
-    args = ["run", "-n", ranks, "-o", tmp / "out"] + (["--mount", files] if simulated else [])
+    args = ["run", "-n", ranks, "-d", tmp / "out"] + (["--mount", files] if simulated else [])
     env_tmp = {"TMPDIR": str(files)}
     result = subprocess.run([str(Path(sys.executable).parent / "callid"), *map(str, args),
                              "-m", "unittest", "test_io", "test_file"],

@@ -328,7 +328,7 @@ def test_stats_and_sql_refuse_what_is_not_a_merged_database(logs, tmp_path):
 
 def test_parquet_output_is_a_directory_of_the_same_tables(logs, merged, tmp_path):
     out = tmp_path / "tables"
-    counts = merge(str(logs[0]), str(logs[1]), str(out), fmt="parquet", memory_limit="256MB",
+    counts = merge(str(logs[0]), str(logs[1]), str(out), storage="parquet", memory_limit="256MB",
                    clock_sync="none")
     assert sorted(p.stem for p in out.glob("*.parquet")) == sorted([*counts, "events"])
     assert compute_stats(str(out)) == compute_stats(str(merged))
@@ -336,7 +336,7 @@ def test_parquet_output_is_a_directory_of_the_same_tables(logs, merged, tmp_path
         sql = f"SELECT callid, callid_hex FROM {table} ORDER BY ALL"
         assert run_query(str(out), sql) == run_query(str(merged), sql)
         assert any(hex_ for _, hex_ in run_query(str(out), sql)[1])
-    merge(str(logs[0]), str(logs[1]), str(out), fmt="parquet")  # a previous output is replaced
+    merge(str(logs[0]), str(logs[1]), str(out), storage="parquet")  # a previous output is replaced
     assert run_query(str(out), "SELECT count(*) FROM arrows") == (["count_star()"], [(6,)])
     assert not list(tmp_path.glob(".*"))  # no temporary or spill directory left
 
@@ -462,8 +462,8 @@ def test_outputs_that_must_not_be_written(logs, tmp_path):
     keep.mkdir()
     (keep / "notes.txt").write_text("mine")
     for fmt in ("duckdb", "parquet"):
-        with pytest.raises(InputError, match="is a directory that 'callid merge --format parquet' did not"):
-            merge(str(client), str(server), str(keep), fmt=fmt)
+        with pytest.raises(InputError, match="is a directory that 'callid merge --storage parquet' did not"):
+            merge(str(client), str(server), str(keep), storage=fmt)
     assert (keep / "notes.txt").read_text() == "mine"
     with pytest.raises(InputError, match="(?i)merge failed: .*memory"):
         merge(str(client), str(server), str(tmp_path / "m.duckdb"), memory_limit="lots")

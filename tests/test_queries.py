@@ -7,18 +7,14 @@ import json
 import duckdb
 import pytest
 
-from tests.conftest import EXAMPLES, callid_cmd, traced
+from tests.conftest import EXAMPLES, callid_cmd
 
 QUERIES = sorted((EXAMPLES / "queries").glob("*.sql"))
 
 
 @pytest.fixture(scope="module")
-def db(tmp_path_factory):
-    # 1 KiB blocks: the aggregator's pieces are small I/O and every disk operation serves 4 calls
-    out, con, _ = traced(tmp_path_factory.mktemp("queries"), "out", "-n", 4, EXAMPLES / "collective_write.py",
-                         "--block", "1KiB", "--blocks", 2, "--cb-nodes", 1)
-    con.close()
-    return out / "m.duckdb"
+def db(collective_fanin):
+    return collective_fanin.db
 
 
 def _run(db, query) -> list[dict]:

@@ -5,57 +5,28 @@ from __future__ import annotations
 import json
 import os
 import textwrap
-from pathlib import Path
 
 import duckdb
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import EXAMPLES, callid_cmd
-
-DEMO_OPTS = ["-n", "2", "--servers", "2", "--strip-size", "64KiB", "--flow-buffer", "64KiB"]
-
-
-def _run_and_merge(tmp: Path, *run_args: str) -> tuple[Path, dict]:
-    out = tmp / "out"
-    run = callid_cmd("run", "-o", out, *run_args)
-    assert run.returncode == 0, run.stderr
-    merge = callid_cmd("merge", out / "client.parquet", out / "server.parquet", "-o", out / "m.duckdb")
-    assert merge.returncode == 0, merge.stderr
-    stats = callid_cmd("stats", out / "m.duckdb", "--json")
-    assert stats.returncode == 0, stats.stderr
-    return out, json.loads(stats.stdout)
-
-
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory):
-    """The thesis demo: 2 ranks, 2 I/O servers, 64 KiB strips and flow buffers."""
-    tmp = tmp_path_factory.mktemp("demo")
-    out = tmp / "out"
-    run = callid_cmd("run", *DEMO_OPTS, "-o", out, EXAMPLES / "callid_demo.py")
-    assert run.returncode == 0, run.stderr
-    merge = callid_cmd("merge", out / "client.parquet", out / "server.parquet", "-o", out / "m.duckdb")
-    assert merge.returncode == 0, merge.stderr
-    stats = callid_cmd("stats", out / "m.duckdb", "--json")
-    assert stats.returncode == 0, stats.stderr
-    return {"out": out, "stdout": run.stdout, "stats": json.loads(stats.stdout),
-            "db": duckdb.connect(str(out / "m.duckdb"), read_only=True)}
+from tests.conftest import DEMO, callid_cmd, traced
 
 
 def test_demo_read_back_check_passes(demo):
-    assert "rank 0: read-back of rank 1's segment OK" in demo["stdout"]
-    assert "rank 1: read-back of rank 0's segment OK" in demo["stdout"]
+    assert "rank 0: read-back of rank 1's segment OK" in demo.stdout
+    assert "rank 1: read-back of rank 0's segment OK" in demo.stdout
 
 
 def test_demo_each_rank_has_eight_calls_with_distinct_callids(demo):
-    rows = demo["db"].sql("SELECT rank, count(*), count(DISTINCT callid) FROM calls GROUP BY rank "
+    rows = demo.con.sql("SELECT rank, count(*), count(DISTINCT callid) FROM calls GROUP BY rank "
                           "ORDER BY rank").fetchall()
     assert rows == [(0, 8, 8), (1, 8, 8)]
-    assert demo["db"].execute("SELECT count(DISTINCT callid) FROM calls").fetchall()[0][0] == 16
+    assert demo.con.execute("SELECT count(DISTINCT callid) FROM calls").fetchall()[0][0] == 16
 
 
 def test_demo_every_1mib_read_and_write_has_16_arrows_8_per_server(demo):
-    rows = demo["db"].sql("""
+    rows = demo.con.sql("""
         SELECT c.callid, c.func, a.server, count(*) AS n, sum(a.size) AS bytes
         FROM calls c JOIN arrows a USING (callid)
         WHERE c.func IN ('MPI_File_write', 'MPI_File_read') AND a.layer = 'trove'
@@ -63,21 +34,21 @@ def test_demo_every_1mib_read_and_write_has_16_arrows_8_per_server(demo):
     assert len(rows) == 8  # 4 calls x 2 servers
     assert {(func, server, n, b) for _, func, server, n, b in rows} == {
         (f, s, 8, 512 * 1024) for f in ("MPI_File_write", "MPI_File_read") for s in ("io0", "io1")}
-    total = demo["db"].sql("SELECT func, count(*) FROM arrows WHERE func IN "
+    total = demo.con.sql("SELECT func, count(*) FROM arrows WHERE func IN "
                            "('MPI_File_write', 'MPI_File_read') GROUP BY func ORDER BY func").fetchall()
     assert total == [("MPI_File_read", 32), ("MPI_File_write", 32)]
 
 
 def test_demo_every_trove_read_and_write_carries_a_callid(demo):
-    server = pq.read_table(demo["out"] / "server.parquet").to_pylist()
+    server = pq.read_table(demo.out / "server.parquet").to_pylist()
     trove = [r for r in server if r["op"] in ("trove_read", "trove_write")]
     assert len(trove) == 64
-    calls = {r["callid"] for r in pq.read_table(demo["out"] / "client.parquet").to_pylist()}
+    calls = {r["callid"] for r in pq.read_table(demo.out / "client.parquet").to_pylist()}
     assert all(r["callid"] in calls and r["callids"] == [r["callid"]] for r in trove)
 
 
 def test_demo_statistics(demo):
-    stats = demo["stats"]
+    stats = demo.stats
     assert stats["distinct_callids"] == 16
     # 64 Trove data operations + the metadata store operations of the two opens of rank 0
     assert stats["arrows"] == 66
@@ -86,9 +57,10 @@ def test_demo_statistics(demo):
 
 
 def test_no_callid_logs_the_same_events_without_callids(demo, tmp_path):
-    out, stats = _run_and_merge(tmp_path, *DEMO_OPTS, "--no-callid", EXAMPLES / "callid_demo.py")
+    run = traced(tmp_path, "out", "--no-callid", *DEMO)
+    out, stats = run.out, run.stats
     query = ("SELECT server, layer, op, count(*) FROM read_parquet('{}') GROUP BY ALL ORDER BY ALL")
-    with_ids = duckdb.sql(query.format(demo["out"] / "server.parquet")).fetchall()
+    with_ids = duckdb.sql(query.format(demo.out / "server.parquet")).fetchall()
     without = duckdb.sql(query.format(out / "server.parquet")).fetchall()
     assert without == with_ids
     sentinel = 2**64 - 1
@@ -97,14 +69,14 @@ def test_no_callid_logs_the_same_events_without_callids(demo, tmp_path):
     assert all(ids == [] for ids in server.column("callids").to_pylist())
     client = pq.read_table(out / "client.parquet")
     assert set(client.column("callid").to_pylist()) == {sentinel}
-    assert client.num_rows == pq.read_table(demo["out"] / "client.parquet").num_rows
+    assert client.num_rows == pq.read_table(demo.out / "client.parquet").num_rows
     assert stats["arrows"] == 0 and stats["distinct_callids"] == 0
     assert stats["unattributed_server_ops"] == 66
 
 
 def test_thesis_layout_32_8(tmp_path):
-    out, stats = _run_and_merge(tmp_path, *DEMO_OPTS, "--callid-layout", "32/8",
-                                EXAMPLES / "callid_demo.py")
+    run = traced(tmp_path, "out", "--callid-layout", "32/8", *DEMO)
+    out, stats = run.out, run.stats
     assert stats["distinct_callids"] == 16 and stats["arrows"] == 66
     ids = set(pq.read_table(out / "client.parquet").column("callid").to_pylist())
     assert ids == {r << 24 | c for r in (0, 1) for c in range(1, 9)}
@@ -131,7 +103,7 @@ REAL_FILE_APP = textwrap.dedent("""
 def test_files_outside_the_mount_use_real_mpiio_and_are_still_stamped(tmp_path, ranks):
     (tmp_path / "realapp.py").write_text(REAL_FILE_APP)
     target = tmp_path / "real.dat"
-    run = callid_cmd("run", "-n", ranks, "-o", tmp_path / "out", "-m", "realapp", target, cwd=tmp_path)
+    run = callid_cmd("run", "-n", ranks, "-d", tmp_path / "out", "-m", "realapp", target, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     assert target.stat().st_size == 100 * ranks
     client = pq.read_table(tmp_path / "out" / "client.parquet").to_pylist()
@@ -152,7 +124,7 @@ def test_files_outside_the_mount_use_real_mpiio_and_are_still_stamped(tmp_path, 
     (["missing.py"], "callid: error: missing.py: no such script"),
 ])
 def test_run_usage_errors_name_what_is_wrong(tmp_path, args, message):
-    run = callid_cmd("run", "-o", tmp_path / "out", *args, cwd=tmp_path)
+    run = callid_cmd("run", "-d", tmp_path / "out", *args, cwd=tmp_path)
     assert (run.returncode, run.stderr.strip()) == (2, message)
     assert not (tmp_path / "out").exists()
 
@@ -163,7 +135,7 @@ def test_a_failing_rank_is_named_and_no_server_is_left_behind(tmp_path):
                    "fh = MPI.File.Open(MPI.COMM_WORLD, '/pvfs2/f', MPI.MODE_RDWR | MPI.MODE_CREATE)\n"
                    "if MPI.COMM_WORLD.rank == 1:\n    raise ValueError('deliberate')\n"
                    "MPI.COMM_WORLD.Barrier()\n")
-    run = callid_cmd("run", "-n", 2, "-o", tmp_path / "out", app)
+    run = callid_cmd("run", "-n", 2, "-d", tmp_path / "out", app)
     assert run.returncode == 1
     last = run.stderr.strip().splitlines()[-1]
     assert last.startswith("callid: error: rank 1 failed: ValueError: deliberate")
@@ -231,7 +203,7 @@ SIM_FS_APP = textwrap.dedent("""
 @pytest.mark.parametrize("ranks", [1, 3])
 def test_file_calls_on_the_simulated_file_system(tmp_path, ranks):
     (tmp_path / "simapp.py").write_text(SIM_FS_APP)
-    run = callid_cmd("run", "-n", ranks, "--servers", 3, "-o", tmp_path / "out", tmp_path / "simapp.py")
+    run = callid_cmd("run", "-n", ranks, "--servers", 3, "-d", tmp_path / "out", tmp_path / "simapp.py")
     assert run.returncode == 0, run.stderr
     assert run.stdout.count("all checks passed") == ranks
     db = tmp_path / "out" / "m.duckdb"

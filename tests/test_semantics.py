@@ -118,7 +118,7 @@ APP = textwrap.dedent('''
 def semantics(request, tmp_path_factory):
     tmp = tmp_path_factory.mktemp(f"semantics{request.param}")
     (tmp / "app.py").write_text(APP)
-    run = callid_cmd("run", "-n", request.param, "--servers", 3, "--strip-size", "256", "-o", tmp / "out",
+    run = callid_cmd("run", "-n", request.param, "--servers", 3, "--strip-size", "256", "-d", tmp / "out",
                      tmp / "app.py")
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.count("semantics OK") == request.param

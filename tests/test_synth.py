@@ -12,7 +12,7 @@ from tests.conftest import callid_cmd
                                                  (1000, 10_000, 0.3)])
 def test_arrows_equal_the_truth(tmp_path, ranks, calls, share):
     out = tmp_path / "synth"
-    made = callid_cmd("synth", "-o", out, "--ranks", ranks, "--servers", 3, "--calls", calls, "--fanout", 7,
+    made = callid_cmd("synth", "-d", out, "--ranks", ranks, "--servers", 3, "--calls", calls, "--fanout", 7,
                       "--collective-share", share, "--seed", ranks)
     assert made.returncode == 0, made.stderr
     db = out / "m.duckdb"

@@ -11,10 +11,9 @@ import re
 import shutil
 import subprocess
 
-import duckdb
 import pytest
 
-from tests.conftest import EXAMPLES, callid_cmd
+from tests.conftest import callid_cmd
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -26,19 +25,11 @@ pytestmark = pytest.mark.skipif(CHROMIUM is None and not os.environ.get("CALLID_
 
 
 @pytest.fixture(scope="module")
-def page(tmp_path_factory):
+def page(demo, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("view")
-    out = tmp / "out"
-    run = callid_cmd("run", "-n", 2, "-o", out, EXAMPLES / "callid_demo.py")
-    assert run.returncode == 0, run.stderr[-2000:]
-    db = out / "m.duckdb"
-    assert callid_cmd("merge", out / "client.parquet", out / "server.parquet", "-o", db).returncode == 0
-    view = callid_cmd("view", db, "-o", tmp / "timeline.html")
+    view = callid_cmd("view", demo.db, "-o", tmp / "timeline.html")
     assert view.returncode == 0, view.stderr
-    con = duckdb.connect(str(db), read_only=True)
-    arrows = con.execute("SELECT count(*) FROM arrows").fetchall()[0][0]
-    con.close()
-    return tmp, tmp / "timeline.html", arrows
+    return tmp, tmp / "timeline.html", demo.q("SELECT count(*) FROM arrows")[0][0]
 
 
 def _chromium(tmp, *args) -> str:

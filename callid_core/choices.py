@@ -1,0 +1,47 @@
+"""The named choices a user makes (clock model, output storage, renderings): one Enum each.
+
+They are ``str`` Enums, so a member equals its name (``Storage.PARQUET == "parquet"``); the
+command line shows their values as the choices of its options, the pipeline dispatches on them.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+__all__ = ["ClockSync", "RowFormat", "Storage", "TraceFormat", "listed"]
+
+
+class ClockSync(str, Enum):
+    """How clocks are aligned: not at all, by an offset, or by an offset and a drift per time window."""
+
+    NONE = "none"
+    OFFSET = "offset"
+    DRIFT = "drift"
+
+
+class Storage(str, Enum):
+    """How a merged output is stored: one DuckDB file, or a directory with one Parquet file per table."""
+
+    DUCKDB = "duckdb"
+    PARQUET = "parquet"
+
+
+class RowFormat(str, Enum):
+    """How query results are printed."""
+
+    TABLE = "table"
+    CSV = "csv"
+    JSON = "json"
+    MARKDOWN = "markdown"
+
+
+class TraceFormat(str, Enum):
+    """The trace formats ``callid export`` writes."""
+
+    CHROME = "chrome"
+
+
+def listed(choice: type[Enum]) -> str:
+    """``'none, offset or drift'``: the values of a choice, for messages."""
+    values = [m.value for m in choice]
+    return ", ".join(values[:-1]) + " or " + values[-1] if len(values) > 1 else values[0]

@@ -1,0 +1,158 @@
+"""The declared schema of every table and view ``callid merge`` writes, with a one-line doc per column.
+
+``pipeline.merge`` checks its output against these declarations, and the table
+reference (``docs/tables.md``) is generated from them: ``python -m callid_core.tables``
+prints it.  Times are int64 ns on the reference clock (rank 0's host) after alignment.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pyarrow as pa
+
+from callid_core.schema import BYTES, CLIENT, LOGS, NS, SERVER, Column, Table
+
+__all__ = ["MERGED", "RPC_ONLY", "reference_markdown"]
+
+#: client log columns that only ``kind = 'rpc'`` rows fill
+RPC_ONLY = ("server", "op", "req_seq", "t_recv", "t_send")
+_ALIGNED = " (on the reference clock)"
+
+
+def _log(table: Table, name: str) -> Column:
+    """A log column as a merged table shows it: times on the reference clock."""
+    column = next(c for c in table.columns if c.name == name)
+    if column.unit != NS:
+        return column
+    doc = column.doc.replace(" (on the row's clock)", "").replace(" (on the server's clock)", "")
+    return Column(column.name, column.type, doc + _ALIGNED, NS, column.nullable)
+
+
+def _client(*names: str) -> list[Column]:
+    return [_log(CLIENT, n) for n in names]
+
+
+CALLID = Column("callid", pa.uint64(), "CallID (null: the call was not stamped)")
+CALLID_HEX = Column("callid_hex", pa.string(), "the CallID as hex, rank_counter (e.g. 0x000001_00000000003)")
+
+CALLS = Table("calls", "one row per traced MPI call, ordered by start", [
+    CALLID, CALLID_HEX,
+    Column("counter", pa.uint64(), "the per-rank call counter of the CallID"),
+    *_client(*(c.name for c in CLIENT.columns if c.name not in ("callid", "kind", *RPC_ONLY))),
+])
+
+RPCS = Table("rpcs", "one row per client->server exchange, ordered by start", [
+    Column("callid", pa.uint64(), "CallID of the call the request was made for (null: several or none)"),
+    CALLID_HEX,
+    *_client("rank", "clock", "func", "server", "op", "req_seq", "t_start", "t_end", "t_recv", "t_send",
+             "error"),
+])
+
+SERVER_OPS = Table("server_ops", "one row per server event (request, flow, Trove and metadata operation)", [
+    *(_log(SERVER, c.name) for c in SERVER.columns[:4]),
+    Column("callid", pa.uint64(), "CallID of the request (null: none or several)"),
+    CALLID_HEX,
+    Column("callids", pa.list_(pa.uint64()), "all CallIDs of the request (the unstamped left out)"),
+    *(_log(SERVER, c.name) for c in SERVER.columns[6:]),
+])
+
+ARROWS = Table("arrows", "one row per call -> disk operation (Trove and metadata operations); "
+               "an operation serving several calls has one row per call", [
+    Column("callid", pa.uint64(), "CallID of the call"),
+    CALLID_HEX,
+    *_client("rank", "func", "file"),
+    Column("call_t_start", pa.int64(), "the call's start" + _ALIGNED, NS),
+    Column("call_t_end", pa.int64(), "the call's end" + _ALIGNED, NS),
+    *(_log(SERVER, n) for n in ("server", "layer", "op", "handle", "offset", "size", "t_start", "t_end",
+                                "event_id")),
+    Column("n_callids", pa.int64(), "how many calls the disk operation serves (fan-in)"),
+])
+
+FANOUT = Table("fanout", "per call: its disk operations, servers touched and bytes per server", [
+    CALLID, CALLID_HEX, *_client("rank", "func", "size"),
+    Column("disk_ops", pa.int64(), "disk operations the call caused"),
+    Column("servers", pa.int64(), "servers whose disks the call touched"),
+    Column("disk_bytes", pa.int64(), "bytes of the disk operations the call caused", BYTES),
+    Column("bytes_per_server", pa.list_(pa.struct([("server", pa.string()), ("ops", pa.int64()),
+                                                   ("bytes", pa.int64())])),
+           "per server: disk operations and their bytes, ordered by server"),
+])
+
+CLOCKS = Table("clocks", "per clock and time window: how it maps onto the reference clock "
+               "(local + offset + drift * (local - t0)) and how well", [
+    Column("clock", pa.string(), "clock domain (hostN, a server name)"),
+    Column("source", pa.string(), "client or server"),
+    Column("win", pa.int32(), "time window number, 0.."),
+    Column("t_from", pa.int64(), "local time where the window's constraints start (null: none)", NS),
+    Column("t_to", pa.int64(), "local time where they end", NS),
+    Column("t0", pa.int64(), "local time the drift is measured from", NS),
+    Column("offset_ns", pa.float64(), "offset at t0", NS),
+    Column("drift_ppm", pa.float64(), "drift", "ppm"),
+    Column("bound_ns", pa.float64(), "guaranteed +- error of the mapping (null: not bounded)", NS),
+    Column("slack_ns", pa.float64(), "the largest least slack of the constraints (negative: infeasible)", NS),
+    Column("quality", pa.string(), "reference, accurate, approximate, failed or none"),
+    Column("method", pa.string(), "reference, hull, soft or identity"),
+    Column("via", pa.string(), "the clocks whose constraints were used"),
+    Column("constraints", pa.int64(), "causal constraints used"),
+    Column("dropped", pa.int64(), "constraints dropped as gross outliers"),
+    Column("violations_before", pa.int64(), "constraints violated by the logged times"),
+    Column("violations_after", pa.int64(), "constraints violated after alignment"),
+    Column("violation_ns", pa.float64(), "total violation left after a soft fit", NS),
+])
+
+RUN = Table("run", "the run's metadata as key/value: layout, sentinel, clock model, and every "
+            "client.* and server.* key of the logs", [
+    Column("key", pa.string(), "e.g. layout, clock_sync, client.run_id, server.config"),
+    Column("value", pa.string(), "its value, as text"),
+])
+
+EVENTS = Table("events", "(view) one timeline of calls, exchanges and server events", [
+    Column("source", pa.string(), "client or server"),
+    Column("lane", pa.string(), "'rank N' or the server name"),
+    Column("layer", pa.string(), "mpi, rpc, or the server layer (req, flow, trove, meta)"),
+    Column("name", pa.string(), "MPI function, request operation or server operation"),
+    Column("callid", pa.uint64(), "CallID (null: none or several)"),
+    CALLID_HEX,
+    Column("t_start", pa.int64(), "start" + _ALIGNED, NS),
+    Column("t_end", pa.int64(), "end" + _ALIGNED, NS),
+    Column("size", pa.int64(), "bytes (calls: requested; server events: moved)", BYTES),
+])
+
+#: every table and view of a merged database, in the order they are documented
+MERGED = {t.name: t for t in (CALLS, RPCS, SERVER_OPS, ARROWS, FANOUT, CLOCKS, RUN, EVENTS)}
+
+
+def _type(t: pa.DataType) -> str:
+    if pa.types.is_list(t):
+        return f"list<{_type(t.value_type)}>"
+    if pa.types.is_struct(t):
+        return "struct<" + ", ".join(f"{f.name}: {_type(f.type)}" for f in t) + ">"
+    return str(t)
+
+
+def _markdown(table: Table) -> list[str]:
+    lines = [f"## `{table.name}`", "", table.doc[0].upper() + table.doc[1:] + ".", "",
+             "| column | type | unit | meaning |", "| --- | --- | --- | --- |"]
+    lines += [f"| `{c.name}` | {_type(c.type)} | {c.unit} | {c.doc} |" for c in table.columns]
+    return [*lines, ""]
+
+
+def reference_markdown() -> str:
+    """The table reference: every merged table and both logs, column by column."""
+    lines = ["# Table reference", "",
+             "Generated from `callid_core/tables.py` and `callid_core/schema.py` by "
+             "`python -m callid_core.tables`; do not edit by hand.", "",
+             "# The merged database (`callid merge`)", "",
+             "Times are int64 nanoseconds on the reference clock (rank 0's host) after clock alignment.", ""]
+    for table in MERGED.values():
+        lines += _markdown(table)
+    lines += ["# The logs (`callid run`: client.parquet, server.parquet)", "",
+              "Times are int64 nanoseconds on the clock named by the row's `clock` column.", ""]
+    for table in LOGS.values():
+        lines += _markdown(table)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+if __name__ == "__main__":
+    sys.stdout.write(reference_markdown())

@@ -1,0 +1,91 @@
+"""Every command and option of the ``callid`` command explains itself, and the README names every command.
+
+The commands and options are taken from the Typer app itself, so a new one cannot slip through.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import typer
+
+from callid.cli import app
+from tests.conftest import ROOT, callid_cmd
+
+CLICK = typer.main.get_command(app)
+COMMANDS = sorted(CLICK.commands)
+
+
+def _params(name: str):
+    return [p for p in CLICK.commands[name].params if p.name != "help"]
+
+
+def test_the_app_has_the_commands_users_know():
+    assert {"run", "merge", "stats", "sql", "view", "export", "synth", "demo"} <= set(COMMANDS)
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_every_command_and_option_has_help(name):
+    command = CLICK.commands[name]
+    assert command.help and "Example" in command.help or name == "demo", f"{name}: no help with an example"
+    missing = [p.name for p in _params(name) if not getattr(p, "help", None)]
+    assert missing == [], f"callid {name}: no help for {missing}"
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_usage_and_metavars_are_readable(name):
+    out = callid_cmd(name, "--help").stdout
+    assert out.startswith(f"Usage: callid {name} [OPTIONS]")
+    for junk in ("<str>", "<list[", "<path>", "<int", "<float", "{"):
+        assert junk not in out, f"callid {name} --help shows {junk!r}"
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_every_command_is_in_the_readme(name):
+    assert re.search(rf"`?callid {name}\b", (ROOT / "README.md").read_text()), f"README: no 'callid {name}'"
+
+
+def test_output_options_are_consistent():
+    """-o/--output names what a command writes, -d/--out-dir a directory, --format a rendering."""
+    for name in COMMANDS:
+        for p in _params(name):
+            if "-o" in p.opts:
+                assert p.opts == ["-o", "--output"], (name, p.opts)
+            if "--format" in p.opts:
+                assert p.name == "fmt" and p.type_descriptor.is_choice, (name, p.opts)
+            if p.name == "out_dir":
+                assert p.opts == ["-d", "--out-dir"], (name, p.opts)
+
+
+@pytest.mark.parametrize("name", ["run", "merge", "stats", "synth", "view", "export", "demo"])
+def test_commands_with_a_summary_offer_json(name):
+    assert any(p.opts == ["--json"] for p in _params(name))
+
+
+def test_version():
+    result = callid_cmd("--version")
+    assert result.returncode == 0 and re.fullmatch(r"callid \d+\.\d+\.\d+\S*\n", result.stdout)
+
+
+def test_errors_are_one_line_with_the_exit_status_of_their_class(tmp_path):
+    cases = [
+        (("merge", tmp_path / "no.parquet", tmp_path / "no2.parquet"), 2, "no.parquet: no such file"),
+        (("merge", "a", "b", "--storage", "sqlite"), 2, "Invalid value for '--storage'"),
+        (("stats", tmp_path / "missing.duckdb"), 2, "missing.duckdb: no such file"),
+        (("sql", tmp_path / "missing.duckdb"), 2, "no query: give QUERY or -f FILE"),
+        (("synth", "-d", tmp_path / "s", "--skew", "server:9=+1ms"), 2, "--skew: server:9"),
+        (("run", "--clock-skew", "bad", "-d", tmp_path / "r", __file__), 2, "--clock-skew: bad clock skew"),
+    ]
+    for args, code, said in cases:
+        result = callid_cmd(*args)
+        assert result.returncode == code, (args, result.stderr)
+        assert said in result.stderr and "Traceback" not in result.stderr, (args, result.stderr)
+
+
+def test_synth_json_summary(tmp_path):
+    result = callid_cmd("synth", "-d", tmp_path / "s", "--calls", 40, "--json")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["calls"] == 40 and summary["out_dir"] == str(tmp_path / "s")
