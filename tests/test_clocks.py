@@ -151,6 +151,7 @@ def test_synthetic_run_is_aligned_within_bounds_without_end_constraints_on_write
     assert db.exists()  # the previous output is kept
 
 
+@pytest.mark.mpi
 def test_a_real_skewed_run_is_recovered_within_the_reported_bound(tmp_path):
     skew = "server:0=+40ms@30ppm,server:1=-25ms@-20ppm"
     run = traced(tmp_path, "skew", "-n", 2, "--clock-skew", skew,

@@ -8,6 +8,8 @@ import pytest
 
 from tests.conftest import EXAMPLES, callid_cmd, traced
 
+pytestmark = pytest.mark.mpi
+
 
 def q(con, sql):
     return con.execute(sql).fetchall()

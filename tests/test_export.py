@@ -9,6 +9,8 @@ import pytest
 
 from tests.conftest import callid_cmd
 
+pytestmark = pytest.mark.mpi
+
 
 @pytest.fixture(scope="module")
 def exported(collective_fanin, tmp_path_factory):

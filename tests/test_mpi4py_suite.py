@@ -19,6 +19,8 @@ import pytest
 
 from tests.conftest import callid_cmd
 
+pytestmark = [pytest.mark.mpi, pytest.mark.network, pytest.mark.slow]
+
 
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory) -> Path:

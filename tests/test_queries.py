@@ -9,6 +9,8 @@ import pytest
 
 from tests.conftest import EXAMPLES, callid_cmd
 
+pytestmark = pytest.mark.mpi
+
 QUERIES = sorted((EXAMPLES / "queries").glob("*.sql"))
 
 

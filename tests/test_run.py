@@ -12,6 +12,8 @@ import pytest
 
 from tests.conftest import DEMO, callid_cmd, traced
 
+pytestmark = pytest.mark.mpi
+
 
 def test_demo_read_back_check_passes(demo):
     assert "rank 0: read-back of rank 1's segment OK" in demo.stdout

@@ -9,6 +9,8 @@ import pytest
 
 from tests.conftest import callid_cmd
 
+pytestmark = pytest.mark.mpi
+
 APP = textwrap.dedent('''
     import array
     from mpi4py import MPI

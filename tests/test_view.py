@@ -20,8 +20,11 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          "--window-size=1400,900", "--virtual-time-budget=5000"]
 
-pytestmark = pytest.mark.skipif(CHROMIUM is None and not os.environ.get("CALLID_REQUIRE_BROWSER"),
-                                reason="chromium is not installed (CI installs it)")
+pytestmark = [
+    pytest.mark.browser, pytest.mark.mpi,
+    pytest.mark.skipif(CHROMIUM is None and not os.environ.get("CALLID_REQUIRE_BROWSER"),
+                       reason="chromium is not installed (CI installs it)"),
+]
 
 
 @pytest.fixture(scope="module")
