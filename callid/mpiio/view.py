@@ -74,7 +74,7 @@ class View:
             return 0
         if ft.contiguous:
             data = max(0, rel - ft.lb)
-        else:
-            tiles, rem = divmod(rel, ft.extent)
-            data = tiles * ft.size + sum(max(0, min(n, rem - off)) for off, n in ft.runs)
-        return -(-data // self.esize)
+        else:  # (tile k spans [lb + k * extent, lb + (k + 1) * extent) of the view)
+            tiles, rem = divmod(rel - ft.lb, ft.extent)
+            data = tiles * ft.size + sum(max(0, min(n, rem + ft.lb - off)) for off, n in ft.runs)
+        return max(0, -(-data // self.esize))
