@@ -173,10 +173,6 @@ def _files(info: LogInfo) -> str:
     return "[" + ", ".join(_literal(f) for f in info.files) + "]"
 
 
-def _cols(names: Iterable[str]) -> str:
-    return ", ".join(f'"{n}"' for n in names)
-
-
 def sources(con: duckdb.DuckDBPyConnection, c: LogInfo, s: LogInfo) -> None:
     """Views over the Parquet files, and the CallID macros of the run's layout."""
     con.execute(f"CREATE TEMP VIEW client_log AS SELECT * FROM read_parquet({_files(c)})")
