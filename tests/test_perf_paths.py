@@ -4,93 +4,18 @@ the single-thread client driver and the switches that exist only to measure logg
 from __future__ import annotations
 
 import socket
-import subprocess
-import sys
 import threading
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from callid.mpiio import sysint as SI
 from callid.mpiio.record import Record
 from callid.trace import ClientTrace
-from callid_core import schema as S
 from callid_core.config import Config, ServerConfig
-from callid_core.ids import Layout, Stamper
-from callid_core.partlog import PartLog, column
 from server_sim import bmi
 from server_sim.events import ServerEvents
 
 SENTINEL = (1 << 64) - 1
-
-
-@pytest.mark.parametrize(("values", "type_"), [
-    ([1, None, 3], pa.int64()), ([SENTINEL, 0], pa.uint64()), ([-1, 7], pa.int32()),
-    ([True, None, False], pa.bool_()), ([False, True], pa.bool_()),
-    (["a", None, "héllo", ""], pa.string()), (["abc", "de"], pa.string()), ([None, None], pa.string()),
-    ([[1, 2], [], [SENTINEL]], pa.list_(pa.uint64())), ([[1], None], pa.list_(pa.uint64())),
-    ([None, None], pa.int64()), ([], pa.int64()),
-])
-def test_columns_from_buffers_equal_pyarrow_conversion(values, type_):
-    built = column(tuple(values), type_)
-    built.validate(full=True)
-    assert built.equals(pa.array(values, type_))
-
-
-def _server_row(i: int) -> tuple:
-    return S.SERVER.row(server="io0", clock="io0", layer="trove", op="trove_write", callid=i, callids=[i],
-                        rank=0, req_id=i, event_id=i, handle=7, size=4096, t_start=i, t_end=i + 1)
-
-
-def test_concurrent_appends_are_flushed_exactly_once(tmp_path):
-    log = PartLog(S.SERVER_SCHEMA, tmp_path, "server-io0", {}, flush_rows=97)
-    def writer(k: int) -> None:
-        for i in range(3000):
-            log.append(_server_row(k * 10_000 + i))
-
-    threads = [threading.Thread(target=writer, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    log.close()
-    ids = pq.read_table(sorted(tmp_path.glob("*.parquet"))).column("event_id").to_pylist()
-    assert sorted(ids) == sorted(k * 10_000 + i for k in range(4) for i in range(3000))
-
-
-def test_a_row_of_the_wrong_width_is_an_error(tmp_path):
-    log = PartLog(S.SERVER_SCHEMA, tmp_path, "s", {}, flush_rows=10)
-    log.append(_server_row(1)[:-1])
-    with pytest.raises(ValueError, match="columns"):
-        log.flush()
-
-
-def test_logging_does_not_import_pandas(tmp_path):
-    code = (
-        "import sys\nfrom callid_core import schema as S\nfrom callid_core.partlog import PartLog\n"
-        f"log = PartLog(S.SERVER_SCHEMA, {str(tmp_path)!r}, 's', {{}}, flush_rows=2)\n"
-        "for i in range(5):\n"
-        "    log.append(S.SERVER.row(server='io0', clock='io0', layer='req', op='io_write', callid=i,\n"
-        "                            callids=[i], event_id=i, t_start=i, t_end=i))\n"
-        "log.close()\nassert 'pandas' not in sys.modules, 'pandas imported'\n"
-    )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
-
-
-def test_stamping_is_thread_safe():
-    layout = Layout(64, 23)
-    stamper = Stamper(3, layout)
-    out: list[list[int]] = [[] for _ in range(4)]
-    threads = [threading.Thread(target=lambda o=o: o.extend(stamper.next() for _ in range(5000)))
-               for o in out]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    counters = sorted(layout.unpack(i)[1] for o in out for i in o)
-    assert counters == list(range(1, 20_001))
 
 
 def test_events_and_trace_switched_off_log_nothing(tmp_path):

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import duckdb
 import pytest
 
 from callid_core.errors import Failed
 from callid_core.tables import MERGED, reference_markdown
 from pipeline.merge import check_tables
+from tests.conftest import ROOT
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "tables.md"
+DOC = ROOT / "docs" / "tables.md"
 
 
 def test_the_table_reference_is_current():

@@ -1,4 +1,6 @@
-"""CallID layout: round trips, sentinel, overflow."""
+"""CallID layout: round trips, sentinel, overflow; stamping."""
+
+import threading
 
 import pytest
 from hypothesis import given
@@ -83,3 +85,17 @@ def test_bad_layouts_are_rejected(bad):
 def test_bad_ids_are_rejected(bad):
     with pytest.raises(CallIDError):
         THESIS_LAYOUT.parse_id(bad)
+
+
+def test_stamping_is_thread_safe():
+    layout = Layout(64, 23)
+    stamper = Stamper(3, layout)
+    out: list[list[int]] = [[] for _ in range(4)]
+    threads = [threading.Thread(target=lambda o=o: o.extend(stamper.next() for _ in range(5000)))
+               for o in out]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    counters = sorted(layout.unpack(i)[1] for o in out for i in o)
+    assert counters == list(range(1, 20_001))
