@@ -19,15 +19,8 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperCommand
 
+from callid_core import config as defaults
 from callid_core.choices import ClockSync, RowFormat, Storage, TraceFormat
-from callid_core.config import (
-    DEFAULT_FLOW_BUFFER,
-    DEFAULT_IO_SERVERS,
-    DEFAULT_MOUNT,
-    DEFAULT_RANKS,
-    DEFAULT_SMALL_IO,
-    DEFAULT_STRIP_SIZE,
-)
 from callid_core.errors import EXIT_FAILED, EXIT_USAGE, BadValue, CallidError, Failed, InputError
 from callid_core.ids import DEFAULT_LAYOUT
 from callid_core.units import format_size, parse_duration, parse_size
@@ -146,17 +139,18 @@ def run(
         show_default=False)] = None,
     module: Annotated[str | None, typer.Option(
         "-m", "--module", metavar="MODULE", help="run a module, as python -m")] = None,
-    np: Ranks = DEFAULT_RANKS,
-    servers: Servers = DEFAULT_IO_SERVERS,
+    np: Ranks = defaults.DEFAULT_RANKS,
+    servers: Servers = defaults.DEFAULT_IO_SERVERS,
     strip_size: Annotated[int, _size_option(
-        "simple_stripe strip: bytes of a file each I/O server holds in turn", DEFAULT_STRIP_SIZE)
-    ] = format_size(DEFAULT_STRIP_SIZE),
+        "simple_stripe strip: bytes of a file each I/O server holds in turn", defaults.DEFAULT_STRIP_SIZE)
+    ] = format_size(defaults.DEFAULT_STRIP_SIZE),
     flow_buffer: Annotated[int, _size_option(
-        "bytes a server moves per flow buffer (one Trove operation each)", DEFAULT_FLOW_BUFFER)
-    ] = format_size(DEFAULT_FLOW_BUFFER),
+        "bytes a server moves per flow buffer (one Trove operation each)", defaults.DEFAULT_FLOW_BUFFER)
+    ] = format_size(defaults.DEFAULT_FLOW_BUFFER),
     small_io: Annotated[int, _size_option(
-        "largest share per server that travels inside the request (small I/O); 0 disables", DEFAULT_SMALL_IO)
-    ] = format_size(DEFAULT_SMALL_IO),
+        "largest share per server that travels inside the request (small I/O); 0 disables",
+        defaults.DEFAULT_SMALL_IO)
+    ] = format_size(defaults.DEFAULT_SMALL_IO),
     callid: Annotated[bool, typer.Option(
         "--callid/--no-callid", help="stamp and propagate CallIDs (off: trace the same calls only)")] = True,
     callid_layout: Annotated[str, typer.Option(
@@ -164,7 +158,7 @@ def run(
         help="bits of a CallID and of its rank part, e.g. 64/23 or the thesis' 32/8")] = str(DEFAULT_LAYOUT),
     mount: Annotated[list[str] | None, typer.Option(
         metavar="PREFIX", help="path prefix of the simulated file system (repeatable)",
-        show_default=DEFAULT_MOUNT)] = None,
+        show_default=defaults.DEFAULT_MOUNT)] = None,
     ranks_per_host: Annotated[int, typer.Option(
         min=0, metavar="N", help="group ranks into simulated hosts of this size (0: one host)")] = 0,
     clock_skew: Annotated[str, typer.Option(
@@ -197,7 +191,7 @@ def run(
         raise BadValue(f"{target[0]}: no such script")
     opts = RunOptions(target=target, np=np, servers=servers, strip_size=strip_size,
                       flow_buffer=flow_buffer, small_io=small_io,
-                      callid=callid, callid_layout=callid_layout, mount=mount or [DEFAULT_MOUNT],
+                      callid=callid, callid_layout=callid_layout, mount=mount or [defaults.DEFAULT_MOUNT],
                       ranks_per_host=ranks_per_host, clock_skew=clock_skew, out=str(out_dir),
                       timeout=timeout, stdout_to_stderr=as_json)
     result = _run_traced(opts)
@@ -436,8 +430,8 @@ def demo(
     out_dir: Annotated[Path, typer.Option(
         "-d", "--out-dir", metavar="DIR", help="directory for the logs and the merged database")
     ] = Path("callid-out"),
-    np: Ranks = DEFAULT_RANKS,
-    servers: Servers = DEFAULT_IO_SERVERS,
+    np: Ranks = defaults.DEFAULT_RANKS,
+    servers: Servers = defaults.DEFAULT_IO_SERVERS,
     as_json: Annotated[bool, typer.Option("--json", help="print the statistics as JSON")] = False,
 ) -> None:
     """Run the thesis demo traced, merge the logs and print the statistics.

@@ -13,21 +13,10 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from callid_core import config as defaults
 from callid_core import schema as S
 from callid_core.clock import parse_skew, skews_to_json
-from callid_core.config import (
-    CONFIG_ENV,
-    DEFAULT_FLOW_BUFFER,
-    DEFAULT_IO_SERVERS,
-    DEFAULT_MOUNT,
-    DEFAULT_RANKS,
-    DEFAULT_SMALL_IO,
-    DEFAULT_STRIP_SIZE,
-    ROLE_IO,
-    ROLE_META,
-    Config,
-    ServerConfig,
-)
+from callid_core.config import CONFIG_ENV, ROLE_IO, ROLE_META, Config, ServerConfig
 from callid_core.errors import Failed
 from callid_core.ids import DEFAULT_LAYOUT
 from callid_core.partlog import combine_parts
@@ -44,14 +33,14 @@ class RunOptions:
     """The parameters of ``callid run``."""
 
     target: list[str]  # [SCRIPT, ARGS...] or ["-m", MODULE, ARGS...]
-    np: int = DEFAULT_RANKS
-    servers: int = DEFAULT_IO_SERVERS
-    strip_size: int = DEFAULT_STRIP_SIZE
-    flow_buffer: int = DEFAULT_FLOW_BUFFER
-    small_io: int = DEFAULT_SMALL_IO
+    np: int = defaults.DEFAULT_RANKS
+    servers: int = defaults.DEFAULT_IO_SERVERS
+    strip_size: int = defaults.DEFAULT_STRIP_SIZE
+    flow_buffer: int = defaults.DEFAULT_FLOW_BUFFER
+    small_io: int = defaults.DEFAULT_SMALL_IO
     callid: bool = True
     callid_layout: str = str(DEFAULT_LAYOUT)
-    mount: list[str] = field(default_factory=lambda: [DEFAULT_MOUNT])
+    mount: list[str] = field(default_factory=lambda: [defaults.DEFAULT_MOUNT])
     ranks_per_host: int = 0
     clock_skew: str = ""  # callid_core.clock skew specification, e.g. server:0=+40ms@30ppm
     out: str = "callid-out"
