@@ -280,7 +280,7 @@ def _floor_connection(sock: socket.socket, fd: int, chunk: int) -> None:
         req = P.decode(bmi.recv_payload(sock, header[2]))
         dist = SimpleStripe(req.strip_size, req.dfile_count)
         segments = tuple(dist.share(req.dfile_nr, off, n) for off, n in req.regions)
-        out = bmi.frame(bmi.MODE_EXPECTED, tag, P.encode(P.IoResponse(buffer_size=chunk)))
+        out = bmi.frame(bmi.MODE_EXPECTED, tag, P.encode(req.reply(buffer_size=chunk)))
         writing = req.io_type == P.IoType.WRITE
         if writing:
             bmi.send_buffers(sock, out)
@@ -302,7 +302,7 @@ def _floor_connection(sock: socket.socket, fd: int, chunk: int) -> None:
                     out, pos = [], 0
         if writing:
             done = sum(n for _, n in segments)
-            bmi.send(sock, bmi.MODE_EXPECTED, tag, P.encode(P.WriteCompletion(bytes_written=done)))
+            bmi.send(sock, bmi.MODE_EXPECTED, tag, P.encode(req.completion(bytes_written=done)))
 
 
 def _floor_client(rank: int, ranks: int, ports: list[int], block: int, iterations: int, chunk: int,

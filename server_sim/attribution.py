@@ -1,4 +1,4 @@
-"""Which CallIDs a disk operation serves, from a request's ``callid`` and ``callid_map`` hints.
+"""Which CallIDs a disk operation serves, from a request's CallIDs and ``callid_map`` hint.
 
 An aggregator's request serves several calls.  With a ``callid_map`` the server
 attributes each Trove operation to exactly the calls whose bytes it moves: its
@@ -14,20 +14,20 @@ from collections.abc import Callable, Sequence
 
 from server_sim.distribution import SimpleStripe
 
-Hints = dict
-Attribution = Callable[[Sequence[tuple[int, int]]], Hints]
+Attribution = Callable[[Sequence[tuple[int, int]]], list[int]]
 
 
-def attribution(hints: Hints, dist: SimpleStripe, dfile: int) -> Attribution:
-    """A function from a disk operation's physical pieces to the hints to log it with."""
-    ids = hints.get("callid") or []
-    flat = hints.get("callid_map") or []
-    if len(ids) < 2 or not flat:
-        return lambda pieces: hints
-    ranges = sorted(zip(flat[0::3], flat[1::3], flat[2::3]))
+def attribution(callids: list[int], callid_map: Sequence[int], dist: SimpleStripe,
+                dfile: int) -> Attribution | None:
+    """A function from a disk operation's physical pieces (on datafile ``dfile``) to the
+    CallIDs it serves; None when every operation serves all of ``callids`` (no map, or
+    fewer than two CallIDs)."""
+    if len(callids) < 2 or not callid_map:
+        return None
+    ranges = sorted(zip(callid_map[0::3], callid_map[1::3], callid_map[2::3]))
     starts = [r[0] for r in ranges]
 
-    def hints_for(pieces: Sequence[tuple[int, int]]) -> Hints:
+    def callids_for(pieces: Sequence[tuple[int, int]]) -> list[int]:
         found: set[int] = set()
         for phys, n in pieces:
             while n > 0:
@@ -36,11 +36,11 @@ def attribution(hints: Hints, dist: SimpleStripe, dfile: int) -> Attribution:
                 # ranges may overlap (several calls reading the same bytes): check every range
                 # that starts before this piece ends (at most MAX_CALLID_MAP of them)
                 for off, length, idx in ranges[:bisect.bisect_left(starts, lo + k)]:
-                    if off + length > lo and idx < len(ids):
+                    if off + length > lo and idx < len(callids):
                         found.add(idx)
                 phys, n = phys + k, n - k
-        if not found or len(found) == len(ids):
-            return hints
-        return {**hints, "callid": [ids[i] for i in sorted(found)]}
+        if not found or len(found) == len(callids):
+            return callids
+        return [callids[i] for i in sorted(found)]
 
-    return hints_for
+    return callids_for

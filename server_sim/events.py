@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from typing import Any, NamedTuple
 
 from callid_core import schema as S
 from callid_core.clock import now
@@ -12,8 +13,16 @@ from callid_core.partlog import PartLog
 
 __all__ = ["ServerEvents", "Who", "now"]
 
-Who = tuple[int, list[int], int, int]  # callid, callids, rank, request_id
 _row = S.SERVER.row
+
+
+class Who(NamedTuple):
+    """Who asked for a request: the columns every event of the request carries."""
+
+    callid: int  # its one CallID, or the layout's sentinel (none, or several)
+    callids: list[int]  # every CallID it serves
+    rank: int
+    req_id: int
 
 
 class ServerEvents:
@@ -32,19 +41,27 @@ class ServerEvents:
         """Reserve an event id (so children can name their parent before it ends)."""
         return next(self._ids)
 
-    def who(self, hints: dict) -> Who:
-        """The columns a request's hints give its events: CallID, CallIDs, rank, request id."""
+    def who(self, hints: dict[str, Any]) -> Who:
+        """Who asked, from a request's hints (decoded once per request)."""
         callids = hints.get("callid") or []
-        return (callids[0] if len(callids) == 1 else self.sentinel, callids, hints.get("rank", -1),
-                hints.get("request_id", -1))
+        return Who(self.single(callids), callids, hints.get("rank", -1), hints.get("request_id", -1))
+
+    def single(self, callids: list[int]) -> int:
+        """The ``callid`` column of an event serving ``callids``: the one, or the sentinel."""
+        return callids[0] if len(callids) == 1 else self.sentinel
 
     def record(
         self, event_id: int, layer: str, op: str, who: Who, parent: int, handle: int,
-        offset: int, size: int, t_start: int, t_end: int,
+        offset: int, size: int, t_start: int, t_end: int, callids: list[int] | None = None,
     ) -> None:
-        """Log one finished event of the request ``who`` (:meth:`who`) describes."""
+        """Log one finished event of ``who``'s request; ``callids``: the part of the request's
+        CallIDs the event serves (an aggregated request's disk operation), if not all."""
         if self.enabled:
-            callid, callids, rank, req_id = who
+            callid, all_ids, rank, req_id = who
+            if callids is None:
+                callids = all_ids
+            else:
+                callid = self.single(callids)
             self.log.append(_row(server=self.server, clock=self.clock, layer=layer, op=op, callid=callid,
                                  callids=callids, rank=rank, req_id=req_id, event_id=event_id,
                                  parent=parent, handle=handle, offset=offset, size=size,

@@ -13,40 +13,20 @@ waiting, and a read's buffers leave in batches (several messages, one system cal
 from __future__ import annotations
 
 import logging
-import socket
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from server_sim import bmi
+from server_sim.attribution import Attribution
+from server_sim.context import RequestContext
 from server_sim.distribution import flow_buffers
-from server_sim.events import ServerEvents, Who, now
-from server_sim.trove import Trove
+from server_sim.events import now
 
 log = logging.getLogger("server_sim.flow")
 #: Bytes of a read flow's buffers that leave together, in one system call.
 READ_BATCH = 1 << 20
 _scratch = threading.local()
-
-
-@dataclass
-class FlowContext:
-    """What a flow needs from its server."""
-
-    trove: Trove
-    events: ServerEvents
-    buffer_size: int
-
-
-@dataclass
-class FlowSpec:
-    """One request's flow: the datafile, its physical segments and who asked."""
-
-    handle: int
-    segments: tuple[tuple[int, int], ...]
-    who: Who  # the request's event columns (ServerEvents.who)
-    parent: int  # the request event
-    hints_for: Callable[[list], dict] | None = None  # per-operation attribution (aggregated requests)
+Segments = tuple[tuple[int, int], ...]
 
 
 def _buffer(size: int) -> memoryview:
@@ -57,60 +37,65 @@ def _buffer(size: int) -> memoryview:
     return memoryview(buf)
 
 
-def _trove_op(ctx: FlowContext, spec: FlowSpec, flow_id: int, op: str,
-              fn: Callable[[int, list, memoryview], int], pieces: list, view: memoryview) -> int:
-    """Run one Trove list operation and log it."""
-    events = ctx.events
-    event_id = events.new_id()
+def _trove_op(ctx: RequestContext, handle: int, flow_id: int, op: str,
+              fn: Callable[[int, list, memoryview], int], pieces: list, view: memoryview,
+              callids_for: Attribution | None) -> int:
+    """Run one Trove list operation and record it."""
+    event_id = ctx.new_id()
     t0 = now()
-    n = fn(spec.handle, pieces, view)
-    who = events.who(spec.hints_for(pieces)) if spec.hints_for else spec.who
-    events.record(event_id, "trove", op, who, flow_id, spec.handle, pieces[0][0], view.nbytes, t0, now())
+    n = fn(handle, pieces, view)
+    ctx.record(event_id, "trove", op, flow_id, handle, pieces[0][0], view.nbytes, t0, now(),
+               callids_for(pieces) if callids_for else None)
     return n
 
 
-def write_flow(ctx: FlowContext, sock: socket.socket, tag: int, spec: FlowSpec) -> int:
-    """Receive the stream's buffers from ``sock`` and write each with one Trove operation."""
-    flow_id = ctx.events.new_id()
+def write_flow(ctx: RequestContext, handle: int, segments: Segments, callids_for: Attribution | None) -> int:
+    """Receive the stream's buffers from the request's connection and write each with one
+    Trove operation (attributed by ``callids_for``, if given)."""
+    flow_id = ctx.new_id()
     t0 = now()
-    buf = _buffer(ctx.buffer_size)
+    state, sock, tag = ctx.state, ctx.sock, ctx.tag
+    buf = _buffer(state.flow_buffer)
     total = 0
     failure: OSError | None = None
     try:
-        for pieces, nbytes in flow_buffers(spec.segments, ctx.buffer_size):
+        for pieces, nbytes in flow_buffers(segments, state.flow_buffer):
             view = buf[:nbytes]
             bmi.recv_expected_into(sock, tag, view)
             if failure is None:  # after a Trove error, keep draining the client's buffers
                 try:
-                    total += _trove_op(ctx, spec, flow_id, "trove_write", ctx.trove.write_list, pieces, view)
+                    total += _trove_op(ctx, handle, flow_id, "trove_write", state.trove.write_list, pieces,
+                                       view, callids_for)
                 except OSError as exc:
                     failure = exc
         if failure is not None:
             raise failure
     finally:
-        ctx.events.record(flow_id, "flow", "flow_write", spec.who, spec.parent, spec.handle,
-                          spec.segments[0][0] if spec.segments else 0, total, t0, now())
+        ctx.record(flow_id, "flow", "flow_write", ctx.event_id, handle, segments[0][0] if segments else 0,
+                   total, t0, now())
     return total
 
 
-def read_flow(ctx: FlowContext, sock: socket.socket, tag: int, spec: FlowSpec,
-              ahead: list[memoryview] | None = None) -> int:
-    """Read the stream's buffers with Trove and send them to ``sock`` in stream order.
+def read_flow(ctx: RequestContext, handle: int, segments: Segments, callids_for: Attribution | None,
+              ahead: list[memoryview]) -> int:
+    """Read the stream's buffers with Trove and send them on the request's connection in
+    stream order (each Trove operation attributed by ``callids_for``, if given).
 
     Buffers leave in batches of up to ``READ_BATCH`` bytes, one system call each;
     ``ahead`` (the request's acknowledgement) leaves with the first batch, so after a
     Trove error before that it is never sent."""
-    flow_id = ctx.events.new_id()
+    flow_id = ctx.new_id()
     t0 = now()
-    per_batch = max(1, READ_BATCH // ctx.buffer_size)
-    buf = _buffer(per_batch * ctx.buffer_size)
-    out = ahead or []
+    state, sock, tag = ctx.state, ctx.sock, ctx.tag
+    per_batch = max(1, READ_BATCH // state.flow_buffer)
+    buf = _buffer(per_batch * state.flow_buffer)
+    out = ahead
     total = pos = 0
     try:
-        buffers = flow_buffers(spec.segments, ctx.buffer_size)
+        buffers = flow_buffers(segments, state.flow_buffer)
         for i, (pieces, nbytes) in enumerate(buffers, 1):
             view = buf[pos:pos + nbytes]
-            _trove_op(ctx, spec, flow_id, "trove_read", ctx.trove.read_list, pieces, view)
+            _trove_op(ctx, handle, flow_id, "trove_read", state.trove.read_list, pieces, view, callids_for)
             out += bmi.frame(bmi.MODE_EXPECTED, tag, view)
             pos += nbytes
             total += nbytes
@@ -120,6 +105,6 @@ def read_flow(ctx: FlowContext, sock: socket.socket, tag: int, spec: FlowSpec,
         if out:  # (the acknowledgement of an empty stream)
             bmi.send_buffers(sock, out)
     finally:
-        ctx.events.record(flow_id, "flow", "flow_read", spec.who, spec.parent, spec.handle,
-                          spec.segments[0][0] if spec.segments else 0, total, t0, now())
+        ctx.record(flow_id, "flow", "flow_read", ctx.event_id, handle, segments[0][0] if segments else 0,
+                   total, t0, now())
     return total

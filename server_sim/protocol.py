@@ -1,14 +1,17 @@
-"""Request/response messages and their lebf (little-endian bytefield) encoding, defined once.
+"""Requests, their replies and their lebf (little-endian bytefield) encoding, defined once.
 
 lebf as in PVFS2: little-endian fixed-width fields; an 8-byte value is aligned
 to 8 by skipping 4 bytes when needed; a string is a u32 length, the bytes and a
-NUL, padded to a multiple of 8.  Every message starts with a header (magic,
-protocol version, op, flags; responses add status and the server's receive and
-send times) followed by the typed hint list and the op's body.
+NUL, padded to a multiple of 8.  Every message starts with the header (magic,
+protocol version, op, kind) followed by its fields, the typed hint list first.
+The op is the request's, in the request and in every message answering it; the
+kind says which of those the message is (:class:`Kind`).
 
 Each message is a dataclass whose fields name their codec: that one list
-generates both directions.  Bump ``PROTOCOL_VERSION`` whenever a field list,
-an op number or a hint type changes.
+generates both directions.  Each request class names its reply (``REPLY``, and
+``COMPLETION`` for the reply that ends a write's flow); any request may be
+answered by an :class:`ErrorResponse` instead.  Bump ``PROTOCOL_VERSION``
+whenever a field list, an op number, a kind or a hint type changes.
 """
 
 from __future__ import annotations
@@ -21,8 +24,12 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from callid_core.errors import CallidError
+
 PROTOCOL_MAGIC = 0x43414C4C  # "CALL"
-PROTOCOL_VERSION = 1
+#: 2: replies carry their request's op and a kind, errors have a reply of their own (the only
+#: one with a status), the response times follow the hints.
+PROTOCOL_VERSION = 2
 #: Most data bytes a small-I/O request carries: the 16 KiB unexpected-message limit
 #: less 1 KiB kept for the header, hints and fields.
 SMALL_IO_MAX_DATA = 15 * 1024
@@ -31,14 +38,13 @@ SMALL_IO_MAX_DATA = 15 * 1024
 MAX_IO_REGIONS = 64
 
 
-class ProtocolError(ValueError):
+class ProtocolError(CallidError, ValueError):
     """A message that cannot be decoded or breaks a protocol rule."""
 
 
 class Status(enum.IntEnum):
-    """Response status codes (errno-like, as PVFS2 returns them)."""
+    """The status of an :class:`ErrorResponse` (errno-like, as PVFS2 returns them)."""
 
-    OK = 0
     ENOENT = 2
     EIO = 5
     EBADF = 9
@@ -51,7 +57,7 @@ class Status(enum.IntEnum):
 
 
 class Op(enum.IntEnum):
-    """Request operations; the response of an op uses the same number."""
+    """Request operations, one request class each; the messages answering a request carry its op."""
 
     PING = 1
     LOOKUP = 2
@@ -64,8 +70,16 @@ class Op(enum.IntEnum):
     TRUNCATE = 9
     FLUSH = 10
     REMOVE_DFILE = 11
-    WRITE_COMPLETION = 12
     SHARED_FP = 13
+
+
+class Kind(enum.IntEnum):
+    """Which message of its op a message is."""
+
+    REQUEST = 0
+    REPLY = 1  # the request's ``REPLY``
+    COMPLETION = 2  # the request's ``COMPLETION``: a write's second reply, after its flow
+    ERROR = 3  # an ErrorResponse: the request failed
 
 
 class IoType(enum.IntEnum):
@@ -256,14 +270,6 @@ def _hint_prefix(key: str, kind: int, align: int) -> bytes:
     return bytes(out[align:])
 
 
-def _encode_hints(out: bytearray, hints: dict[str, Any]) -> None:
-    out += _U32.pack(len(hints))
-    for key, value in hints.items():
-        kind = HINT_TYPES.get(key, HINT_STR if isinstance(value, str) else HINT_INT)
-        out += _hint_prefix(key, kind, len(out) % 8)
-        _HINT_CODECS[kind].encode(out, value)
-
-
 @functools.lru_cache(maxsize=256)
 def _hint_key(raw: bytes) -> str:
     try:
@@ -272,69 +278,108 @@ def _hint_key(raw: bytes) -> str:
         raise ProtocolError("hint key is not UTF-8") from None
 
 
-def _decode_hints(data: memoryview, pos: int) -> tuple[dict[str, Any], int]:
-    end = len(data)
-    if pos + 4 > end:
-        _need(data, pos, 4)
-    n = _U32.unpack_from(data, pos)[0]
-    pos += 4
-    if n > 64:
-        raise ProtocolError(f"{n} hints is more than the 64 allowed")
-    hints: dict[str, Any] = {}
-    for _ in range(n):
+class _Hints(_Codec):
+    """The typed hint list: a u32 count, then per hint its key, its type and its value."""
+
+    def encode(self, out: bytearray, value: Any) -> None:
+        out += _U32.pack(len(value))
+        for key, item in value.items():
+            kind = HINT_TYPES.get(key, HINT_STR if isinstance(item, str) else HINT_INT)
+            out += _hint_prefix(key, kind, len(out) % 8)
+            _HINT_CODECS[kind].encode(out, item)
+
+    def decode(self, data: memoryview, pos: int) -> tuple[Any, int]:
+        end = len(data)
         if pos + 4 > end:
             _need(data, pos, 4)
-        start = pos + 4
-        stop = start + _U32.unpack_from(data, pos)[0]
-        pos = stop + 1
-        pos += -pos % 8
-        if pos + 4 > end:  # the key, its NUL and padding, and the type
-            _need(data, pos, 4)
-        key = _hint_key(bytes(data[start:stop]))
-        kind = _U32.unpack_from(data, pos)[0]
-        if kind != HINT_TYPES.get(key, kind):
-            raise ProtocolError(f"hint {key!r} has type {kind}, not {HINT_TYPES[key]}")
-        if kind == HINT_INT and pos + 16 <= end:  # (the usual case, inline: 4 padding bytes, an i64)
-            hints[key] = _I64.unpack_from(data, pos + 8)[0]
-            pos += 16
-            continue
-        codec = _HINT_CODECS.get(kind)
-        if codec is None:
-            raise ProtocolError(f"hint {key!r} has unknown type {kind}")
-        hints[key], pos = codec.decode(data, pos + 4)
-    return hints, pos
+        n = _U32.unpack_from(data, pos)[0]
+        pos += 4
+        if n > 64:
+            raise ProtocolError(f"{n} hints is more than the 64 allowed")
+        hints: dict[str, Any] = {}
+        for _ in range(n):
+            if pos + 4 > end:
+                _need(data, pos, 4)
+            start = pos + 4
+            stop = start + _U32.unpack_from(data, pos)[0]
+            pos = stop + 1
+            pos += -pos % 8
+            if pos + 4 > end:  # the key, its NUL and padding, and the type
+                _need(data, pos, 4)
+            key = _hint_key(bytes(data[start:stop]))
+            kind = _U32.unpack_from(data, pos)[0]
+            if kind != HINT_TYPES.get(key, kind):
+                raise ProtocolError(f"hint {key!r} has type {kind}, not {HINT_TYPES[key]}")
+            if kind == HINT_INT and pos + 16 <= end:  # (the usual case, inline: 4 padding bytes, an i64)
+                hints[key] = _I64.unpack_from(data, pos + 8)[0]
+                pos += 16
+                continue
+            codec = _HINT_CODECS.get(kind)
+            if codec is None:
+                raise ProtocolError(f"hint {key!r} has unknown type {kind}")
+            hints[key], pos = codec.decode(data, pos + 4)
+        return hints, pos
+
+
+HINTS = _Hints()
 
 
 # --------------------------------------------------------------------------- messages
 
 
-def wire(codec: _Codec, default: Any = dataclasses.MISSING) -> Any:
+def wire(codec: _Codec, default: Any = dataclasses.MISSING, kw_only: bool = False) -> Any:
     """Declare a message field and its lebf codec (fields are encoded in declaration order)."""
-    if isinstance(default, list):
-        return field(default_factory=list, metadata={"lebf": codec})
-    return field(default=default, metadata={"lebf": codec})
+    meta = {"lebf": codec}
+    if isinstance(default, (list, dict)):
+        return field(default_factory=type(default), metadata=meta, kw_only=kw_only)
+    return field(default=default, metadata=meta, kw_only=kw_only)
 
 
 @dataclass
 class Message:
-    """Base of all messages: hints travel with every request."""
+    """Base of all messages: hints travel first in every message."""
 
-    OP: ClassVar[Op]
-    RESPONSE: ClassVar[bool] = False
-    hints: dict[str, Any] = field(default_factory=dict, kw_only=True)
-
-    def body_fields(self) -> list[tuple[str, _Codec]]:
-        return _FIELDS[type(self)]
+    KIND: ClassVar[Kind]
+    hints: dict[str, Any] = wire(HINTS, {}, kw_only=True)
 
 
 @dataclass
 class Response(Message):
-    """Base of all responses: status and the server's receive/send times."""
+    """Base of every message answering a request: the request's op (carried in the header)
+    and the server's receive and send times."""
 
-    RESPONSE: ClassVar[bool] = True
-    status: int = field(default=Status.OK, kw_only=True)
-    t_recv: int = field(default=0, kw_only=True)
-    t_send: int = field(default=0, kw_only=True)
+    KIND: ClassVar[Kind] = Kind.REPLY
+    op: int = field(default=0, kw_only=True)
+    t_recv: int = wire(I64, 0, kw_only=True)
+    t_send: int = wire(I64, 0, kw_only=True)
+
+
+@dataclass
+class Request(Message):
+    """Base of all requests: the op, its name and the classes of the messages answering it."""
+
+    KIND: ClassVar[Kind] = Kind.REQUEST
+    OP: ClassVar[Op]
+    NAME: ClassVar[str]  # the op's name in lower case (set when the class is registered)
+    REPLY: ClassVar[type[Response]]
+    COMPLETION: ClassVar[type[Response] | None] = None
+
+    @property
+    def op(self) -> int:
+        """The op (as every message has one: a reply's is its request's)."""
+        return self.OP
+
+    def reply(self, **fields: Any) -> Response:
+        """This request's reply."""
+        return self.REPLY(op=self.OP, **fields)
+
+    def completion(self, **fields: Any) -> Response:
+        """This request's completion (the reply after its flow)."""
+        return self.COMPLETION(op=self.OP, **fields)
+
+    def error(self, status: Status) -> ErrorResponse:
+        """The answer saying this request failed with ``status``."""
+        return ErrorResponse(status, op=self.OP)
 
 
 class _Run:
@@ -374,7 +419,7 @@ class _Run:
 
 
 class _Var:
-    """One variable-length field (string, bytes, list)."""
+    """One variable-length field (string, bytes, list, hints)."""
 
     def __init__(self, name: str, codec: _Codec) -> None:
         self.name, self.codec = name, codec
@@ -403,62 +448,63 @@ def _compile(fields: list[tuple[str, _Codec]]) -> list[_Run | _Var]:
     return program
 
 
-_REGISTRY: dict[tuple[int, bool], type[Message]] = {}
 _FIELDS: dict[type[Message], list[tuple[str, _Codec]]] = {}
 _PROGRAMS: dict[type[Message], list[_Run | _Var]] = {}
+_CLASSES: dict[tuple[int, int], type[Message]] = {}  # (op, kind) -> the class to decode
+#: Every request class, by its op.
+REQUESTS: dict[Op, type[Request]] = {}
 
 
 def message(cls: type[Message]) -> type[Message]:
-    """Register a message class: its ``wire`` fields are its body, in order."""
+    """Register a message class: its ``wire`` fields, in order, are what follows the header.
+
+    A request registers the classes answering it: its ``REPLY``, its ``COMPLETION`` and
+    :class:`ErrorResponse`, each under the request's op."""
     _FIELDS[cls] = [(f.name, f.metadata["lebf"]) for f in dataclasses.fields(cls) if "lebf" in f.metadata]
     _PROGRAMS[cls] = _compile(_FIELDS[cls])
-    _REGISTRY[(int(cls.OP), cls.RESPONSE)] = cls
+    if issubclass(cls, Request):
+        if cls.OP in REQUESTS:
+            raise TypeError(f"two request classes for {cls.OP!r}")
+        cls.NAME = cls.OP.name.lower()
+        REQUESTS[cls.OP] = cls
+        for kind, answer in ((Kind.REQUEST, cls), (Kind.REPLY, cls.REPLY),
+                             (Kind.COMPLETION, cls.COMPLETION), (Kind.ERROR, ErrorResponse)):
+            if answer is not None:
+                _CLASSES[(cls.OP, kind)] = answer
     return cls
+
+
+def wire_fields(cls: type[Message]) -> list[tuple[str, _Codec]]:
+    """A message class's wire fields (name, codec), in wire order."""
+    return _FIELDS[cls]
+
+
+# -- replies
 
 
 @message
 @dataclass
-class PingRequest(Message):
-    OP = Op.PING
+class ErrorResponse(Response):
+    """The answer to a request that failed (op 0: to a request that could not be read)."""
+
+    KIND = Kind.ERROR
+    status: int = wire(I32)
+
+
+_CLASSES[(0, Kind.ERROR)] = ErrorResponse
 
 
 @message
 @dataclass
 class PingResponse(Response):
-    OP = Op.PING
     server: str = wire(STR, "")
 
 
 @message
 @dataclass
-class LookupRequest(Message):
-    OP = Op.LOOKUP
-    path: str = wire(STR, "")
-
-
-@message
-@dataclass
-class CreateRequest(Message):
-    OP = Op.CREATE
-    path: str = wire(STR, "")
-    dfile_count: int = wire(U32, 0)  # 0: every I/O server
-    strip_size: int = wire(U64, 0)  # 0: the file system's default
-    exclusive: int = wire(U32, 0)
-
-
-@message
-@dataclass
-class GetattrRequest(Message):
-    OP = Op.GETATTR
-    path: str = wire(STR, "")
-
-
-@message
-@dataclass
 class AttrResponse(Response):
-    """Answer to lookup, create and getattr: the file's handle and layout."""
+    """Answer to lookup, getattr, create (the file's handle and layout) and remove (its datafiles)."""
 
-    OP = Op.LOOKUP
     handle: int = wire(U64, 0)
     strip_size: int = wire(U64, 0)
     dfile_handles: list = wire(ListOf(U64), [])
@@ -467,17 +513,108 @@ class AttrResponse(Response):
 
 @message
 @dataclass
-class RemoveRequest(Message):
-    OP = Op.REMOVE
+class IoResponse(Response):
+    """I/O acknowledgement: the datafile's size and the flow buffer size the server uses."""
+
+    bstream_size: int = wire(U64, 0)
+    buffer_size: int = wire(U64, 0)
+
+
+@message
+@dataclass
+class WriteCompletion(Response):
+    """Sent after the last buffer of a write flow is on disk."""
+
+    KIND = Kind.COMPLETION
+    bytes_written: int = wire(U64, 0)
+
+
+@message
+@dataclass
+class SmallIoResponse(Response):
+    bstream_size: int = wire(U64, 0)
+    bytes_done: int = wire(U64, 0)
+    data: bytes = wire(BYTES, b"")
+
+
+@message
+@dataclass
+class SizeResponse(Response):
+    """Answer to getsize and truncate: the datafile's size."""
+
+    size: int = wire(U64, 0)
+
+
+@message
+@dataclass
+class SharedFpResponse(Response):
+    """The shared file pointer before the request (in etypes of the view)."""
+
+    previous: int = wire(I64, 0)
+
+
+@message
+@dataclass
+class EmptyResponse(Response):
+    """Answer that says only that the request was done (flush, remove_dfile)."""
+
+
+# -- requests
+
+
+@message
+@dataclass
+class PingRequest(Request):
+    OP = Op.PING
+    REPLY = PingResponse
+
+
+@message
+@dataclass
+class LookupRequest(Request):
+    OP = Op.LOOKUP
+    REPLY = AttrResponse
     path: str = wire(STR, "")
 
 
 @message
 @dataclass
-class IoRequest(Message):
-    """Read or write the logical ``regions`` of a file on one datafile (n of c)."""
+class CreateRequest(Request):
+    OP = Op.CREATE
+    REPLY = AttrResponse
+    path: str = wire(STR, "")
+    dfile_count: int = wire(U32, 0)  # 0: every I/O server
+    strip_size: int = wire(U64, 0)  # 0: the file system's default
+    exclusive: int = wire(U32, 0)
+
+
+@message
+@dataclass
+class GetattrRequest(Request):
+    OP = Op.GETATTR
+    REPLY = AttrResponse
+    path: str = wire(STR, "")
+
+
+@message
+@dataclass
+class RemoveRequest(Request):
+    OP = Op.REMOVE
+    REPLY = AttrResponse
+    path: str = wire(STR, "")
+
+
+@message
+@dataclass
+class IoRequest(Request):
+    """Read or write the logical ``regions`` of a file on one datafile (n of c).
+
+    The reply acknowledges the request; the data follows in flow buffers, and a write
+    ends with its completion."""
 
     OP = Op.IO
+    REPLY = IoResponse
+    COMPLETION = WriteCompletion
     handle: int = wire(U64, 0)
     io_type: int = wire(U32, IoType.READ)
     strip_size: int = wire(U64, 0)
@@ -488,119 +625,68 @@ class IoRequest(Message):
 
 @message
 @dataclass
-class IoResponse(Response):
-    """I/O acknowledgement: the datafile's size and the flow buffer size the server uses."""
-
-    OP = Op.IO
-    bstream_size: int = wire(U64, 0)
-    buffer_size: int = wire(U64, 0)
-
-
-@message
-@dataclass
-class WriteCompletion(Response):
-    """Sent after the last buffer of a write flow is on disk."""
-
-    OP = Op.WRITE_COMPLETION
-    bytes_written: int = wire(U64, 0)
-
-
-@message
-@dataclass
 class SmallIoRequest(IoRequest):
-    """I/O whose data travels inside the request (write) or the response (read)."""
+    """I/O whose data travels inside the request (write) or the reply (read)."""
 
     OP = Op.SMALL_IO
+    REPLY = SmallIoResponse
+    COMPLETION = None
     data: bytes = wire(BYTES, b"")
 
 
 @message
 @dataclass
-class SmallIoResponse(Response):
-    OP = Op.SMALL_IO
-    bstream_size: int = wire(U64, 0)
-    bytes_done: int = wire(U64, 0)
-    data: bytes = wire(BYTES, b"")
-
-
-@message
-@dataclass
-class HandleRequest(Message):
-    """Requests that name one datafile: getsize, flush, remove_dfile."""
-
+class GetsizeRequest(Request):
     OP = Op.GETSIZE
+    REPLY = SizeResponse
     handle: int = wire(U64, 0)
 
 
 @message
 @dataclass
-class FlushRequest(HandleRequest):
-    OP = Op.FLUSH
-
-
-@message
-@dataclass
-class RemoveDfileRequest(HandleRequest):
-    OP = Op.REMOVE_DFILE
-
-
-@message
-@dataclass
-class TruncateRequest(Message):
+class TruncateRequest(Request):
     OP = Op.TRUNCATE
+    REPLY = SizeResponse
     handle: int = wire(U64, 0)
     size: int = wire(U64, 0)
 
 
 @message
 @dataclass
-class SizeResponse(Response):
-    """Answer to getsize and truncate: the datafile's size."""
-
-    OP = Op.GETSIZE
-    size: int = wire(U64, 0)
+class FlushRequest(Request):
+    OP = Op.FLUSH
+    REPLY = EmptyResponse
+    handle: int = wire(U64, 0)
 
 
 @message
 @dataclass
-class SharedFpRequest(Message):
+class RemoveDfileRequest(Request):
+    OP = Op.REMOVE_DFILE
+    REPLY = EmptyResponse
+    handle: int = wire(U64, 0)
+
+
+@message
+@dataclass
+class SharedFpRequest(Request):
     """Atomically add ``delta`` to (or, with ``assign``, set) a file's shared file pointer."""
 
     OP = Op.SHARED_FP
+    REPLY = SharedFpResponse
     handle: int = wire(U64, 0)
     delta: int = wire(I64, 0)
     assign: int = wire(U32, 0)
 
 
-@message
-@dataclass
-class SharedFpResponse(Response):
-    """The shared file pointer before the request (in etypes of the view)."""
+# -- encoding
 
-    OP = Op.SHARED_FP
-    previous: int = wire(I64, 0)
-
-
-@message
-@dataclass
-class EmptyResponse(Response):
-    """Answer that carries only a status (flush, remove, errors)."""
-
-    OP = Op.FLUSH
-
-
-_HEADER = struct.Struct("<IIII")  # magic, version, op, flags
-_FLAG_RESPONSE = 1
-#: What every response adds after the header.
-_RESPONSE_FIELDS = _Run(["status", "t_recv", "t_send"], [I32, I64, I64])
+_HEADER = struct.Struct("<IIII")  # magic, version, op, kind
 
 
 def encode(msg: Message) -> bytearray:
-    """Encode a message (header, hints, body) into a new buffer."""
-    out = bytearray(_HEADER.pack(PROTOCOL_MAGIC, PROTOCOL_VERSION, msg.OP, int(msg.RESPONSE)))
-    if msg.RESPONSE:
-        _RESPONSE_FIELDS.encode(out, msg)
-    _encode_hints(out, msg.hints)
+    """Encode a message (header, then its fields) into a new buffer."""
+    out = bytearray(_HEADER.pack(PROTOCOL_MAGIC, PROTOCOL_VERSION, msg.op, msg.KIND))
     for step in _PROGRAMS[type(msg)]:
         step.encode(out, msg)
     return out
@@ -613,27 +699,33 @@ def decode(data: bytes | bytearray | memoryview) -> Message:
         data = data.cast("B")
     if len(data) < _HEADER.size:
         raise ProtocolError(f"message of {len(data)} bytes is shorter than its header")
-    magic, version, op, flags = _HEADER.unpack_from(data, 0)
+    magic, version, op, kind = _HEADER.unpack_from(data, 0)
     if magic != PROTOCOL_MAGIC:
         raise ProtocolError(f"bad magic {magic:#x}")
     if version != PROTOCOL_VERSION:
         raise ProtocolError(f"protocol version {version}, expected {PROTOCOL_VERSION}")
-    is_response = bool(flags & _FLAG_RESPONSE)
-    cls = _REGISTRY.get((op, is_response))
+    cls = _CLASSES.get((op, kind))
     if cls is None:
-        raise ProtocolError(f"unknown {'response' if is_response else 'request'} op {op}")
+        raise ProtocolError(f"no message of op {op} and kind {kind}")
     pos = _HEADER.size
     kwargs: dict[str, Any] = {}
-    if is_response:
-        pos = _RESPONSE_FIELDS.decode(data, pos, kwargs)
-    kwargs["hints"], pos = _decode_hints(data, pos)
     for step in _PROGRAMS[cls]:
         pos = step.decode(data, pos, kwargs)
     if pos != len(data):
         raise ProtocolError(f"{len(data) - pos} trailing bytes after {cls.__name__}")
+    if kind != Kind.REQUEST:
+        kwargs["op"] = op
     return cls(**kwargs)
 
 
-def all_messages() -> list[type[Message]]:
-    """Every registered message class (for round-trip tests)."""
-    return list(_REGISTRY.values())
+def decode_reply(data: bytes | bytearray | memoryview, request: Request,
+                 expect: type[Response] | None = None) -> Response:
+    """Decode the answer to ``request``: its ``expect`` (default: its ``REPLY``) or an
+    :class:`ErrorResponse`; anything else is a :class:`ProtocolError`."""
+    msg = decode(data)
+    cls = type(msg)
+    if cls is (expect or request.REPLY) and msg.op == request.OP:
+        return msg
+    if cls is ErrorResponse and msg.op in (request.OP, 0):
+        return msg
+    raise ProtocolError(f"{cls.__name__} of op {msg.op} does not answer a {request.NAME} request")

@@ -1,32 +1,54 @@
-"""Request state machines: one handler per request type, each a short sequence of steps.
+"""Request state machines, declared as PVFS2's ``*.sm`` files declare them, and their actions.
 
-    io (write):  ack (datafile size) -> write flow -> write completion
-    io (read):   ack (datafile size) -> read flow
-    small_io:    one Trove operation on the data inside the message -> response
-    lookup / create / getattr / remove:   metadata store (sqlite) -> attributes
-    getsize / truncate / flush / remove_dfile:   one Trove operation -> response
-
-Every handler logs its request event (layer ``req``) and the disk operations it
-causes (layer ``trove`` for bstreams, ``meta`` for the metadata store) with the
-request's hints, so each carries the CallID(s) of the calls that caused it.
-Handlers get the id of their request event (the parent of what they log) and
-return the response to send; errors become error responses.
+:data:`MACHINES` names each machine's states in the order they run; each state is the
+action of that name below.  An action takes the request's context, the request and what
+the previous state returned (None for the first) and returns what the next state needs;
+the last state returns the reply (None: it has left already).  Each state goes on to the
+next when its action returns; when it raises :class:`RequestError` (or an OSError from
+the disk: EIO) the machine ends and the request is answered with an ErrorResponse.  A
+machine is named as the event of its request: the op's name, with the I/O type for I/O.
 """
 
 from __future__ import annotations
 
 import functools
-import socket
+import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import Any, NamedTuple
 
-from server_sim import bmi
+from server_sim import bmi, flow
 from server_sim import protocol as P
-from server_sim.attribution import attribution
+from server_sim.attribution import Attribution, attribution
+from server_sim.context import RequestContext
 from server_sim.distribution import SimpleStripe
-from server_sim.events import Who, now
-from server_sim.flow import FlowContext, FlowSpec, read_flow, write_flow
-from server_sim.trove import MetaStore
+from server_sim.flow import Segments
+from server_sim.trove import FileRecord, MetaStore
+
+log = logging.getLogger("server_sim.requests")
+
+#: Each machine's states, in the order they run (every failure ends in an error reply).
+MACHINES: dict[str, tuple[str, ...]] = {
+    # I/O (io.sm): the ack says the datafile's size and the flow buffer size, a flow moves the data
+    "io_write": ("io_prelude", "send_ack", "write_flow", "write_completion"),
+    "io_read": ("io_prelude", "read_flow"),  # (the ack leaves with the flow's first buffers)
+    # small I/O (small-io.sm): the data travels inside the request (write) or the reply (read)
+    "small_io_write": ("io_prelude", "trove_write", "small_io_reply"),
+    "small_io_read": ("io_prelude", "trove_read", "small_io_reply"),
+    # the metadata server's namespace: one keyval (sqlite) transaction
+    "lookup": ("keyval_read", "attr_reply"),
+    "getattr": ("keyval_read", "attr_reply"),
+    "create": ("pick_layout", "keyval_create", "attr_reply"),
+    "remove": ("keyval_remove", "attr_reply"),
+    "shared_fp": ("keyval_fetch_add", "shared_fp_reply"),
+    # an I/O server's datafile: one Trove operation
+    "getsize": ("trove_getattr", "size_reply"),
+    "truncate": ("trove_truncate", "size_reply"),
+    "flush": ("trove_flush", "empty_reply"),
+    "remove_dfile": ("trove_remove", "empty_reply"),
+    "ping": ("ping_reply",),
+}
+#: Machines whose request leaves no event (liveness checks).
+UNLOGGED = frozenset({"ping"})
 
 
 class RequestError(Exception):
@@ -37,239 +59,293 @@ class RequestError(Exception):
         self.status = status
 
 
-@dataclass
-class ServerState:
-    """What request handlers share: the server's layers, the file system layout and the
-    connection (one per connection, reused by its requests)."""
+Action = Callable[[RequestContext, Any, Any], Any]
+_ACTIONS: dict[str, Action] = {}
+
+
+class Machine(NamedTuple):
+    """A machine of :data:`MACHINES`, compiled: its name (the op of its request's event), its
+    states' actions in order and whether its request is logged."""
 
     name: str
-    flow: FlowContext
-    meta: MetaStore | None
-    io_servers: list[str]
-    default_strip_size: int
-    sock: socket.socket
-    nbytes: int = 0  # the request's data bytes on this server (io, small_io), for its event
-    t_recv: int = 0  # when the request being served arrived (its responses carry it)
-    who: Who = (0, [], -1, -1)  # the request's event columns (ServerEvents.who of its hints)
-
-    @property
-    def events(self):
-        return self.flow.events
-
-    def frame(self, tag: int, msg: P.Message) -> list[memoryview]:
-        """A response's buffers, to send later (stamped with the request's receive time)."""
-        msg.t_recv, msg.t_send = self.t_recv, now()
-        return bmi.frame(bmi.MODE_EXPECTED, tag, P.encode(msg))
-
-    def send(self, tag: int, msg: P.Message) -> None:
-        """Send a response on this connection."""
-        bmi.send_buffers(self.sock, self.frame(tag, msg))
+    actions: tuple[Action, ...]
+    logged: bool
 
 
-Handler = Callable[[ServerState, socket.socket, int, P.Message, int], P.Message | None]
-HANDLERS: dict[type[P.Message], Handler] = {}
+def machine_for(req: P.Message) -> Machine:
+    """The machine that serves ``req``; :class:`RequestError` if none does."""
+    if not isinstance(req, P.Request):
+        raise RequestError(P.Status.ENOSYS, f"{type(req).__name__} is not a request")
+    found = _MACHINES.get((req.OP, getattr(req, "io_type", None)))
+    if found is None:
+        raise RequestError(P.Status.EINVAL, f"{req.NAME} request of unknown io_type {req.io_type}")
+    return found
 
 
-def handles(cls: type[P.Message]) -> Callable[[Handler], Handler]:
-    def register(fn: Handler) -> Handler:
-        HANDLERS[cls] = fn
-        return fn
-    return register
+def serve(ctx: RequestContext, req: P.Request, machine: Machine) -> P.Response | None:
+    """Run ``machine`` for ``req``; return its reply (an ErrorResponse if a state failed).
+    The request's event is recorded when the machine ends."""
+    value = None
+    try:
+        for act in machine.actions:
+            value = act(ctx, req, value)
+        return value
+    except RequestError as exc:
+        log.info("%s request failed: %s", machine.name, exc)
+        return req.error(exc.status)
+    except bmi.BmiError:
+        raise
+    except OSError as exc:
+        log.warning("I/O error: %s", exc)
+        return req.error(P.Status.EIO)
+    finally:
+        ctx.finish()
 
 
-def _physical_segments(req: P.IoRequest | P.SmallIoRequest) -> tuple[tuple[int, int], ...]:
-    """This datafile's physical segments of the request's logical regions, in stream order."""
-    if req.strip_size <= 0 or not 0 <= req.dfile_nr < req.dfile_count:
-        raise RequestError(P.Status.EINVAL, f"bad distribution {req.strip_size=} "
-                                            f"{req.dfile_nr=} {req.dfile_count=}")
-    dist = _stripe(req.strip_size, req.dfile_count)
-    segments = []
-    if len(req.regions) > P.MAX_IO_REGIONS:
-        raise RequestError(P.Status.EINVAL, f"{len(req.regions)} regions, at most {P.MAX_IO_REGIONS}")
-    for off, length in req.regions:
-        start, n = dist.share(req.dfile_nr, off, length)
-        if n:
-            segments.append((start, n))
-    return tuple(segments)
+def action(fn: Action) -> Action:
+    """Register ``fn`` as the action of the state of its name."""
+    _ACTIONS[fn.__name__] = fn
+    return fn
 
+
+# --------------------------------------------------------------------------- I/O
 
 @functools.lru_cache(maxsize=64)
 def _stripe(strip_size: int, dfile_count: int) -> SimpleStripe:
     return SimpleStripe(strip_size, dfile_count)
 
 
-def _attribution(req: P.IoRequest | P.SmallIoRequest):
-    return attribution(req.hints, _stripe(req.strip_size, req.dfile_count), req.dfile_nr)
+def _attribution(ctx: RequestContext, req: P.IoRequest) -> Attribution | None:
+    return attribution(ctx.who.callids, req.hints.get("callid_map"), _stripe(req.strip_size, req.dfile_count),
+                       req.dfile_nr)
 
 
-def _op_name(req: P.IoRequest | P.SmallIoRequest, prefix: str) -> str:
-    if req.io_type not in (P.IoType.READ, P.IoType.WRITE):
-        raise RequestError(P.Status.EINVAL, f"bad io_type {req.io_type}")
-    return f"{prefix}_{'write' if req.io_type == P.IoType.WRITE else 'read'}"
+def _ack(ctx: RequestContext, req: P.IoRequest) -> P.Response:
+    return req.reply(bstream_size=ctx.state.trove.size(req.handle), buffer_size=ctx.state.flow_buffer)
 
 
-@handles(P.PingRequest)
-def ping(st: ServerState, sock, tag, req, req_event) -> P.Message:
-    return P.PingResponse(server=st.name)
+@action
+def io_prelude(ctx: RequestContext, req: P.IoRequest, _: None) -> Segments:
+    """Check the distribution; cut the regions into this datafile's physical segments, in stream order."""
+    if req.strip_size <= 0 or not 0 <= req.dfile_nr < req.dfile_count:
+        raise RequestError(P.Status.EINVAL, f"bad distribution {req.strip_size=} "
+                                            f"{req.dfile_nr=} {req.dfile_count=}")
+    if len(req.regions) > P.MAX_IO_REGIONS:
+        raise RequestError(P.Status.EINVAL, f"{len(req.regions)} regions, at most {P.MAX_IO_REGIONS}")
+    dist = _stripe(req.strip_size, req.dfile_count)
+    segments = []
+    for off, length in req.regions:
+        start, n = dist.share(req.dfile_nr, off, length)
+        if n:
+            segments.append((start, n))
+    ctx.nbytes = sum(n for _, n in segments)
+    return tuple(segments)
 
 
-@handles(P.IoRequest)
-def io(st: ServerState, sock: socket.socket, tag: int, req: P.IoRequest, req_event: int) -> P.Message | None:
-    _op_name(req, "io")  # validates io_type
-    spec = FlowSpec(req.handle, _physical_segments(req), st.who, req_event,
-                    _attribution(req) if req.hints.get("callid_map") else None)
-    st.nbytes = sum(n for _, n in spec.segments)
-    ack = P.IoResponse(bstream_size=st.flow.trove.size(req.handle), buffer_size=st.flow.buffer_size)
-    if req.io_type == P.IoType.WRITE:
-        st.send(tag, ack)
-        written = write_flow(st.flow, sock, tag, spec)
-        return P.WriteCompletion(bytes_written=written)
-    read_flow(st.flow, sock, tag, spec, ahead=st.frame(tag, ack))  # the ack leaves with the first buffer
-    return None
+@action
+def send_ack(ctx: RequestContext, req: P.IoRequest, segments: Segments) -> Segments:
+    """Acknowledge a write: after this the client sends the flow's buffers."""
+    ctx.send(_ack(ctx, req))
+    return segments
 
 
-@handles(P.SmallIoRequest)
-def small_io(st: ServerState, sock, tag, req: P.SmallIoRequest, req_event: int) -> P.Message:
-    op = _op_name(req, "trove")
-    segments = _physical_segments(req)
-    total = st.nbytes = sum(n for _, n in segments)
-    trove = st.flow.trove
+@action
+def write_flow(ctx: RequestContext, req: P.IoRequest, segments: Segments) -> int:
+    """Receive and write every buffer (all are drained even after a disk error); the bytes written."""
+    return flow.write_flow(ctx, req.handle, segments, _attribution(ctx, req))
+
+
+@action
+def write_completion(ctx: RequestContext, req: P.IoRequest, written: int) -> P.Response:
+    return req.completion(bytes_written=written)
+
+
+@action
+def read_flow(ctx: RequestContext, req: P.IoRequest, segments: Segments) -> None:
+    """Read and send every buffer, the acknowledgement ahead of the first: nothing is left to reply."""
+    flow.read_flow(ctx, req.handle, segments, _attribution(ctx, req), ahead=ctx.frame(_ack(ctx, req)))
+
+
+def _small_op(ctx: RequestContext, req: P.SmallIoRequest, op: str,
+              fn: Callable[[int, Segments, memoryview], int], segments: Segments, view: memoryview) -> None:
+    """One Trove list operation on the whole of a small I/O, recorded under the request."""
+    callids_for = _attribution(ctx, req)
+    ctx.timed("trove", op, lambda: fn(req.handle, segments, view), req.handle, segments[0][0], ctx.nbytes,
+              callids_for(segments) if callids_for else None)
+
+
+@action
+def trove_write(ctx: RequestContext, req: P.SmallIoRequest, segments: Segments) -> tuple[int, bytes]:
+    """Write the data the request carries; the datafile's size before, and no data to return."""
+    trove = ctx.state.trove
     size = trove.size(req.handle)
-    event_id = st.events.new_id()
-    t0 = now()
-    if req.io_type == P.IoType.WRITE:
-        if len(req.data) != total:
-            raise RequestError(P.Status.EINVAL, f"small_io carries {len(req.data)} bytes for {total}")
-        if total:
-            trove.write_list(req.handle, segments, memoryview(req.data))
-        data = b""
-    else:
-        buf = bytearray(total)
-        if total:
-            trove.read_list(req.handle, segments, memoryview(buf))
-        data = buf
-    if total:
-        who = st.events.who(_attribution(req)(segments))
-        st.events.record(event_id, "trove", op, who, req_event, req.handle, segments[0][0], total, t0, now())
-    return P.SmallIoResponse(bstream_size=size, bytes_done=total, data=data)
+    if len(req.data) != ctx.nbytes:
+        raise RequestError(P.Status.EINVAL, f"small_io carries {len(req.data)} bytes for {ctx.nbytes}")
+    if ctx.nbytes:
+        _small_op(ctx, req, "trove_write", trove.write_list, segments, memoryview(req.data))
+    return size, b""
 
 
-def _meta(st: ServerState) -> MetaStore:
-    if st.meta is None:
-        raise RequestError(P.Status.EINVAL, f"server {st.name} is not a metadata server")
-    return st.meta
+@action
+def trove_read(ctx: RequestContext, req: P.SmallIoRequest, segments: Segments) -> tuple[int, bytearray]:
+    """Read the segments; the datafile's size before, and the data for the reply."""
+    trove = ctx.state.trove
+    size = trove.size(req.handle)
+    data = bytearray(ctx.nbytes)
+    if ctx.nbytes:
+        _small_op(ctx, req, "trove_read", trove.read_list, segments, memoryview(data))
+    return size, data
 
 
-def _attr(found: tuple[int, int, list[tuple[str, int]]]) -> P.AttrResponse:
-    handle, strip, dfiles = found
-    return P.AttrResponse(handle=handle, strip_size=strip, dfile_handles=[h for _, h in dfiles],
-                          dfile_servers=[s for s, _ in dfiles])
+@action
+def small_io_reply(ctx: RequestContext, req: P.SmallIoRequest, done: tuple[int, bytes]) -> P.Response:
+    size, data = done
+    return req.reply(bstream_size=size, bytes_done=ctx.nbytes, data=data)
 
 
-def _timed(st: ServerState, layer: str, op: str, req: P.Message, req_event: int, handle: int,
-           fn: Callable[[], object], offset: int = 0, size: int = 0):
-    """Run one disk operation and log it as an event of ``layer``."""
-    event_id = st.events.new_id()
-    t0 = now()
-    result = fn()
-    st.events.record(event_id, layer, op, st.who, req_event, handle, offset, size, t0, now())
-    return result
+# --------------------------------------------------------------------------- metadata
 
 
-@handles(P.LookupRequest)
-def lookup(st: ServerState, sock, tag, req: P.LookupRequest, req_event: int) -> P.Message:
-    found = _timed(st, "meta", "keyval_read", req, req_event, 0, lambda: _meta(st).lookup(req.path))
+def _meta(ctx: RequestContext) -> MetaStore:
+    if ctx.state.meta is None:
+        raise RequestError(P.Status.EINVAL, f"server {ctx.state.name} is not a metadata server")
+    return ctx.state.meta
+
+
+@action
+def keyval_read(ctx: RequestContext, req: P.LookupRequest | P.GetattrRequest, _: None) -> FileRecord:
+    """The file's record; ENOENT if there is none."""
+    meta = _meta(ctx)
+    found = ctx.timed("meta", "keyval_read", lambda: meta.lookup(req.path))
     if found is None:
         raise RequestError(P.Status.ENOENT, f"no such file {req.path!r}")
-    return _attr(found)
+    return found
 
 
-@handles(P.GetattrRequest)
-def getattr_(st: ServerState, sock, tag, req: P.GetattrRequest, req_event: int) -> P.Message:
-    return lookup(st, sock, tag, req, req_event)
-
-
-@handles(P.CreateRequest)
-def create(st: ServerState, sock, tag, req: P.CreateRequest, req_event: int) -> P.Message:
-    meta = _meta(st)
-    if not st.io_servers:
+@action
+def pick_layout(ctx: RequestContext, req: P.CreateRequest, _: None) -> tuple[int, list[str]]:
+    """The strip size and the datafiles' servers of a new file."""
+    servers = ctx.state.io_servers
+    if not servers:
         raise RequestError(P.Status.EINVAL, "the file system has no I/O server")
-    # As ROMIO does, a striping_factor above the server count means "all servers".
-    count = min(req.dfile_count or len(st.io_servers), len(st.io_servers))
-    strip = req.strip_size or st.default_strip_size
+    # As ROMIO does, a striping_factor above the server count means "all servers";
+    # the first datafile is spread over the servers, as PVFS2 picks a start server.
+    count = min(req.dfile_count or len(servers), len(servers))
+    start = len(req.path.encode()) % len(servers)
+    return req.strip_size or ctx.state.default_strip_size, [servers[(start + i) % len(servers)]
+                                                            for i in range(count)]
 
-    def do_create():
+
+@action
+def keyval_create(ctx: RequestContext, req: P.CreateRequest, layout: tuple[int, list[str]]) -> FileRecord:
+    """Create the file unless it exists (then EEXIST if the create is exclusive)."""
+    meta = _meta(ctx)
+
+    def create() -> tuple[FileRecord | None, bool]:
         found = meta.lookup(req.path)
         if found is not None:
             return found, False
-        # Spread the first datafile over the servers, as PVFS2 picks a start server.
-        start = len(req.path.encode()) % len(st.io_servers)
-        servers = [st.io_servers[(start + i) % len(st.io_servers)] for i in range(count)]
-        created = meta.create(req.path, strip, servers)
+        created = meta.create(req.path, *layout)
         return (created, True) if created is not None else (meta.lookup(req.path), False)
 
-    found, created = _timed(st, "meta", "keyval_write", req, req_event, 0, do_create)
+    found, created = ctx.timed("meta", "keyval_write", create)
     if not created and req.exclusive:
         raise RequestError(P.Status.EEXIST, f"file {req.path!r} exists")
-    return _attr(found)
+    return found
 
 
-@handles(P.RemoveRequest)
-def remove(st: ServerState, sock, tag, req: P.RemoveRequest, req_event: int) -> P.Message:
-    dfiles = _timed(st, "meta", "keyval_write", req, req_event, 0, lambda: _meta(st).remove(req.path))
+@action
+def keyval_remove(ctx: RequestContext, req: P.RemoveRequest, _: None) -> FileRecord:
+    """Remove the file; its datafiles (no handle, no strip size)."""
+    meta = _meta(ctx)
+    dfiles = ctx.timed("meta", "keyval_write", lambda: meta.remove(req.path))
     if dfiles is None:
         raise RequestError(P.Status.ENOENT, f"no such file {req.path!r}")
-    return _attr((0, 0, dfiles))
+    return 0, 0, dfiles
 
 
-@handles(P.SharedFpRequest)
-def shared_fp(st: ServerState, sock, tag, req: P.SharedFpRequest, req_event: int) -> P.Message:
-    previous = _timed(st, "meta", "keyval_write", req, req_event, req.handle,
-                      lambda: _meta(st).shared_fp(req.handle, req.delta, bool(req.assign)))
-    return P.SharedFpResponse(previous=previous)
+@action
+def attr_reply(ctx: RequestContext, req: P.Request, found: FileRecord) -> P.Response:
+    handle, strip, dfiles = found
+    return req.reply(handle=handle, strip_size=strip, dfile_handles=[h for _, h in dfiles],
+                     dfile_servers=[s for s, _ in dfiles])
 
 
-@handles(P.HandleRequest)
-def getsize(st: ServerState, sock, tag, req: P.HandleRequest, req_event: int) -> P.Message:
-    trove = st.flow.trove
-    size = _timed(st, "trove", "trove_getattr", req, req_event, req.handle, lambda: trove.size(req.handle))
-    return P.SizeResponse(size=size)
+@action
+def keyval_fetch_add(ctx: RequestContext, req: P.SharedFpRequest, _: None) -> int:
+    """Add to (or set) the shared file pointer in one transaction; its value before."""
+    meta = _meta(ctx)
+    return ctx.timed("meta", "keyval_write", lambda: meta.shared_fp(req.handle, req.delta, bool(req.assign)),
+                     req.handle)
 
 
-@handles(P.TruncateRequest)
-def truncate(st: ServerState, sock, tag, req: P.TruncateRequest, req_event: int) -> P.Message:
-    trove = st.flow.trove
-    _timed(st, "trove", "trove_truncate", req, req_event, req.handle,
-           lambda: trove.truncate(req.handle, req.size), offset=req.size)
-    return P.SizeResponse(size=req.size)
+@action
+def shared_fp_reply(ctx: RequestContext, req: P.SharedFpRequest, previous: int) -> P.Response:
+    return req.reply(previous=previous)
 
 
-@handles(P.FlushRequest)
-def flush(st: ServerState, sock, tag, req: P.FlushRequest, req_event: int) -> P.Message:
-    trove = st.flow.trove
-    _timed(st, "trove", "trove_flush", req, req_event, req.handle, lambda: trove.flush(req.handle))
-    return P.EmptyResponse()
+# --------------------------------------------------------------------------- datafiles
 
 
-@handles(P.RemoveDfileRequest)
-def remove_dfile(st: ServerState, sock, tag, req: P.RemoveDfileRequest, req_event: int) -> P.Message:
-    trove = st.flow.trove
-    _timed(st, "trove", "trove_remove", req, req_event, req.handle, lambda: trove.remove(req.handle))
-    return P.EmptyResponse()
+@action
+def trove_getattr(ctx: RequestContext, req: P.GetsizeRequest, _: None) -> int:
+    trove = ctx.state.trove
+    return ctx.timed("trove", "trove_getattr", lambda: trove.size(req.handle), req.handle)
 
 
-#: The request event's op name for each request type.
-REQUEST_OPS: dict[type[P.Message], Callable[[P.Message], str]] = {
-    P.PingRequest: lambda r: "ping",
-    P.IoRequest: lambda r: _op_name(r, "io"),
-    P.SmallIoRequest: lambda r: _op_name(r, "small_io"),
-    P.LookupRequest: lambda r: "lookup",
-    P.GetattrRequest: lambda r: "getattr",
-    P.CreateRequest: lambda r: "create",
-    P.RemoveRequest: lambda r: "remove",
-    P.HandleRequest: lambda r: "getsize",
-    P.TruncateRequest: lambda r: "truncate",
-    P.FlushRequest: lambda r: "flush",
-    P.RemoveDfileRequest: lambda r: "remove_dfile",
-    P.SharedFpRequest: lambda r: "shared_fp",
-}
+@action
+def trove_truncate(ctx: RequestContext, req: P.TruncateRequest, _: None) -> int:
+    trove = ctx.state.trove
+    ctx.timed("trove", "trove_truncate", lambda: trove.truncate(req.handle, req.size), req.handle, req.size)
+    return req.size
+
+
+@action
+def size_reply(ctx: RequestContext, req: P.Request, size: int) -> P.Response:
+    return req.reply(size=size)
+
+
+@action
+def trove_flush(ctx: RequestContext, req: P.FlushRequest, _: None) -> None:
+    trove = ctx.state.trove
+    ctx.timed("trove", "trove_flush", lambda: trove.flush(req.handle), req.handle)
+
+
+@action
+def trove_remove(ctx: RequestContext, req: P.RemoveDfileRequest, _: None) -> None:
+    trove = ctx.state.trove
+    ctx.timed("trove", "trove_remove", lambda: trove.remove(req.handle), req.handle)
+
+
+@action
+def empty_reply(ctx: RequestContext, req: P.Request, _: None) -> P.Response:
+    return req.reply()
+
+
+@action
+def ping_reply(ctx: RequestContext, req: P.PingRequest, _: None) -> P.Response:
+    return req.reply(server=ctx.state.name)
+
+
+# --------------------------------------------------------------------------- the table, compiled
+
+
+def _compile() -> dict[tuple[int, int | None], Machine]:
+    """Each request's machine, by (op, I/O type or None).  Every request must have its
+    machine and every state its action (KeyError), every machine and action must serve
+    a request (LookupError)."""
+    by_request: dict[tuple[int, int | None], Machine] = {}
+    for op, cls in P.REQUESTS.items():
+        kinds = [(t, f"{cls.NAME}_{t.name.lower()}") for t in P.IoType] if issubclass(cls, P.IoRequest) \
+            else [(None, cls.NAME)]
+        for io_type, name in kinds:
+            by_request[(op, io_type)] = Machine(name, tuple(_ACTIONS[s] for s in MACHINES[name]),
+                                                name not in UNLOGGED)
+    unused = set(MACHINES) - {m.name for m in by_request.values()}
+    unused |= set(_ACTIONS) - {s for states in MACHINES.values() for s in states}
+    if unused:
+        raise LookupError(f"machines or actions that serve no request: {sorted(unused)}")
+    return by_request
+
+
+_MACHINES = _compile()

@@ -14,9 +14,9 @@ from callid_core.atomic import replacing
 from callid_core.config import ROLE_META, Config
 from server_sim import bmi
 from server_sim import protocol as P
+from server_sim.context import RequestContext, ServerState, send_reply
 from server_sim.events import ServerEvents, now
-from server_sim.flow import FlowContext
-from server_sim.requests import HANDLERS, REQUEST_OPS, RequestError, ServerState
+from server_sim.requests import RequestError, machine_for, serve
 from server_sim.trove import MetaStore, Trove
 
 log = logging.getLogger("server_sim.server")
@@ -40,8 +40,8 @@ class Server:
         self.events = ServerEvents(config, name)
         self.trove = Trove(self.me.storage)
         self.meta = MetaStore(self.me.storage) if ROLE_META in self.me.roles else None
-        self.flow = FlowContext(self.trove, self.events, config.flow_buffer)
-        self.io_names = [s.name for s in config.io_servers]
+        self.state = ServerState(name, self.trove, self.meta, self.events, config.flow_buffer,
+                                 tuple(s.name for s in config.io_servers), config.strip_size)
         self._conns: dict[socket.socket, threading.Thread] = {}
         self._lock = threading.Lock()
 
@@ -89,9 +89,8 @@ class Server:
 
     # -- one connection ------------------------------------------------------------------
     def _connection(self, sock: socket.socket) -> None:
-        st = ServerState(self.me.name, self.flow, self.meta, self.io_names, self.config.strip_size, sock)
         try:
-            while self._one_request(st):
+            while self._one_request(sock):
                 pass
         except (bmi.BmiError, OSError) as exc:
             log.info("connection closed: %s", exc)
@@ -102,56 +101,39 @@ class Server:
                 self._conns.pop(sock, None)
             sock.close()
 
-    def _one_request(self, st: ServerState) -> bool:
-        """Serve one request on ``st``'s connection; False when the peer closed it."""
-        sock, send = st.sock, st.send
-        st.t_recv = st.nbytes = 0
+    def _one_request(self, sock: socket.socket) -> bool:
+        """Serve one request on ``sock``; False when the peer closed the connection."""
         try:
             header = bmi.recv_header(sock)
         except bmi.MessageTooBig as exc:
             log.warning("rejected message: %s", exc)
             if exc.fatal:
-                send(exc.tag, P.EmptyResponse(status=P.Status.EPROTO))
+                send_reply(sock, exc.tag, P.ErrorResponse(P.Status.EPROTO), 0)
                 return False
             bmi.discard(sock, exc.size)
-            send(exc.tag, P.EmptyResponse(status=P.Status.EMSGSIZE))
+            send_reply(sock, exc.tag, P.ErrorResponse(P.Status.EMSGSIZE), 0)
             return True
         if header is None:
             return False
         mode, tag, size = header
         payload = bmi.recv_payload(sock, size)
-        st.t_recv = t_recv = now()
+        t_recv = now()
         if mode != bmi.MODE_UNEXPECTED:
             log.warning("dropped an expected message (tag %d) with no request waiting", tag)
-            send(tag, P.EmptyResponse(status=P.Status.EPROTO))
+            send_reply(sock, tag, P.ErrorResponse(P.Status.EPROTO), t_recv)
             return True
+        req: P.Message | None = None
         try:
             req = P.decode(payload)
-            handler = HANDLERS.get(type(req))
-            if handler is None:
-                raise RequestError(P.Status.ENOSYS, f"no handler for {type(req).__name__}")
+            machine = machine_for(req)
         except (P.ProtocolError, RequestError) as exc:
             log.warning("bad request: %s", exc)
             status = exc.status if isinstance(exc, RequestError) else P.Status.EPROTO
-            send(tag, P.EmptyResponse(status=status))
+            op = req.OP if isinstance(req, P.Request) else 0
+            send_reply(sock, tag, P.ErrorResponse(status, op=op), t_recv)
             return True
-
-        event_id = self.events.new_id()
-        st.who = self.events.who(req.hints)
-        try:
-            response = handler(st, sock, tag, req, event_id)
-        except RequestError as exc:
-            log.info("request failed: %s", exc)
-            response = P.EmptyResponse(status=exc.status)
-        except bmi.BmiError:
-            raise
-        except OSError as exc:
-            log.warning("I/O error: %s", exc)
-            response = P.EmptyResponse(status=P.Status.EIO)
-        if not isinstance(req, P.PingRequest):
-            self.events.record(event_id, "req", REQUEST_OPS[type(req)](req), st.who, -1,
-                               getattr(req, "handle", 0), 0, st.nbytes, t_recv, now())
-        if response is not None:
-            send(tag, response)
+        ctx = RequestContext(self.state, sock, tag, t_recv, req, machine.name if machine.logged else None)
+        reply = serve(ctx, req, machine)
+        if reply is not None:
+            ctx.send(reply)
         return True
-

@@ -46,7 +46,8 @@ def test_bad_requests_get_errors_and_the_server_keeps_serving(fs):
     assert _answer(sock, 5).status == P.Status.EMSGSIZE
     # garbage payload, unknown op, wrong version
     bmi.send(sock, bmi.MODE_UNEXPECTED, 6, b"\x01\x02\x03")
-    assert _answer(sock, 6).status == P.Status.EPROTO
+    garbage = _answer(sock, 6)
+    assert isinstance(garbage, P.ErrorResponse) and garbage.status == P.Status.EPROTO and garbage.op == 0
     bad_op = bytearray(P.encode(P.PingRequest()))
     bad_op[8:12] = struct.pack("<I", 999)
     bmi.send(sock, bmi.MODE_UNEXPECTED, 7, bad_op)
@@ -55,7 +56,13 @@ def test_bad_requests_get_errors_and_the_server_keeps_serving(fs):
     bmi.send(sock, bmi.MODE_UNEXPECTED, 8, P.encode(P.IoRequest(
         handle=1, io_type=P.IoType.WRITE, strip_size=65536, dfile_nr=3, dfile_count=2,
         regions=[(0, 10)])))
-    assert _answer(sock, 8).status == P.Status.EINVAL
+    bad_dist = _answer(sock, 8)
+    assert bad_dist.status == P.Status.EINVAL and bad_dist.op == P.Op.IO
+    # an I/O request of an unknown I/O type; a reply sent as a request
+    bmi.send(sock, bmi.MODE_UNEXPECTED, 13, P.encode(P.SmallIoRequest(io_type=7, strip_size=65536)))
+    assert _answer(sock, 13).status == P.Status.EINVAL
+    bmi.send(sock, bmi.MODE_UNEXPECTED, 14, P.encode(P.PingRequest().reply(server="me")))
+    assert _answer(sock, 14).status == P.Status.ENOSYS
     # a known hint of the wrong type (a CallID list sent as one integer)
     wrong = P.encode(P.IoRequest(handle=1, io_type=P.IoType.READ, strip_size=65536, regions=[(0, 10)],
                                  hints={"callie": 5})).replace(b"callie", b"callid")

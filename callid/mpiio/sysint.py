@@ -18,6 +18,7 @@ from typing import Any
 
 from callid_core import clock
 from callid_core.config import Config
+from callid_core.errors import Failed
 from server_sim import bmi
 from server_sim import protocol as P
 from server_sim.distribution import SimpleStripe, flow_buffers
@@ -25,7 +26,7 @@ from server_sim.distribution import SimpleStripe, flow_buffers
 RpcHook = Callable[..., None]  # (callids, func, server, op, seq, t0, t1, t_recv, t_send, error)
 
 
-class FsError(Exception):
+class FsError(Failed):
     """A file-system operation answered with an error status (or a server that cannot be reached)."""
 
     def __init__(self, status: int, message: str) -> None:
@@ -58,19 +59,14 @@ class _Connection:
         self.sock = bmi.connect(host, port)
         self.lock = threading.Lock()
 
-    def request(self, tag: int, msg: P.Message) -> None:
+    def request(self, tag: int, msg: P.Request) -> None:
         bmi.send(self.sock, bmi.MODE_UNEXPECTED, tag, P.encode(msg))
 
-    def response(self, tag: int, expect: int = 64) -> P.Response:
-        """The response with ``tag`` (``expect``: its usual encoded size, see bmi.recv_expected)."""
-        return _response(bmi.recv_expected(self.sock, tag, expect))
-
-
-def _response(payload: bytearray | memoryview) -> P.Response:
-    resp = P.decode(payload)
-    if not isinstance(resp, P.Response):
-        raise P.ProtocolError(f"expected a response, got {type(resp).__name__}")
-    return resp
+    def response(self, tag: int, req: P.Request, size: int = 64,
+                 expect: type[P.Response] | None = None) -> P.Response:
+        """The answer to ``req`` (its ``expect``, default its reply, or an error), with ``tag``
+        (``size``: its usual encoded size, see bmi.recv_expected)."""
+        return P.decode_reply(bmi.recv_expected(self.sock, tag, size), req, expect)
 
 
 #: An exchange in steps, driven by :meth:`SysInt._parallel` so that one thread talks to
@@ -96,7 +92,6 @@ class _Job:
 #: Encoded sizes of the responses an I/O exchange expects (each then arrives in one system call).
 _ACK_SIZE = len(P.encode(P.IoResponse()))
 _DONE_SIZE = len(P.encode(P.WriteCompletion()))
-_OP_NAMES = {op: op.name.lower() for op in P.Op}
 
 
 class SysInt:
@@ -140,19 +135,19 @@ class SysInt:
                 hints["callid_map"] = callid_map
         return hints
 
-    def _exchange(self, server: str, msg: P.Message, callids: Sequence[int], func: str,
+    def _exchange(self, server: str, msg: P.Request, callids: Sequence[int], func: str,
                   body: Body | None = None, callid_map: list[int] | None = None) -> P.Response:
         """One exchange with one server, run to its end."""
         return self._parallel([(server, self._steps(server, msg, callids, func, body, callid_map))])[0]
 
-    def _steps(self, server: str, msg: P.Message, callids: Sequence[int], func: str,
+    def _steps(self, server: str, msg: P.Request, callids: Sequence[int], func: str,
                body: Body | None = None, callid_map: list[int] | None = None) -> Steps:
         """Send ``msg`` to ``server``, run ``body`` (default: wait for one response), log the rpc.
 
         Runs under :meth:`_parallel`, which holds the connection's lock."""
         seq = next(self._seq)
         msg.hints = self._hints(callids, seq, callid_map)
-        op = _OP_NAMES[msg.OP]
+        op = msg.NAME
         conn = self._conns[server]
         t0 = clock.now()
         resp: P.Response | None = None
@@ -162,13 +157,13 @@ class SysInt:
                 conn.request(seq, msg)
                 if body is None:
                     yield
-                    resp = conn.response(seq)
+                    resp = conn.response(seq, msg)
                 else:
                     resp = yield from body(conn, seq)
             except (OSError, bmi.BmiError, P.ProtocolError) as exc:
                 self._drop(server)
                 raise FsError(P.Status.EIO, f"server {server}: {exc}") from None
-            if resp.status != P.Status.OK:
+            if isinstance(resp, P.ErrorResponse):
                 error = _status_name(resp.status)
                 raise FsError(resp.status, f"server {server}: {op} failed with {error}")
             return resp
@@ -266,7 +261,7 @@ class SysInt:
                     only: set[int] | None = None) -> dict[int, int]:
         """Sizes of the datafiles (all, or those numbered in ``only``)."""
         nrs = [n for n in range(len(f.dfiles)) if only is None or n in only]
-        resps = self._parallel([(f.dfiles[n][0], self._steps(f.dfiles[n][0], P.HandleRequest(
+        resps = self._parallel([(f.dfiles[n][0], self._steps(f.dfiles[n][0], P.GetsizeRequest(
             handle=f.dfiles[n][1]), callids, func)) for n in nrs])
         return {n: r.size for n, r in zip(nrs, resps)}
 
@@ -379,6 +374,8 @@ class SysInt:
                     _scatter(resp.data, view, pieces)
                 return resp.bstream_size
 
+        msg = P.IoRequest(**common)
+
         def flow(conn: _Connection, tag: int) -> Steps:
             if io_type == P.IoType.READ:
                 yield DRAIN
@@ -388,24 +385,25 @@ class SysInt:
                 raw = memoryview(bytearray(_ACK_SIZE))
                 messages = [[raw], *([view[o:o + k] for o, k in buf]
                                      for buf, _ in flow_buffers(pieces, self.config.flow_buffer))]
-                ack = _response(raw[:bmi.recv_messages_into(conn.sock, tag, messages, short_first=True)])
-                if ack.status == P.Status.OK and ack.buffer_size != self.config.flow_buffer:
+                got = bmi.recv_messages_into(conn.sock, tag, messages, short_first=True)
+                ack = P.decode_reply(raw[:got], msg)
+                if not isinstance(ack, P.ErrorResponse) and ack.buffer_size != self.config.flow_buffer:
                     raise P.ProtocolError(f"the server uses {ack.buffer_size}-byte flow buffers, "
                                           f"the configuration says {self.config.flow_buffer}")
                 return ack
             yield WAIT
-            ack = conn.response(tag, _ACK_SIZE)
-            if ack.status != P.Status.OK:
+            ack = conn.response(tag, msg, _ACK_SIZE)
+            if isinstance(ack, P.ErrorResponse):
                 return ack
             buffers = flow_buffers(pieces, ack.buffer_size)
             for i, (buf, _) in enumerate(buffers):
                 bmi.send(conn.sock, bmi.MODE_EXPECTED, tag, *[view[o:o + k] for o, k in buf])
                 yield MORE if i + 1 < len(buffers) else WAIT
-            done = conn.response(tag, _DONE_SIZE)
+            done = conn.response(tag, msg, _DONE_SIZE, msg.COMPLETION)
             done.t_recv = ack.t_recv
             return done
 
-        resp = yield from self._steps(server, P.IoRequest(**common), callids, func, flow, callid_map)
+        resp = yield from self._steps(server, msg, callids, func, flow, callid_map)
         return getattr(resp, "bstream_size", 0)
 
 

@@ -1,0 +1,96 @@
+"""What a request's state machine works with: the server's shared state and the request's context."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from server_sim import bmi
+from server_sim import protocol as P
+from server_sim.events import ServerEvents, now
+from server_sim.trove import MetaStore, Trove
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ServerState:
+    """What every request of one server shares: its name, its layers and the file system's layout."""
+
+    name: str
+    trove: Trove
+    meta: MetaStore | None  # (None: not a metadata server)
+    events: ServerEvents
+    flow_buffer: int
+    io_servers: tuple[str, ...]
+    default_strip_size: int
+
+
+def send_reply(sock: socket.socket, tag: int, msg: P.Response, t_recv: int) -> None:
+    """Send a reply to the request with ``tag`` that arrived at ``t_recv``."""
+    bmi.send_buffers(sock, reply_buffers(tag, msg, t_recv))
+
+
+def reply_buffers(tag: int, msg: P.Response, t_recv: int) -> list[memoryview]:
+    """A reply's framed buffers, stamped with the request's receive time and the time now."""
+    msg.t_recv, msg.t_send = t_recv, now()
+    return bmi.frame(bmi.MODE_EXPECTED, tag, P.encode(msg))
+
+
+class RequestContext:
+    """One request being served, made by the request loop when the request arrives.
+
+    It holds the connection and tag, who asked (:class:`~server_sim.events.Who`, its
+    CallIDs decoded once from its hints), the request's event id and the bytes it moves
+    here (``nbytes``, set by its machine).  The request's work reserves its event ids with
+    ``new_id`` (before an event starts: its children name it as their parent) and records
+    its events through it (:meth:`record`, :meth:`timed`); :meth:`finish` records the
+    request's own event."""
+
+    __slots__ = ("state", "sock", "tag", "t_recv", "op", "handle", "who", "event_id", "nbytes", "new_id")
+
+    def __init__(self, state: ServerState, sock: socket.socket, tag: int, t_recv: int, req: P.Request,
+                 op: str | None) -> None:
+        """``op``: the name of the request's event (None: the request leaves no event)."""
+        self.state = state
+        self.sock = sock
+        self.tag = tag
+        self.t_recv = t_recv
+        self.op = op
+        self.handle: int = getattr(req, "handle", 0)
+        self.who = state.events.who(req.hints)
+        self.new_id: Callable[[], int] = state.events.new_id
+        self.event_id = self.new_id()
+        self.nbytes = 0
+
+    def record(self, event_id: int, layer: str, op: str, parent: int, handle: int, offset: int, size: int,
+               t_start: int, t_end: int, callids: list[int] | None = None) -> None:
+        """Record one finished event of this request (``callids``: the part of the request's
+        CallIDs it serves, if not all)."""
+        self.state.events.record(event_id, layer, op, self.who, parent, handle, offset, size, t_start, t_end,
+                                 callids)
+
+    def timed(self, layer: str, op: str, fn: Callable[[], T], handle: int = 0, offset: int = 0,
+              size: int = 0, callids: list[int] | None = None) -> T:
+        """Run one disk operation and record it as an event of ``layer`` under the request's."""
+        event_id = self.new_id()
+        t0 = now()
+        result = fn()
+        self.record(event_id, layer, op, self.event_id, handle, offset, size, t0, now(), callids)
+        return result
+
+    def frame(self, msg: P.Response) -> list[memoryview]:
+        """A reply's framed buffers, to send later."""
+        return reply_buffers(self.tag, msg, self.t_recv)
+
+    def send(self, msg: P.Response) -> None:
+        """Send a reply now."""
+        send_reply(self.sock, self.tag, msg, self.t_recv)
+
+    def finish(self) -> None:
+        """Record the request's own event (layer ``req``), ending now."""
+        if self.op is not None:
+            self.state.events.record(self.event_id, "req", self.op, self.who, -1, self.handle, 0, self.nbytes,
+                                     self.t_recv, now())
