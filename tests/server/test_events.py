@@ -1,0 +1,39 @@
+"""The server event log: rows by column name, the CallIDs of a request or of the part an event serves."""
+
+from __future__ import annotations
+
+import pyarrow.parquet as pq
+
+from callid_core.config import Config, ServerConfig
+from server_sim.events import ServerEvents
+
+SENTINEL = (1 << 64) - 1
+
+
+def _events(tmp_path, on: bool = True) -> ServerEvents:
+    config = Config(run_id="r", servers=[ServerConfig("io0", ["io"], str(tmp_path))], trace_dir=str(tmp_path),
+                    server_events=on)
+    return ServerEvents(config, "io0")
+
+
+def test_events_carry_the_request_s_callids_or_the_part_they_serve(tmp_path):
+    events = _events(tmp_path)
+    who = events.who({"callid": [5, 6], "rank": 3, "request_id": 9})
+    assert (who.callid, who.callids, who.rank, who.req_id) == (SENTINEL, [5, 6], 3, 9)
+    req = events.new_id()
+    events.record(events.new_id(), "trove", "trove_write", who, req, 7, 4096, 100, 10, 20, callids=[6])
+    events.record(req, "req", "io_write", who, -1, 7, 0, 200, 5, 30)
+    events.record(events.new_id(), "req", "getsize", events.who({}), -1, 8, 0, 0, 40, 41)
+    events.close()
+    rows = pq.read_table(sorted(tmp_path.glob("server-io0.*.parquet"))).to_pylist()
+    assert [(r["layer"], r["callid"], r["callids"], r["rank"], r["req_id"], r["parent"]) for r in rows] == [
+        ("trove", 6, [6], 3, 9, req), ("req", SENTINEL, [5, 6], 3, 9, -1), ("req", SENTINEL, [], -1, -1, -1)]
+    assert (rows[0]["handle"], rows[0]["offset"], rows[0]["size"], rows[0]["server"], rows[0]["clock"]) == (
+        7, 4096, 100, "io0", "io0")
+
+
+def test_events_switched_off_log_nothing(tmp_path):
+    events = _events(tmp_path, on=False)
+    events.record(events.new_id(), "req", "io_write", events.who({"callid": [5]}), -1, 1, 0, 10, 1, 2)
+    events.close()
+    assert list(tmp_path.glob("*.parquet")) == []
