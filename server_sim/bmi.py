@@ -10,6 +10,8 @@ from __future__ import annotations
 import socket
 import struct
 
+from callid_core.errors import Failed
+
 BMI_MAGIC = 0x51A7B0E1
 MODE_UNEXPECTED = 1
 MODE_EXPECTED = 2
@@ -20,7 +22,7 @@ FRAME = struct.Struct("<IIQQ")  # magic, mode, tag, size
 _IOV_MAX = 512  # buffers per sendmsg/recvmsg (the kernel allows 1024)
 
 
-class BmiError(ConnectionError):
+class BmiError(Failed, ConnectionError):
     """The peer closed the connection or broke the framing rules."""
 
 

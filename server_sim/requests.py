@@ -16,6 +16,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from callid_core.errors import CallidError
 from server_sim import bmi, flow
 from server_sim import protocol as P
 from server_sim.attribution import Attribution, attribution
@@ -51,7 +52,7 @@ MACHINES: dict[str, tuple[str, ...]] = {
 UNLOGGED = frozenset({"ping"})
 
 
-class RequestError(Exception):
+class RequestError(CallidError):
     """A request that is answered with an error status."""
 
     def __init__(self, status: P.Status, message: str) -> None:
