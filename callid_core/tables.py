@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from callid_core.schema import BYTES, CLIENT, LOGS, NS, SERVER, Column, Table
 
-__all__ = ["MERGED", "RPC_ONLY", "reference_markdown"]
+__all__ = ["DERIVED", "MERGED", "RPC_ONLY", "reference_markdown"]
 
 #: client log columns that only ``kind = 'rpc'`` rows fill
 RPC_ONLY = ("server", "op", "req_seq", "t_recv", "t_send")
@@ -34,40 +34,64 @@ def _client(*names: str) -> list[Column]:
 
 
 CALLID = Column("callid", pa.uint64(), "CallID (null: the call was not stamped)")
-CALLID_HEX = Column("callid_hex", pa.string(), "the CallID as hex, rank_counter (e.g. 0x000001_00000000003)")
+CALLID_HEX = Column("callid_hex", pa.string(), "the CallID as hex digits, rank_counter "
+                    "(e.g. 0x000001_00000000003: rank 1, call 3)")
+DUR = Column("dur_ns", pa.int64(), "duration: t_end - t_start", NS)
+T_REL = Column("t_rel_ns", pa.int64(), "t_start relative to the run's start (run.start_ns)", NS)
+#: columns a merged table shows but does not store: computed when read from the stored ones
+DERIVED = {"callid_hex": "callid_hex(callid)", "dur_ns": "t_end - t_start",
+           "t_rel_ns": "t_start - run_start()"}
 
-CALLS = Table("calls", "one row per traced MPI call, ordered by start", [
+
+def _renamed(column: Column, name: str, doc: str) -> Column:
+    return Column(name, column.type, doc, column.unit, column.nullable)
+
+
+def _times(columns: list[Column]) -> list[Column]:
+    """``columns`` with the duration and the relative start after ``t_end``."""
+    at = next(i for i, c in enumerate(columns) if c.name == "t_end") + 1
+    return [*columns[:at], DUR, T_REL, *columns[at:]]
+
+CALLS = Table("calls", "one row per traced MPI call, ordered by start", _times([
     CALLID, CALLID_HEX,
     Column("counter", pa.uint64(), "the per-rank call counter of the CallID"),
-    *_client(*(c.name for c in CLIENT.columns if c.name not in ("callid", "kind", *RPC_ONLY))),
-])
+    *(_renamed(c, "file_offset", "offset in the file of the first byte accessed (after the view)")
+      if c.name == "offset" else c
+      for c in _client(*(c.name for c in CLIENT.columns if c.name not in ("callid", "kind", *RPC_ONLY)))),
+]))
 
-RPCS = Table("rpcs", "one row per client->server exchange, ordered by start", [
+RPCS = Table("rpcs", "one row per client->server exchange, ordered by start", _times([
     Column("callid", pa.uint64(), "CallID of the call the request was made for (null: several or none)"),
     CALLID_HEX,
     *_client("rank", "clock", "func", "server", "op", "req_seq", "t_start", "t_end", "t_recv", "t_send",
              "error"),
-])
+]))
 
-SERVER_OPS = Table("server_ops", "one row per server event (request, flow, Trove and metadata operation)", [
+#: a disk operation's offset: in the datafile's bstream on its server, not in the file
+DISK_OFFSET = "physical offset in the datafile's bstream on its server (not the offset in the file)"
+
+SERVER_OPS = Table("server_ops", "one row per server event (request, flow, Trove and metadata operation)",
+                   _times([
     *(_log(SERVER, c.name) for c in SERVER.columns[:4]),
     Column("callid", pa.uint64(), "CallID of the request (null: none or several)"),
     CALLID_HEX,
     Column("callids", pa.list_(pa.uint64()), "all CallIDs of the request (the unstamped left out)"),
-    *(_log(SERVER, c.name) for c in SERVER.columns[6:]),
-])
+    *(_renamed(c, "disk_offset", DISK_OFFSET) if c.name == "offset" else c
+      for c in (_log(SERVER, c.name) for c in SERVER.columns[6:])),
+]))
 
 ARROWS = Table("arrows", "one row per call -> disk operation (Trove and metadata operations); "
-               "an operation serving several calls has one row per call", [
+               "an operation serving several calls has one row per call", _times([
     Column("callid", pa.uint64(), "CallID of the call"),
     CALLID_HEX,
     *_client("rank", "func", "file"),
     Column("call_t_start", pa.int64(), "the call's start" + _ALIGNED, NS),
     Column("call_t_end", pa.int64(), "the call's end" + _ALIGNED, NS),
-    *(_log(SERVER, n) for n in ("server", "layer", "op", "handle", "offset", "size", "t_start", "t_end",
-                                "event_id")),
+    *(_log(SERVER, n) for n in ("server", "layer", "op", "handle")),
+    Column("disk_offset", pa.int64(), DISK_OFFSET, BYTES, nullable=False),
+    *(_log(SERVER, n) for n in ("size", "t_start", "t_end", "event_id")),
     Column("n_callids", pa.int64(), "how many calls the disk operation serves (fan-in)"),
-])
+]))
 
 FANOUT = Table("fanout", "per call: its disk operations, servers touched and bytes per server", [
     CALLID, CALLID_HEX, *_client("rank", "func", "size"),
@@ -101,9 +125,10 @@ CLOCKS = Table("clocks", "per clock and time window: how it maps onto the refere
     Column("violation_ns", pa.float64(), "total violation left after a soft fit", NS),
 ])
 
-RUN = Table("run", "the run's metadata as key/value: layout, sentinel, clock model, and every "
+RUN = Table("run", "the run's metadata as key/value: layout, sentinel, clock model, start_ns (the "
+            "earliest start of a call or server event, the origin of every t_rel_ns), and every "
             "client.* and server.* key of the logs", [
-    Column("key", pa.string(), "e.g. layout, clock_sync, client.run_id, server.config"),
+    Column("key", pa.string(), "e.g. layout, clock_sync, start_ns, client.run_id, server.config"),
     Column("value", pa.string(), "its value, as text"),
 ])
 
@@ -116,6 +141,7 @@ EVENTS = Table("events", "(view) one timeline of calls, exchanges and server eve
     CALLID_HEX,
     Column("t_start", pa.int64(), "start" + _ALIGNED, NS),
     Column("t_end", pa.int64(), "end" + _ALIGNED, NS),
+    DUR, T_REL,
     Column("size", pa.int64(), "bytes (calls: requested; server events: moved)", BYTES),
 ])
 

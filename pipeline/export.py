@@ -50,18 +50,18 @@ def chrome_trace(db: str) -> dict:
                 SELECT DISTINCT callid FROM arrows WHERE n_callids = 1 AND layer IN ({S.DISK_LAYERS_SQL}))
         """).fetchall())
         for callid, hexid, rank, func, file, off, size, nbytes, ts, te in con.execute("""
-                SELECT callid, callid_hex, rank, func, file, "offset", size, bytes, t_start, t_end
+                SELECT callid, callid_hex, rank, func, file, file_offset, size, bytes, t_start, t_end
                 FROM calls ORDER BY t_start""").fetchall():
             ev = _slice(func, "mpi", RANKS_PID, rank, us(ts), us(te),
-                        {"callid": hexid, "file": file, "offset": off, "size": size, "bytes": nbytes})
+                        {"callid": hexid, "file": file, "file_offset": off, "size": size, "bytes": nbytes})
             if callid in fanout_ids:
                 ev.update(bind_id=f"0x{fanout_ids[callid]:x}", flow_out=True)
             events.append(ev)
         for server, layer, op, callids, hexid, handle, off, size, ts, te, eid in con.execute("""
-                SELECT server, layer, op, callids, callid_hex, handle, "offset", size, t_start, t_end,
+                SELECT server, layer, op, callids, callid_hex, handle, disk_offset, size, t_start, t_end,
                        event_id FROM server_ops ORDER BY t_start""").fetchall():
             ev = _slice(op, layer, server_pid[server], LAYER_TIDS.get(layer, 9), us(ts), us(te),
-                        {"callid": hexid, "callids": len(callids), "handle": handle, "offset": off,
+                        {"callid": hexid, "callids": len(callids), "handle": handle, "disk_offset": off,
                          "size": size, "event_id": eid})
             if layer in S.DISK_LAYERS and len(callids) == 1 and callids[0] in fanout_ids:
                 ev.update(bind_id=f"0x{fanout_ids[callids[0]]:x}", flow_in=True)

@@ -19,7 +19,8 @@ import pyarrow as pa
 from callid_core import schema as S
 from callid_core.choices import ClockSync, Storage, listed
 from callid_core.errors import Failed, InputError
-from callid_core.tables import CALLS, MERGED, RPCS
+from callid_core.schema import Table
+from callid_core.tables import ARROWS, CALLS, DERIVED, FANOUT, MERGED, RPCS, SERVER_OPS
 from pipeline import clocks
 from pipeline.load import LogInfo, validate_log
 
@@ -220,82 +221,91 @@ def _timed_source(source: str, times: dict[str, str], mode: str,
 
 
 def build_tables(con: duckdb.DuckDBPyConnection) -> None:
-    """``calls``, ``rpcs``, ``server_ops`` (times on the reference clock; CallIDs NULL where absent)
-    and the ``events`` view."""
+    """``calls``, ``rpcs``, ``server_ops`` (times on the reference clock; CallIDs NULL where absent),
+    the run's start (macro ``run_start()``) and the ``events`` view."""
     mode = clocks.create_clock_map(con)
     callid = "NULLIF(x.callid, no_callid())"
-    stamped = f"{callid} AS callid, callid_hex({callid}) AS callid_hex"
-    call_cols = CALLS.names[3:]  # (after callid, callid_hex, counter)
     src, t = _timed_source("client_log", {"t_start": "x.clock", "t_end": "x.clock"}, mode)
-    con.execute(f"""
-        CREATE TABLE calls AS
-        SELECT {stamped}, {callid} & counter_mask() AS counter, {_select(call_cols, t)}
-        {src} WHERE x.kind = 'call' ORDER BY t_start
-    """)
+    columns = _select(CALLS, t, callid=callid, counter=f"{callid} & counter_mask()", file_offset="x.offset")
+    _store(con, CALLS, f"SELECT {columns} {src} WHERE x.kind = 'call' ORDER BY t_start")
     src, t = _timed_source(
         "client_log", {"t_start": "x.clock", "t_end": "x.clock", "t_recv": "sc.clock", "t_send": "sc.clock"},
         mode, "LEFT JOIN (SELECT server, any_value(clock) AS clock FROM server_log GROUP BY server) sc "
         "ON sc.server = x.server")
-    _store_with_hex(con, "rpcs", f"SELECT {callid} AS callid, {_select(RPCS.names[2:], t)} {src} "
-                                 "WHERE x.kind = 'rpc' ORDER BY t_start")
+    _store(con, RPCS, f"SELECT {_select(RPCS, t, callid=callid)} {src} WHERE x.kind = 'rpc' ORDER BY t_start")
     src, t = _timed_source("server_log", {"t_start": "x.clock", "t_end": "x.clock"}, mode)
-    server_cols = []
-    for f in S.SERVER_SCHEMA:
-        if f.name == "callid":
-            server_cols.append(f"{callid} AS callid")
-        elif f.name == "callids":
-            server_cols.append("list_filter(x.callids, lambda v: v <> no_callid()) AS callids")
-        else:
-            server_cols.append(_select([f.name], t))
-    _store_with_hex(con, "server_ops", f"SELECT {', '.join(server_cols)} {src}")
-    con.execute("""
+    columns = _select(SERVER_OPS, t, callid=callid, disk_offset="x.offset",
+                      callids="list_filter(x.callids, lambda v: v <> no_callid())")
+    _store(con, SERVER_OPS, f"SELECT {columns} {src}")
+    start = con.execute("SELECT least((SELECT min(t_start) FROM _calls), (SELECT min(t_start) FROM _rpcs), "
+                        "(SELECT min(t_start) FROM _server_ops))").fetchall()[0][0]
+    con.execute(f"CREATE MACRO run_start() AS {int(start or 0)}::BIGINT")
+    for table in (CALLS, RPCS, SERVER_OPS):
+        _show(con, table)
+    con.execute(f"""
         CREATE VIEW events AS
-        SELECT 'client' AS source, 'rank ' || rank AS lane, 'mpi' AS layer, func AS name,
-               callid, callid_hex, t_start, t_end, size FROM calls
-        UNION ALL
-        SELECT 'client', 'rank ' || rank, 'rpc', op, callid, callid_hex, t_start, t_end, NULL FROM rpcs
-        UNION ALL
-        SELECT 'server', server, layer, op, callid, callid_hex, t_start, t_end, size FROM server_ops
+        SELECT * EXCLUDE (size), {DERIVED['dur_ns']} AS dur_ns, {DERIVED['t_rel_ns']} AS t_rel_ns, size FROM (
+            SELECT 'client' AS source, 'rank ' || rank AS lane, 'mpi' AS layer, func AS name,
+                   callid, callid_hex, t_start, t_end, size FROM calls
+            UNION ALL
+            SELECT 'client', 'rank ' || rank, 'rpc', op, callid, callid_hex, t_start, t_end, NULL FROM rpcs
+            UNION ALL
+            SELECT 'server', server, layer, op, callid, callid_hex, t_start, t_end, size FROM server_ops
+        )
     """)
 
 
-def _store_with_hex(con: duckdb.DuckDBPyConnection, name: str, select: str) -> None:
-    """Table ``_name`` holds the rows of ``select``; view ``name`` shows them with ``callid_hex``
-    after ``callid``, made when read (storing that text for 10 M rows costs half again the copy)."""
-    con.execute(f"CREATE TABLE _{name} AS {select}")
-    columns = [d[0] for d in con.execute(f"SELECT * FROM _{name} LIMIT 0").description]
-    shown = ["callid, callid_hex(callid) AS callid_hex" if c == "callid" else f'"{c}"' for c in columns]
-    con.execute(f"CREATE VIEW {name} AS SELECT {', '.join(shown)} FROM _{name}")
+def _stored(table: Table) -> list[str]:
+    """The columns of ``table`` that are stored (in ``_name``): all but the :data:`DERIVED` ones."""
+    return [c.name for c in table.columns if c.name not in DERIVED]
 
 
-def _select(names: Iterable[str], mapped: dict[str, str]) -> str:
-    return ", ".join(f'{mapped[n]} AS "{n}"' if n in mapped else f'x."{n}"' for n in names)
+def _store(con: duckdb.DuckDBPyConnection, table: Table, select: str) -> None:
+    """Table ``_name`` holds the stored columns of ``table``, the rows of ``select``."""
+    con.execute(f"CREATE TABLE _{table.name} AS {select}")
+
+
+def _show(con: duckdb.DuckDBPyConnection, table: Table) -> None:
+    """View ``name`` shows ``_name`` with the derived columns (``callid_hex``, ``dur_ns``,
+    ``t_rel_ns``), made when read: storing them for 10 M rows costs as much again as the copy."""
+    shown = [f"{DERIVED[c.name]} AS {c.name}" if c.name in DERIVED else f'"{c.name}"' for c in table.columns]
+    con.execute(f"CREATE VIEW {table.name} AS SELECT {', '.join(shown)} FROM _{table.name}")
+
+
+def _select(table: Table, mapped: dict[str, str], **exprs: str) -> str:
+    """The stored columns of ``table`` from source ``x``: times through ``mapped``, others by
+    name unless ``exprs`` gives their expression."""
+    def one(name: str) -> str:
+        expr = exprs.get(name) or mapped.get(name) or f'x."{name}"'
+        return f'{expr} AS "{name}"'
+    return ", ".join(one(n) for n in _stored(table))
 
 
 def derive_arrows(con: duckdb.DuckDBPyConnection) -> None:
     """One row per (call, disk operation): unnest each operation's CallIDs, hash-join the calls."""
     con.execute(f"""
-        CREATE TABLE arrows AS
+        CREATE TABLE _arrows AS
         WITH ops AS (  -- (a list of one CallID is distinct already: list_distinct is not free)
             SELECT CASE WHEN len(callids) = 1 THEN callids ELSE list_distinct(callids) END AS ids,
-                   server, layer, op, handle, "offset", size, t_start, t_end, event_id
-            FROM server_ops WHERE layer IN ({S.DISK_LAYERS_SQL}) AND len(callids) > 0
+                   server, layer, op, handle, disk_offset, size, t_start, t_end, event_id
+            FROM _server_ops WHERE layer IN ({S.DISK_LAYERS_SQL}) AND len(callids) > 0
         ), links AS (
             SELECT unnest(ids) AS callid, len(ids) AS n_callids, * EXCLUDE (ids) FROM ops
         )
-        SELECT l.callid, c.callid_hex, c.rank, c.func, c.file,
+        SELECT l.callid, c.rank, c.func, c.file,
                c.t_start AS call_t_start, c.t_end AS call_t_end, l.server, l.layer, l.op,
-               l.handle, l."offset", l.size, l.t_start, l.t_end, l.event_id, l.n_callids
-        FROM links l JOIN calls c ON c.callid = l.callid
+               l.handle, l.disk_offset, l.size, l.t_start, l.t_end, l.event_id, l.n_callids
+        FROM links l JOIN _calls c ON c.callid = l.callid
     """)
+    _show(con, ARROWS)
 
 
 def derive_fanout(con: duckdb.DuckDBPyConnection) -> None:
     """Per call: disk operations, servers touched, bytes in total and per server."""
     con.execute("""
-        CREATE TABLE fanout AS
+        CREATE TABLE _fanout AS
         WITH per_server AS (
-            SELECT callid, server, count(*) AS ops, sum(size)::BIGINT AS bytes FROM arrows GROUP BY ALL
+            SELECT callid, server, count(*) AS ops, sum(size)::BIGINT AS bytes FROM _arrows GROUP BY ALL
         ), per_call AS (
             SELECT callid, sum(ops)::BIGINT AS disk_ops, count(*)::BIGINT AS servers,
                    sum(bytes)::BIGINT AS disk_bytes,
@@ -303,19 +313,22 @@ def derive_fanout(con: duckdb.DuckDBPyConnection) -> None:
                    list_sort(list({'server': server, 'ops': ops, 'bytes': bytes})) AS bytes_per_server
             FROM per_server GROUP BY callid
         )
-        SELECT c.callid, c.callid_hex, c.rank, c.func, c.size,
+        SELECT c.callid, c.rank, c.func, c.size,
                coalesce(p.disk_ops, 0) AS disk_ops, coalesce(p.servers, 0) AS servers,
                coalesce(p.disk_bytes, 0) AS disk_bytes,
                coalesce(p.bytes_per_server, []) AS bytes_per_server
-        FROM calls c LEFT JOIN per_call p ON p.callid = c.callid
+        FROM _calls c LEFT JOIN per_call p ON p.callid = c.callid
         ORDER BY c.t_start
     """)
+    _show(con, FANOUT)
 
 
 def write_run(con: duckdb.DuckDBPyConnection, c: LogInfo, s: LogInfo, clock_sync: str) -> None:
     """The ``run`` table: both logs' metadata (``client.*``, ``server.*``), layout, sentinel and
     the clock model used."""
-    rows = [("layout", c.layout), ("sentinel", str(c.callid_layout.sentinel)), ("clock_sync", clock_sync)]
+    start = con.execute("SELECT run_start()").fetchall()[0][0]
+    rows = [("layout", c.layout), ("sentinel", str(c.callid_layout.sentinel)), ("clock_sync", clock_sync),
+            ("start_ns", str(start))]
     for info in (c, s):
         meta = {**info.metadata, "files": str(len(info.files)), "rows": str(info.rows)}
         meta.pop("kind", None)

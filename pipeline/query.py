@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from pathlib import Path
 
 import duckdb
 
+from callid_core import jsonout
 from callid_core.choices import RowFormat, listed
 from callid_core.errors import InputError
 from pipeline.merge import TABLES, VIEWS
@@ -70,8 +70,8 @@ def _widths(columns: list[str], cells: list[list[str]]) -> list[int]:
 
 def format_rows(columns: list[str], rows: list[tuple], fmt: str = "table") -> str:
     """Render a result for people (``table``, ``markdown``) or programs (``csv``, ``json``)."""
-    if fmt == "json":
-        return json.dumps([dict(zip(columns, row)) for row in rows], default=str)
+    if fmt == "json":  # (integers beyond 2^53 as strings: exact for JavaScript readers)
+        return jsonout.dumps([dict(zip(columns, row)) for row in rows])
     cells = [[_cell(v) for v in row] for row in rows]
     if fmt == "csv":
         buf = io.StringIO()

@@ -27,11 +27,10 @@ def timeline_data(db: str) -> dict:
     """Columnar arrays of every call, server operation and arrow (times in µs from the start)."""
     con = connect(db)
     try:
-        t0 = con.execute("SELECT least((SELECT min(t_start) FROM calls), (SELECT min(t_start) FROM "
-                         "server_ops))").fetchall()[0][0] or 0
-        calls = con.execute("""SELECT rank, t_start, t_end, func, callid_hex, file, "offset", size, bytes,
+        t0 = int(dict(con.execute("SELECT key, value FROM run").fetchall()).get("start_ns", 0))
+        calls = con.execute("""SELECT rank, t_start, t_end, func, callid_hex, file, file_offset, size, bytes,
                                       callid FROM calls ORDER BY t_start""").fetchall()
-        ops = con.execute("""SELECT server, layer, t_start, t_end, op, callid_hex, handle, "offset", size,
+        ops = con.execute("""SELECT server, layer, t_start, t_end, op, callid_hex, handle, disk_offset, size,
                                     len(callids), server || ':' || event_id FROM server_ops
                              ORDER BY t_start""").fetchall()
         arrows = con.execute(f"""SELECT callid, server || ':' || event_id, op FROM arrows

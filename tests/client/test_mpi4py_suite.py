@@ -67,7 +67,7 @@ def test_mpi4py_io_tests_pass_on_the_simulated_file_system(suite, tmp_path, rank
     assert q("SELECT count(*) = count(callid) AND count(*) = count(DISTINCT callid) FROM calls") == (True,)
     assert q("""SELECT count(*) FROM calls
                 WHERE (func LIKE 'MPI_File_%read%' OR func LIKE 'MPI_File_%write%') AND func NOT LIKE '%_end'
-                AND (bytes IS NULL OR "offset" IS NULL) AND error IS NULL""") == (0,)
+                AND (bytes IS NULL OR file_offset IS NULL) AND error IS NULL""") == (0,)
     assert q("SELECT count(*) FROM server_ops WHERE layer IN ('trove', 'meta')")[0] > 1000
     assert q("SELECT count(*) FROM server_ops WHERE len(callids) = 0") == (0,)  # every layer
     assert q("""SELECT count(*) FROM server_ops s WHERE layer IN ('trove', 'meta') AND NOT EXISTS

@@ -145,7 +145,7 @@ def test_every_disk_operation_is_attributed_to_its_call(semantics):
 
 def test_strided_write_logs_its_first_byte_and_its_trove_bytes_equal_the_bytes_written(semantics):
     ranks, con, _ = semantics
-    rows = con.execute("""SELECT rank, "offset", bytes FROM calls WHERE func = 'MPI_File_write_all'
+    rows = con.execute("""SELECT rank, file_offset, bytes FROM calls WHERE func = 'MPI_File_write_all'
                           AND file = '/pvfs2/strided' ORDER BY rank""").fetchall()
     assert rows == [(r, r * 12, 600) for r in range(ranks)]
     # each disk operation counted once, whatever the number of calls it served (fan-in)

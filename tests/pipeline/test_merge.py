@@ -103,21 +103,22 @@ def _columns(db, table):
 def test_merge_returns_row_counts(logs, tmp_path):
     counts = merge(str(logs[0]), str(logs[1]), str(tmp_path / "c.duckdb"))
     assert counts == {"calls": 4, "rpcs": 1, "server_ops": 8, "arrows": 6, "fanout": 4, "clocks": 4,
-                      "run": 15}
+                      "run": 16}
 
 
 def test_arrows_are_one_row_per_call_and_disk_operation_including_fan_in(merged):
     assert _columns(merged, "arrows") == [
         "callid", "callid_hex", "rank", "func", "file", "call_t_start", "call_t_end", "server", "layer",
-        "op", "handle", "offset", "size", "t_start", "t_end", "event_id", "n_callids"]
-    rows = _q(merged, "SELECT callid, event_id, server, layer, op, size, n_callids, call_t_start "
-                      "FROM arrows ORDER BY callid, event_id")
-    assert rows == [(A, 1, "io0", "trove", "trove_write", 100, 1, 1000),
-                    (A, 2, "io0", "trove", "trove_write", 100, 1, 1000),
-                    (A, 5, "io1", "trove", "trove_write", 100, 2, 1000),
-                    (B, 3, "io1", "trove", "trove_read", 150, 1, 1100),
-                    (B, 5, "io1", "trove", "trove_write", 100, 2, 1100),
-                    (B, 7, "meta0", "meta", "keyval_read", 0, 1, 1100)]
+        "op", "handle", "disk_offset", "size", "t_start", "t_end", "dur_ns", "t_rel_ns", "event_id",
+        "n_callids"]
+    rows = _q(merged, "SELECT callid, event_id, server, layer, op, size, n_callids, call_t_start, dur_ns, "
+                      "t_rel_ns FROM arrows ORDER BY callid, event_id")
+    assert rows == [(A, 1, "io0", "trove", "trove_write", 100, 1, 1000, 10, 10),
+                    (A, 2, "io0", "trove", "trove_write", 100, 1, 1000, 10, 20),
+                    (A, 5, "io1", "trove", "trove_write", 100, 2, 1000, 10, 130),
+                    (B, 3, "io1", "trove", "trove_read", 150, 1, 1100, 10, 110),
+                    (B, 5, "io1", "trove", "trove_write", 100, 2, 1100, 10, 130),
+                    (B, 7, "meta0", "meta", "keyval_read", 0, 1, 1100, 10, 105)]
     assert _q(merged, f"SELECT DISTINCT callid_hex, rank, func FROM arrows WHERE callid = {B}") == [
         ("0x01_000001", 1, "MPI_File_read_at")]
 
@@ -137,16 +138,24 @@ def test_fanout_counts_operations_servers_and_bytes_per_call(merged):
 
 def test_calls_rpcs_and_server_ops(merged):
     client_cols = [f.name for f in S.CLIENT_SCHEMA]
-    call_cols = [c for c in client_cols[1:client_cols.index("server")] if c != "kind"]
-    assert _columns(merged, "calls") == ["callid", "callid_hex", "counter", *call_cols]
-    assert _q(merged, "SELECT callid, callid_hex, counter, func FROM calls ORDER BY t_start") == [
-        (A, "0x00_000001", 1, "MPI_File_write_at"), (B, "0x01_000001", 1, "MPI_File_read_at"),
-        (None, None, None, "MPI_File_seek"), (C, "0x01_000002", 2, "MPI_File_get_size")]
+    call_cols = ["file_offset" if c == "offset" else c
+                 for c in client_cols[1:client_cols.index("server")] if c != "kind"]
+    at = call_cols.index("t_end") + 1
+    assert _columns(merged, "calls") == ["callid", "callid_hex", "counter", *call_cols[:at], "dur_ns",
+                                         "t_rel_ns", *call_cols[at:]]
+    assert _q(merged, "SELECT callid, callid_hex, counter, func, dur_ns, t_rel_ns FROM calls "
+                      "ORDER BY t_start") == [
+        (A, "0x00_000001", 1, "MPI_File_write_at", 100, 0),
+        (B, "0x01_000001", 1, "MPI_File_read_at", 100, 100),
+        (None, None, None, "MPI_File_seek", 100, 200),
+        (C, "0x01_000002", 2, "MPI_File_get_size", 100, 300)]
     assert _q(merged, "SELECT * FROM rpcs") == [
-        (A, "0x00_000001", 0, "host0", "MPI_File_write_at", "io0", "io", 1, 1001, 1090, 1010, 1080, None)]
+        (A, "0x00_000001", 0, "host0", "MPI_File_write_at", "io0", "io", 1, 1001, 1090, 89, 1, 1010, 1080,
+         None)]
     assert _columns(merged, "rpcs")[:2] == ["callid", "callid_hex"]
+    server_cols = ["disk_offset" if f.name == "offset" else f.name for f in S.SERVER_SCHEMA][5:]
     assert _columns(merged, "server_ops") == ["server", "clock", "layer", "op", "callid", "callid_hex",
-                                              *[f.name for f in S.SERVER_SCHEMA][5:]]
+                                              *server_cols, "dur_ns", "t_rel_ns"]
     assert _q(merged, "SELECT event_id, callid, callid_hex, callids FROM server_ops "
                       "WHERE event_id IN (4, 5) ORDER BY 1") == [(4, None, None, []), (5, None, None, [A, B])]
 
@@ -158,17 +167,17 @@ def test_clocks_run_and_events(merged):
         *[(c, "server", 0.0, 0.0, None, "none", "identity") for c in ("io0", "io1", "meta0")]]
     run = dict(_q(merged, "SELECT key, value FROM run"))
     assert run == {
-        "layout": LAYOUT, "sentinel": str(NONE), "clock_sync": "none",
+        "layout": LAYOUT, "sentinel": str(NONE), "clock_sync": "none", "start_ns": "1000",
         **{f"{k}.{key}": v for k in ("client", "server") for key, v in (
             ("config", '{"servers": 2}'), ("files", "1"), ("layout", LAYOUT), ("run_id", "run1"),
             ("schema_version", S.SCHEMA_VERSION))},
         "client.rows": str(len(CLIENT_ROWS)), "server.rows": str(len(SERVER_ROWS))}
-    events = _q(merged, "SELECT source, lane, layer, name, callid_hex, t_start, size FROM events "
-                        "ORDER BY t_start, source")
+    events = _q(merged, "SELECT source, lane, layer, name, callid_hex, t_start, dur_ns, t_rel_ns, size "
+                        "FROM events ORDER BY t_start, source")
     assert len(events) == len(CLIENT_ROWS) + len(SERVER_ROWS)
-    assert events[:3] == [("client", "rank 0", "mpi", "MPI_File_write_at", "0x00_000001", 1000, 300),
-                          ("client", "rank 0", "rpc", "io", "0x00_000001", 1001, None),
-                          ("server", "io0", "req", "io", "0x00_000001", 1002, 300)]
+    assert events[:3] == [("client", "rank 0", "mpi", "MPI_File_write_at", "0x00_000001", 1000, 100, 0, 300),
+                          ("client", "rank 0", "rpc", "io", "0x00_000001", 1001, 89, 1, None),
+                          ("server", "io0", "req", "io", "0x00_000001", 1002, 10, 2, 300)]
 
 
 @pytest.mark.parametrize("model", ["offset", "drift"])
@@ -294,6 +303,10 @@ def test_query_formats(merged):
         {"callid": 1, "bytes_per_server": [{"server": "io0", "ops": 2, "bytes": 200},
                                            {"server": "io1", "ops": 1, "bytes": 100}]}]
     assert format_rows(["n", "m"], [(None, 1)], "csv") == "n,m\n,1"
+    # integers a double cannot hold (64-bit CallIDs, times in ns) are strings in JSON, exactly
+    big = (1 << 63) + 3
+    assert json.loads(format_rows(["callid", "t", "n", "ok"], [(big, -(2**53) - 1, 2**53, True)], "json")) == [
+        {"callid": str(big), "t": str(-(2**53) - 1), "n": 2**53, "ok": True}]
 
 
 def test_query_errors_are_one_line_input_errors(merged, logs, tmp_path):
