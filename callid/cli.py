@@ -10,7 +10,6 @@ and is printed by :func:`main`, in one place, as one line with its exit status.
 
 from __future__ import annotations
 
-import json
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -111,13 +110,17 @@ def _size_option(help_text: str, default: int) -> typer.models.OptionInfo:
 
 DbPath = Annotated[Path, typer.Argument(metavar="DB", help="merged output of 'callid merge' (a DuckDB "
                                         "file, or a directory with --storage parquet)", show_default=False)]
-JsonFlag = Annotated[bool, typer.Option("--json", help="print the summary as JSON (for scripts)")]
+JsonFlag = Annotated[bool, typer.Option(
+    "--json", help="print the summary as JSON (for scripts; integers beyond 2^53 as strings)")]
 Ranks = Annotated[int, typer.Option("-n", "--np", min=1, metavar="N", help="MPI ranks")]
 Servers = Annotated[int, typer.Option(min=1, metavar="N", help="I/O servers (plus one metadata server)")]
 
 
 def _echo_json(value: object) -> None:
-    typer.echo(json.dumps(value, default=str))
+    """Print ``value`` as JSON; integers beyond 2^53 as strings (exact for JavaScript readers)."""
+    from callid_core import jsonout
+
+    typer.echo(jsonout.dumps(value))
 
 
 def _run_traced(opts):
@@ -286,7 +289,9 @@ def sql(
         metavar="QUERY", help="SQL query (or -f FILE)", show_default=False)] = None,
     file: Annotated[Path | None, typer.Option(
         "-f", "--file", metavar="FILE", help="read the query from a file")] = None,
-    fmt: Annotated[RowFormat, typer.Option("--format", help="how to print the rows")] = RowFormat.TABLE,
+    fmt: Annotated[RowFormat, typer.Option(
+        "--format", help="how to print the rows (json: integers beyond 2^53, such as CallIDs and "
+        "times in ns, as strings, so that JavaScript readers keep them exact)")] = RowFormat.TABLE,
     as_json: Annotated[bool, typer.Option("--json", help="print the rows as JSON (same as --format json)")]
     = False,
 ) -> None:
