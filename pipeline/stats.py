@@ -30,6 +30,70 @@ CLOCKS_SQL = """
     FROM clocks GROUP BY clock, source ORDER BY source, clock"""
 
 
+# per MPI function: how long its calls took and how fast they moved their bytes
+TIME_BY_FUNC_SQL = """
+    SELECT func, count(*) AS calls, sum(dur_ns)::BIGINT AS total_ns, round(avg(dur_ns))::BIGINT AS mean_ns,
+           round(quantile_cont(dur_ns, 0.95))::BIGINT AS p95_ns, max(dur_ns) AS max_ns,
+           coalesce(sum(bytes), 0)::BIGINT AS bytes,
+           CASE WHEN sum(bytes) > 0 AND sum(dur_ns) > 0
+                THEN round(sum(bytes) / 1048576 / (sum(dur_ns) / 1e9), 1) END AS mib_per_s
+    FROM calls GROUP BY func ORDER BY sum(dur_ns) DESC, func"""
+
+# per rank: time inside MPI-IO calls and the bytes they moved
+TIME_BY_RANK_SQL = """
+    SELECT rank, count(*) AS calls, sum(dur_ns)::BIGINT AS io_ns, coalesce(sum(bytes), 0)::BIGINT AS bytes
+    FROM calls GROUP BY rank ORDER BY rank"""
+
+# per server: disk operations, bytes and busy time (the union of its disk operations' intervals)
+SERVERS_SQL = f"""
+    WITH ops AS (
+        SELECT server, t_start, t_end, size,
+               max(t_end) OVER (PARTITION BY server ORDER BY t_start, t_end
+                                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before
+        FROM server_ops WHERE layer IN ({S.DISK_LAYERS_SQL})
+    ), islands AS (
+        SELECT server, t_start, t_end,
+               sum(CASE WHEN before IS NULL OR t_start > before THEN 1 ELSE 0 END)
+                   OVER (PARTITION BY server ORDER BY t_start, t_end ROWS UNBOUNDED PRECEDING) AS island
+        FROM ops
+    ), busy AS (
+        SELECT server, sum(e - s)::BIGINT AS busy_ns
+        FROM (SELECT server, island, min(t_start) AS s, max(t_end) AS e FROM islands GROUP BY ALL)
+        GROUP BY server
+    )
+    SELECT server, count(*) AS ops, sum(size)::BIGINT AS bytes, any_value(busy_ns) AS busy_ns
+    FROM ops JOIN busy USING (server) GROUP BY server ORDER BY server"""
+
+# the slowest calls and where their time went: outside the servers (client, network, other
+# ranks), waiting in the servers before the first disk operation, and on the disks
+SLOWEST_SQL = f"""
+    WITH server_side AS (
+        SELECT callid, min(t_start) AS first_arrival, max(t_end) AS last_done,
+               min(t_start) FILTER (WHERE layer IN ({S.DISK_LAYERS_SQL})) AS first_disk,
+               sum(dur_ns) FILTER (WHERE layer IN ({S.DISK_LAYERS_SQL})) AS disk_ns
+        FROM (SELECT unnest(callids) AS callid, layer, t_start, t_end, dur_ns FROM server_ops)
+        GROUP BY callid
+    ), spans AS (
+        SELECT c.callid_hex, c.rank, c.func, c.dur_ns AS call_ns, c.t_start,
+               coalesce(s.last_done - s.first_arrival, 0) AS server_ns,
+               coalesce(s.first_disk - s.first_arrival, 0) AS server_queue_ns, coalesce(s.disk_ns, 0) AS disk
+        FROM calls c LEFT JOIN server_side s USING (callid)
+    )
+    SELECT callid_hex, rank, func, call_ns, greatest(call_ns - server_ns, 0)::BIGINT AS outside_servers_ns,
+           server_queue_ns, least(disk, server_ns)::BIGINT AS disk_ns
+    FROM spans ORDER BY call_ns DESC, t_start LIMIT {{limit}}"""
+
+#: how many of the slowest calls ``callid stats`` lists
+SLOWEST = 10
+
+
+def _imbalance(rows: list[dict], key: str) -> float | None:
+    """max / mean of ``key`` over ``rows`` (1.0: perfectly balanced)."""
+    values = [r[key] or 0 for r in rows]
+    mean = sum(values) / len(values) if values else 0
+    return round(max(values) / mean, 3) if mean else None
+
+
 def compute_stats(db: str) -> dict:
     """All figures of ``callid stats`` as one JSON-ready dict."""
     con = connect(db)
@@ -86,9 +150,17 @@ def compute_stats(db: str) -> dict:
                        coalesce(sum(size) FILTER (WHERE op = 'trove_write'), 0)::BIGINT AS bytes_written,
                        count(*) FILTER (WHERE len(callids) = 0) AS unattributed
                 FROM server_ops WHERE layer IN ({S.DISK_LAYERS_SQL}) GROUP BY server ORDER BY server"""),
+            "time_by_func": _rows(con, TIME_BY_FUNC_SQL),
+            "time_by_rank": _rows(con, TIME_BY_RANK_SQL),
+            "servers": _rows(con, SERVERS_SQL),
+            "slowest_calls": _rows(con, SLOWEST_SQL.format(limit=SLOWEST)),
             "clock_sync": run.get("clock_sync"),
             "clocks": _rows(con, CLOCKS_SQL),
         }
+        # among the servers that moved bytes (the I/O servers; the metadata server moves none)
+        io = [r for r in stats["servers"] if r["bytes"]]
+        stats["server_imbalance"] = {k: _imbalance(io, k) for k in ("ops", "bytes", "busy_ns")}
+        stats["rank_imbalance"] = {k: _imbalance(stats["time_by_rank"], k) for k in ("io_ns", "bytes")}
     finally:
         con.close()
     return stats
@@ -113,15 +185,30 @@ def render_stats(stats: dict) -> str:
     ref = next((c["clock"] for c in stats["clocks"] if c["quality"] == "reference"), "?")
     clocks_title = (f"Clocks onto {ref} ({stats['clock_sync']} model: {ref} time = local + offset + "
                     "drift * (local - t0), within +- bound; causality violations before and after)")
-    for title, key in (("Fan-out per MPI function (disk operations and servers per call)",
-                        "fanout_by_func"),
-                       ("Disk operations and bytes per server", "bytes_per_server"),
-                       (clocks_title, "clocks")):
-        rows = stats[key]
-        if rows:
-            columns = list(rows[0])
-            lines += ["", title, format_rows(columns, [tuple(r.values()) for r in rows], "table")]
+    sections = (
+        ("Time per MPI function (ms; MiB/s: bytes over the calls' time)", "time_by_func"),
+        (f"Time in MPI-IO per rank (ms; imbalance max/mean: time {stats['rank_imbalance']['io_ns']}, "
+         f"bytes {stats['rank_imbalance']['bytes']})", "time_by_rank"),
+        (f"Slowest calls and where their time went (ms; at most {SLOWEST})", "slowest_calls"),
+        ("Fan-out per MPI function (disk operations and servers per call)", "fanout_by_func"),
+        ("Disk operations and bytes per server", "bytes_per_server"),
+        ("Disk time per server (busy: the union of its disk operations; imbalance max/mean over the "
+         f"I/O servers: ops {stats['server_imbalance']['ops']}, bytes {stats['server_imbalance']['bytes']}, "
+         f"busy {stats['server_imbalance']['busy_ns']})", "servers"),
+        (clocks_title, "clocks"),
+    )
+    for title, key in sections:
+        if stats[key]:
+            lines += ["", title, _table(stats[key])]
     return "\n".join(lines)
+
+
+def _table(rows: list[dict]) -> str:
+    """Rows as a table; ``*_ns`` figures shown as ms (3 decimals)."""
+    columns = [c[:-3] + "_ms" if c.endswith("_ns") else c for c in rows[0]]
+    cells = [tuple(round(v / 1e6, 3) if k.endswith("_ns") and v is not None else v for k, v in r.items())
+             for r in rows]
+    return format_rows(columns, cells, "table")
 
 
 #: The scalar figures ``callid stats A B ...`` puts side by side.
@@ -134,9 +221,13 @@ def render_comparison(names: list[str], all_stats: list[dict]) -> str:
     rows = [(key, *(s[key] for s in all_stats)) for key in COMPARED]
     rows += [(f"fanin.{k}", *(s["fanin"][k] for s in all_stats)) for k in all_stats[0]["fanin"]]
     rows.append(("aggregators", *(",".join(map(str, s["aggregators"])) or "-" for s in all_stats)))
+    rows += [(f"server_imbalance.{k}", *(s["server_imbalance"][k] for s in all_stats))
+             for k in all_stats[0]["server_imbalance"]]
     funcs = sorted({r["func"] for s in all_stats for r in s["fanout_by_func"]})
     for func in funcs:
-        for key in ("disk_ops_mean", "servers_mean"):
-            rows.append((f"{func}.{key}", *(next((r[key] for r in s["fanout_by_func"] if r["func"] == func),
-                                                 "-") for s in all_stats)))
+        for part, key in (("time_by_func", "mean_ns"), ("time_by_func", "total_ns"),
+                          ("time_by_func", "mib_per_s"), ("fanout_by_func", "disk_ops_mean"),
+                          ("fanout_by_func", "servers_mean")):
+            rows.append((f"{func}.{key}", *(next((r[key] for r in s[part] if r["func"] == func), "-")
+                                            for s in all_stats)))
     return format_rows(["figure", *names], rows, "table")

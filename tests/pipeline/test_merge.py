@@ -263,10 +263,30 @@ def test_statistics(merged):
         {"server": "meta0", "ops": 1, "bytes_read": 0, "bytes_written": 0, "unattributed": 0}]
     assert stats["fanin"] == {"shared_disk_ops": 1, "max_calls_per_disk_op": 2, "mean_calls_per_disk_op": 1.2}
     assert stats["aggregators"] == [0]  # rank 0 sent the request carrying rank 1's CallID
+    # time: every call lasts 100 ns; write_at moved 300 bytes in them (2861 MiB/s)
+    assert stats["time_by_func"][0] == {"func": "MPI_File_get_size", "calls": 1, "total_ns": 100,
+                                        "mean_ns": 100, "p95_ns": 100, "max_ns": 100, "bytes": 0,
+                                        "mib_per_s": None}
+    assert {r["func"]: r["mib_per_s"] for r in stats["time_by_func"]}["MPI_File_write_at"] == 2861.0
+    assert stats["time_by_rank"] == [{"rank": 0, "calls": 1, "io_ns": 100, "bytes": 300},
+                                     {"rank": 1, "calls": 3, "io_ns": 300, "bytes": 200}]
+    assert stats["rank_imbalance"] == {"io_ns": 1.5, "bytes": 1.2}
+    # busy: the union of the disk operations (io0: 1010-1020 and 1020-1030; io1: 1110-1140)
+    assert stats["servers"] == [{"server": "io0", "ops": 2, "bytes": 200, "busy_ns": 20},
+                                {"server": "io1", "ops": 3, "bytes": 300, "busy_ns": 30},
+                                {"server": "meta0", "ops": 1, "bytes": 0, "busy_ns": 10}]
+    assert stats["server_imbalance"] == {"ops": 1.2, "bytes": 1.2, "busy_ns": 1.2}
+    # A: its server events span 1002-1140, longer than the call: nothing outside; queue 1002 -> 1010
+    # B: 1105-1140 (35 ns) of its 100 ns, the first disk operation (meta) at once, 30 ns on disks
+    assert [(r["func"], r["call_ns"], r["outside_servers_ns"], r["server_queue_ns"], r["disk_ns"])
+            for r in stats["slowest_calls"]] == [
+        ("MPI_File_write_at", 100, 0, 8, 30), ("MPI_File_read_at", 100, 65, 0, 30),
+        ("MPI_File_seek", 100, 100, 0, 0), ("MPI_File_get_size", 100, 100, 0, 0)]
     json.dumps(stats)  # JSON-ready
     text = render_stats(stats)
     for figure in ("8 event categories carry CallIDs", "3 distinct CallIDs", "6 arrows",
-                   "3.00 per CallID", "1 disk operations without a CallID"):
+                   "3.00 per CallID", "1 disk operations without a CallID", "Slowest calls",
+                   "imbalance max/mean: time 1.5, bytes 1.2"):
         assert figure in text
     assert any(line.split()[:3] == ["io1", "3", "200"] for line in text.splitlines())
 
@@ -305,7 +325,8 @@ def test_query_formats(merged):
     assert format_rows(["n", "m"], [(None, 1)], "csv") == "n,m\n,1"
     # integers a double cannot hold (64-bit CallIDs, times in ns) are strings in JSON, exactly
     big = (1 << 63) + 3
-    assert json.loads(format_rows(["callid", "t", "n", "ok"], [(big, -(2**53) - 1, 2**53, True)], "json")) == [
+    row = (big, -(2**53) - 1, 2**53, True)
+    assert json.loads(format_rows(["callid", "t", "n", "ok"], [row], "json")) == [
         {"callid": str(big), "t": str(-(2**53) - 1), "n": 2**53, "ok": True}]
 
 
