@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from mpi4py import MPI
 
+from callid.mpiio.call import CallContext
 from callid.mpiio.datatypes import Runs
 from callid.mpiio.errors import SimIOError
 from callid.mpiio.sysint import FileAttrs, FsError, SysInt
@@ -100,7 +101,7 @@ class TwoPhase:
         self.sysint, self.comm, self.attrs, self.hints = sysint, comm, attrs, hints
         self.aggs = aggregators(world_ranks, ranks_per_host, hints.cb_nodes)
 
-    def plan(self, io_type: P.IoType, regions: Runs, callid: int) -> list[tuple[int, int]] | None:
+    def plan(self, io_type: P.IoType, regions: Runs) -> list[tuple[int, int]] | None:
         """The aggregators' file domains, or None for independent access (same on all ranks)."""
         lo = regions[0][0] if regions else None
         hi = max((o + n for o, n in regions), default=None)
@@ -121,20 +122,23 @@ class TwoPhase:
         if errors:
             raise SimIOError(*errors[0])
 
-    def write(self, domains: list[tuple[int, int]], regions: Runs, data: memoryview, callid: int,
-              func: str) -> None:
-        """Phase 1: send each aggregator my data in its domain; phase 2: aggregators write."""
+    def write(self, domains: list[tuple[int, int]], regions: Runs, data: memoryview,
+              call: CallContext) -> None:
+        """Phase 1: send each aggregator my data in its domain; phase 2: aggregators write.
+
+        ``call``: this rank's call (one CallID); the aggregators' requests carry the CallIDs
+        of every call whose data they hold, under the collective's function."""
         send = [None] * self.comm.Get_size()
         for agg, (lo, hi) in zip(self.aggs, domains):
             parts = _overlap(regions, lo, hi)
             if parts:
-                send[agg] = (callid, [(o, n) for o, n, _ in parts],
+                send[agg] = (call.callids[0], [(o, n) for o, n, _ in parts],
                              b"".join(data[p:p + n] for _, n, p in parts))
         received = [r for r in self.comm.alltoall(send) if r is not None]
         error = None
         if self.comm.Get_rank() in self.aggs:
             try:
-                self._write_domain(received, func)
+                self._write_domain(received, call.func)
             except FsError as exc:
                 error = (MPI.ERR_IO, str(exc))
         self._agreed(error)
@@ -157,33 +161,31 @@ class TwoPhase:
                      for o, n, d, cid in pieces if o < c1 and o + n > c0]
             if not parts:
                 continue
-            ids = sorted({cid for *_, cid in parts})
+            ids = tuple(sorted({cid for *_, cid in parts}))
             cover = _covered([(a, b - a) for a, b, _, _ in parts])
             first, last = cover[0][0], cover[-1][0] + cover[-1][1]
             buf = bytearray(last - first)
-            owners = _owners([(a, b, cid) for a, b, _, cid in parts], ids)
+            call = CallContext(ids, func, _owners([(a, b, cid) for a, b, _, cid in parts], ids))
             if len(cover) > 1:  # holes: read-modify-write the whole extent
-                self.sysint.io(self.attrs, P.IoType.READ, [(first, last - first)], memoryview(buf), ids, func,
-                               owners)
+                self.sysint.io(self.attrs, P.IoType.READ, [(first, last - first)], memoryview(buf), call)
             for a, b, d, _ in parts:  # in rank order: the highest rank wins where writes overlap
                 buf[a - first:b - first] = d
-            self.sysint.io(self.attrs, P.IoType.WRITE, [(first, last - first)], memoryview(buf), ids, func,
-                           owners)
+            self.sysint.io(self.attrs, P.IoType.WRITE, [(first, last - first)], memoryview(buf), call)
 
-    def read(self, domains: list[tuple[int, int]], regions: Runs, data: memoryview, callid: int,
-             func: str) -> int:
-        """Phase 1: aggregators read what was asked in their domain; phase 2: send it to each rank."""
+    def read(self, domains: list[tuple[int, int]], regions: Runs, data: memoryview, call: CallContext) -> int:
+        """Phase 1: aggregators read what was asked in their domain; phase 2: send it to each rank
+        (``call`` as for :meth:`write`)."""
         asks = [None] * self.comm.Get_size()
         for agg, (lo, hi) in zip(self.aggs, domains):
             parts = _overlap(regions, lo, hi)
             if parts:
-                asks[agg] = (callid, [(o, n) for o, n, _ in parts])
+                asks[agg] = (call.callids[0], [(o, n) for o, n, _ in parts])
         received = self.comm.alltoall(asks)
         answers: list = [None] * self.comm.Get_size()
         error = None
         if self.comm.Get_rank() in self.aggs:
             try:
-                answers = self._read_domain(received, func)
+                answers = self._read_domain(received, call.func)
             except FsError as exc:
                 error = (MPI.ERR_IO, str(exc))
         replies = self.comm.alltoall(answers)
@@ -215,9 +217,9 @@ class TwoPhase:
                 continue
             cover = _covered([(a, b - a) for _, _, a, b in parts])
             buf = memoryview(bytearray(sum(n for _, n in cover)))
-            ids = sorted({cid for _, cid, _, _ in parts})
-            got = self.sysint.io(self.attrs, P.IoType.READ, cover, buf, ids, func,
-                                 _owners([(a, b, cid) for _, cid, a, b in parts], ids))
+            ids = tuple(sorted({cid for _, cid, _, _ in parts}))
+            call = CallContext(ids, func, _owners([(a, b, cid) for _, cid, a, b in parts], ids))
+            got = self.sysint.io(self.attrs, P.IoType.READ, cover, buf, call)
             eof = _end_of_data(cover, got)
             starts = list(_stream_starts(cover))
             for rank, _, a, b in parts:
@@ -227,7 +229,7 @@ class TwoPhase:
         return answers
 
 
-def _owners(parts: list[tuple[int, int, int]], ids: list[int]) -> list[tuple[int, int, int]]:
+def _owners(parts: list[tuple[int, int, int]], ids: tuple[int, ...]) -> tuple[tuple[int, int, int], ...]:
     """``(offset, length, index of the CallID in ids)`` per part, touching ranges of one owner joined."""
     out: list[tuple[int, int, int]] = []
     for a, b, cid in sorted(parts):
@@ -236,7 +238,7 @@ def _owners(parts: list[tuple[int, int, int]], ids: list[int]) -> list[tuple[int
             out[-1] = (out[-1][0], b - out[-1][0], idx)
         else:
             out.append((a, b - a, idx))
-    return out
+    return tuple(out)
 
 
 def _stream_starts(runs: Runs):

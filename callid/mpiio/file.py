@@ -230,7 +230,7 @@ def _sim(tr: Tracer, sim: SimFile, name: str, spec: CallSpec, rec: Record, args:
     if spec.mode == "begin" and sim.split is not None:
         raise SimIOError(MPI.ERR_OTHER, "a split collective is already active on this file")
     io_type = P.IoType.READ if spec.access == "read" else P.IoType.WRITE
-    done = sim.access(rec, spec.func, io_type, spec.position, buf, offset, spec.collective)
+    done = sim.access(rec, io_type, spec.position, buf, offset, spec.collective)
     if spec.mode == "blocking":
         _set_status(status, done)
         return None

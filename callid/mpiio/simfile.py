@@ -14,6 +14,7 @@ from typing import Any
 
 from mpi4py import MPI
 
+from callid.mpiio.call import CallContext
 from callid.mpiio.collective import CbHints, TwoPhase
 from callid.mpiio.datatypes import flatten
 from callid.mpiio.errors import SimIOError
@@ -197,14 +198,15 @@ class SimFile:
             raise SimIOError(*outcome[1])
         f = cls(sysint, comm, outcome[1], amode, hints)
         if amode & MPI.MODE_APPEND:
-            f.position = f.view.position_of(f._fs(sysint.getsize, f.attrs, [rec.callid], "MPI_File_open"))
-            f._rank0(lambda: sysint.shared_fp(f.attrs, f.position, [rec.callid], "MPI_File_open", True))
+            call = CallContext.of(rec)
+            f.position = f.view.position_of(f._fs(sysint.getsize, f.attrs, call))
+            f._rank0(lambda: sysint.shared_fp(f.attrs, f.position, call, True))
         return f
 
     @staticmethod
     def delete(sysint: SysInt, rec: Record, path: str) -> None:
         try:
-            sysint.remove(path, [rec.callid], "MPI_File_delete")
+            sysint.remove(path, CallContext.of(rec))
         except FsError as exc:
             raise _mpi_error(exc) from None
 
@@ -212,7 +214,7 @@ class SimFile:
         self._check_open()
         self.comm.Barrier()
         if self.amode & MPI.MODE_DELETE_ON_CLOSE:
-            self._rank0(lambda: self.sysint.remove(self.attrs.path, [rec.callid], "MPI_File_close"))
+            self._rank0(lambda: self.sysint.remove(self.attrs.path, CallContext.of(rec)))
         self.closed = True
         self.view.free()
 
@@ -226,25 +228,25 @@ class SimFile:
 
     def Set_size(self, rec: Record, size: int) -> None:
         self._check_resize(rec, size)
-        self._rank0(lambda: self.sysint.truncate(self.attrs, size, [rec.callid], "MPI_File_set_size"))
+        self._rank0(lambda: self.sysint.truncate(self.attrs, size, CallContext.of(rec)))
 
     def Preallocate(self, rec: Record, size: int) -> None:
         self._check_resize(rec, size)
 
         def grow() -> None:
-            ids, func = [rec.callid], "MPI_File_preallocate"
-            if self.sysint.getsize(self.attrs, ids, func) < size:
-                self.sysint.truncate(self.attrs, size, ids, func)
+            call = CallContext.of(rec)
+            if self.sysint.getsize(self.attrs, call) < size:
+                self.sysint.truncate(self.attrs, size, call)
         self._rank0(grow)
 
     def Get_size(self, rec: Record) -> int:
         self._check_open()
-        rec.size = self._fs(self.sysint.getsize, self.attrs, [rec.callid], "MPI_File_get_size")
+        rec.size = self._fs(self.sysint.getsize, self.attrs, CallContext.of(rec))
         return rec.size
 
     def Sync(self, rec: Record) -> None:
         self._check_open()
-        self._rank0(lambda: self.sysint.flush(self.attrs, [rec.callid], "MPI_File_sync"))
+        self._rank0(lambda: self.sysint.flush(self.attrs, CallContext.of(rec)))
         self.comm.Barrier()
 
     def Get_amode(self, rec: Record) -> int:
@@ -295,7 +297,7 @@ class SimFile:
         self.view.free()
         self.view, self.position = view, 0
         rec.offset = disp
-        self._rank0(lambda: self.sysint.shared_fp(self.attrs, 0, [rec.callid], "MPI_File_set_view", True))
+        self._rank0(lambda: self.sysint.shared_fp(self.attrs, 0, CallContext.of(rec), True))
         self.Set_info(rec, info)
 
     def Get_view(self, rec: Record) -> tuple[int, MPI.Datatype, MPI.Datatype, str]:
@@ -307,13 +309,13 @@ class SimFile:
     def Get_type_extent(self, rec: Record, datatype: MPI.Datatype) -> int:
         return datatype.Get_extent()[1]
 
-    def _seek_target(self, rec: Record, func: str, offset: int, whence: int, current: int) -> int:
+    def _seek_target(self, call: CallContext, offset: int, whence: int, current: int) -> int:
         if whence == MPI.SEEK_SET:
             new = offset
         elif whence == MPI.SEEK_CUR:
             new = current + offset
         elif whence == MPI.SEEK_END:
-            size = self._fs(self.sysint.getsize, self.attrs, [rec.callid], func)
+            size = self._fs(self.sysint.getsize, self.attrs, call)
             new = self.view.position_of(size) + offset
         else:
             raise SimIOError(MPI.ERR_ARG, f"bad whence {whence}")
@@ -323,7 +325,7 @@ class SimFile:
 
     def Seek(self, rec: Record, offset: int, whence: int = MPI.SEEK_SET) -> None:
         self._check_open()
-        self.position = self._seek_target(rec, "MPI_File_seek", offset, whence, self.position)
+        self.position = self._seek_target(CallContext.of(rec), offset, whence, self.position)
         rec.offset = self.view.byte_offset(self.position)
 
     def Get_position(self, rec: Record) -> int:
@@ -332,18 +334,18 @@ class SimFile:
 
     def Seek_shared(self, rec: Record, offset: int, whence: int = MPI.SEEK_SET) -> None:
         self._check_open()
-        func, ids = "MPI_File_seek_shared", [rec.callid]
+        call = CallContext.of(rec)
 
         def seek() -> int:
-            current = self.sysint.shared_fp(self.attrs, 0, ids, func) if whence == MPI.SEEK_CUR else 0
-            new = self._seek_target(rec, func, offset, whence, current)
-            self.sysint.shared_fp(self.attrs, new, ids, func, assign=True)
+            current = self.sysint.shared_fp(self.attrs, 0, call) if whence == MPI.SEEK_CUR else 0
+            new = self._seek_target(call, offset, whence, current)
+            self.sysint.shared_fp(self.attrs, new, call, assign=True)
             return new
         rec.offset = self.view.byte_offset(self._rank0(seek))
 
     def Get_position_shared(self, rec: Record) -> int:
         self._check_open()
-        return self._fs(self.sysint.shared_fp, self.attrs, 0, [rec.callid], "MPI_File_get_position_shared")
+        return self._fs(self.sysint.shared_fp, self.attrs, 0, CallContext.of(rec))
 
     # -- data access --------------------------------------------------------------------
     def _two_phase(self) -> TwoPhase:
@@ -355,7 +357,7 @@ class SimFile:
         rph = self.sysint.config.ranks_per_host
         return CbHints.from_info(self.info, len({host_of(w, rph) for w in self._world_ranks}))
 
-    def access(self, rec: Record, func: str, io_type: P.IoType, where: str, buf: Any,
+    def access(self, rec: Record, io_type: P.IoType, where: str, buf: Any,
                offset: int | None = None, collective: bool = False) -> int:
         """Read or write ``buf`` at the position ``where`` says (at, ind, shared, ordered).
 
@@ -374,7 +376,7 @@ class SimFile:
         if stream.nbytes % esize:
             raise SimIOError(MPI.ERR_ARG, f"{stream.nbytes} bytes are not whole etypes of {esize} bytes")
         n_etypes = stream.nbytes // esize
-        ids = [rec.callid]
+        call = CallContext.of(rec)
         if where == "at":
             if offset is None or offset < 0:
                 raise SimIOError(MPI.ERR_ARG, f"bad offset {offset}")
@@ -382,27 +384,27 @@ class SimFile:
         elif where == "ind":
             pos = self.position
         elif where == "shared":
-            pos = self._fs(self.sysint.shared_fp, self.attrs, n_etypes, ids, func)
+            pos = self._fs(self.sysint.shared_fp, self.attrs, n_etypes, call)
         else:  # ordered: rank order, one fetch-and-add for the whole group
             before = self.comm.exscan(n_etypes) or 0
             total = self.comm.allreduce(n_etypes)
-            pos = self._rank0(lambda: self.sysint.shared_fp(self.attrs, total, ids, func)) + before
+            pos = self._rank0(lambda: self.sysint.shared_fp(self.attrs, total, call)) + before
         regions = self.view.regions(pos, stream.nbytes)
         rec.offset = regions[0][0] if regions else self.view.byte_offset(pos)
         rec.size, rec.count = stream.nbytes, stream.count
         rec.datatype = stream.dtype.Get_name() or "derived"
         two_phase = self._two_phase() if collective else None
-        domains = two_phase.plan(io_type, regions, rec.callid) if two_phase else None
+        domains = two_phase.plan(io_type, regions) if two_phase else None
         if domains is not None and io_type == P.IoType.WRITE:
-            two_phase.write(domains, regions, stream.gather(), rec.callid, func)
+            two_phase.write(domains, regions, stream.gather(), call)
             done = stream.nbytes
         elif domains is not None:
-            done = two_phase.read(domains, regions, stream.data, rec.callid, func)
+            done = two_phase.read(domains, regions, stream.data, call)
             stream.scatter(done)
         elif io_type == P.IoType.WRITE:
-            done = self._fs(self.sysint.io, self.attrs, io_type, regions, stream.gather(), ids, func)
+            done = self._fs(self.sysint.io, self.attrs, io_type, regions, stream.gather(), call)
         else:
-            done = self._fs(self.sysint.io, self.attrs, io_type, regions, stream.data, ids, func)
+            done = self._fs(self.sysint.io, self.attrs, io_type, regions, stream.data, call)
             stream.scatter(done)
         rec.bytes = done
         if where == "ind":
@@ -429,9 +431,9 @@ def _int_hint(hints: dict[str, str], key: str) -> int:
 
 def _lookup_or_create(sysint: SysInt, rec: Record, path: str, amode: int,
                       hints: dict[str, str]) -> FileAttrs:
-    func = "MPI_File_open"
+    call = CallContext.of(rec)
     if amode & MPI.MODE_CREATE:
-        return sysint.create(path, [rec.callid], func, dfile_count=_int_hint(hints, "striping_factor"),
+        return sysint.create(path, call, dfile_count=_int_hint(hints, "striping_factor"),
                              strip_size=_int_hint(hints, "striping_unit"),
                              exclusive=bool(amode & MPI.MODE_EXCL))
-    return sysint.lookup(path, [rec.callid], func)
+    return sysint.lookup(path, call)

@@ -2,8 +2,9 @@
 
 Builds the requests of each operation, sends one request to every datafile that
 holds bytes of an access (in parallel), runs the client half of the flows, and
-reports every client->server exchange to the trace.  Every request carries the
-CallID(s) of the MPI call it serves as a hint; nothing here is process-global.
+reports every client->server exchange to the trace.  Every operation takes the
+:class:`CallContext` of the MPI call(s) it serves, and every request carries its
+CallIDs as a hint; nothing here is process-global.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from callid.mpiio.call import CallContext
 from callid_core import clock
 from callid_core.config import Config
 from callid_core.errors import Failed
@@ -127,26 +129,25 @@ class SysInt:
                 self._conns[server] = conn
             return conn
 
-    def _hints(self, callids: Sequence[int], seq: int, callid_map: list[int] | None = None) -> dict:
+    def _hints(self, call: CallContext, seq: int, callid_map: list[int] | None = None) -> dict:
         hints: dict = {"rank": self.rank, "request_id": seq}
         if self.stamp:
-            hints["callid"] = list(callids)
+            hints["callid"] = list(call.callids)
             if callid_map:
                 hints["callid_map"] = callid_map
         return hints
 
-    def _exchange(self, server: str, msg: P.Request, callids: Sequence[int], func: str,
-                  body: Body | None = None, callid_map: list[int] | None = None) -> P.Response:
+    def _exchange(self, server: str, msg: P.Request, call: CallContext) -> P.Response:
         """One exchange with one server, run to its end."""
-        return self._parallel([(server, self._steps(server, msg, callids, func, body, callid_map))])[0]
+        return self._parallel([(server, self._steps(server, msg, call))])[0]
 
-    def _steps(self, server: str, msg: P.Request, callids: Sequence[int], func: str,
+    def _steps(self, server: str, msg: P.Request, call: CallContext,
                body: Body | None = None, callid_map: list[int] | None = None) -> Steps:
         """Send ``msg`` to ``server``, run ``body`` (default: wait for one response), log the rpc.
 
         Runs under :meth:`_parallel`, which holds the connection's lock."""
         seq = next(self._seq)
-        msg.hints = self._hints(callids, seq, callid_map)
+        msg.hints = self._hints(call, seq, callid_map)
         op = msg.NAME
         conn = self._conns[server]
         t0 = clock.now()
@@ -171,7 +172,7 @@ class SysInt:
             error = error or str(exc)
             raise
         finally:
-            self.on_rpc(callids, func, server, op, seq, t0, clock.now(),
+            self.on_rpc(call.callids, call.func, server, op, seq, t0, clock.now(),
                         resp.t_recv if resp else None, resp.t_send if resp else None, error)
 
     def _drop(self, server: str) -> None:
@@ -240,66 +241,61 @@ class SysInt:
         return results
 
     # -- metadata -----------------------------------------------------------------
-    def lookup(self, path: str, callids: Sequence[int], func: str) -> FileAttrs:
-        resp = self._exchange(self.config.meta_server.name, P.LookupRequest(path=path), callids, func)
+    def lookup(self, path: str, call: CallContext) -> FileAttrs:
+        resp = self._exchange(self.config.meta_server.name, P.LookupRequest(path=path), call)
         return FileAttrs.from_response(path, resp)
 
-    def create(self, path: str, callids: Sequence[int], func: str, *, dfile_count: int = 0,
+    def create(self, path: str, call: CallContext, *, dfile_count: int = 0,
                strip_size: int = 0, exclusive: bool = False) -> FileAttrs:
         msg = P.CreateRequest(path=path, dfile_count=dfile_count, strip_size=strip_size,
                               exclusive=int(exclusive))
-        resp = self._exchange(self.config.meta_server.name, msg, callids, func)
+        resp = self._exchange(self.config.meta_server.name, msg, call)
         return FileAttrs.from_response(path, resp)
 
-    def remove(self, path: str, callids: Sequence[int], func: str) -> None:
-        resp = self._exchange(self.config.meta_server.name, P.RemoveRequest(path=path), callids, func)
+    def remove(self, path: str, call: CallContext) -> None:
+        resp = self._exchange(self.config.meta_server.name, P.RemoveRequest(path=path), call)
         attrs = FileAttrs.from_response(path, resp)
-        self._parallel([(s, self._steps(s, P.RemoveDfileRequest(handle=h), callids, func))
+        self._parallel([(s, self._steps(s, P.RemoveDfileRequest(handle=h), call))
                         for s, h in attrs.dfiles])
 
-    def dfile_sizes(self, f: FileAttrs, callids: Sequence[int], func: str,
-                    only: set[int] | None = None) -> dict[int, int]:
+    def dfile_sizes(self, f: FileAttrs, call: CallContext, only: set[int] | None = None) -> dict[int, int]:
         """Sizes of the datafiles (all, or those numbered in ``only``)."""
         nrs = [n for n in range(len(f.dfiles)) if only is None or n in only]
         resps = self._parallel([(f.dfiles[n][0], self._steps(f.dfiles[n][0], P.GetsizeRequest(
-            handle=f.dfiles[n][1]), callids, func)) for n in nrs])
+            handle=f.dfiles[n][1]), call)) for n in nrs])
         return {n: r.size for n, r in zip(nrs, resps)}
 
-    def getsize(self, f: FileAttrs, callids: Sequence[int], func: str) -> int:
+    def getsize(self, f: FileAttrs, call: CallContext) -> int:
         """Logical file size, from every datafile's size."""
-        return _logical_size(f.dist, self.dfile_sizes(f, callids, func))
+        return _logical_size(f.dist, self.dfile_sizes(f, call))
 
-    def truncate(self, f: FileAttrs, size: int, callids: Sequence[int], func: str) -> None:
+    def truncate(self, f: FileAttrs, size: int, call: CallContext) -> None:
         dist = f.dist
         self._parallel([(s, self._steps(s, P.TruncateRequest(handle=h, size=dist.physical_start(n, size)),
-                                         callids, func)) for n, (s, h) in enumerate(f.dfiles)])
+                                         call)) for n, (s, h) in enumerate(f.dfiles)])
 
-    def flush(self, f: FileAttrs, callids: Sequence[int], func: str) -> None:
-        self._parallel([(s, self._steps(s, P.FlushRequest(handle=h), callids, func)) for s, h in f.dfiles])
+    def flush(self, f: FileAttrs, call: CallContext) -> None:
+        self._parallel([(s, self._steps(s, P.FlushRequest(handle=h), call)) for s, h in f.dfiles])
 
-    # -- data -----------------------------------------------------------------------
-    def shared_fp(self, f: FileAttrs, delta: int, callids: Sequence[int], func: str,
-                  assign: bool = False) -> int:
+    def shared_fp(self, f: FileAttrs, delta: int, call: CallContext, assign: bool = False) -> int:
         """Fetch-and-add (or set) the file's shared file pointer on the metadata server."""
         msg = P.SharedFpRequest(handle=f.handle, delta=delta, assign=int(assign))
-        return self._exchange(self.config.meta_server.name, msg, callids, func).previous
+        return self._exchange(self.config.meta_server.name, msg, call).previous
 
     # -- data -----------------------------------------------------------------------
     def io(self, f: FileAttrs, io_type: P.IoType, regions: Sequence[tuple[int, int]],
-           stream: memoryview, callids: Sequence[int], func: str,
-           owners: Sequence[tuple[int, int, int]] | None = None) -> int:
+           stream: memoryview, call: CallContext) -> int:
         """Move ``stream`` to/from the file ``regions`` (list I/O); return the bytes transferred.
 
         One request goes to every datafile holding bytes of the access, with at most
         ``MAX_IO_REGIONS`` regions each (more regions: more requests, same CallIDs).
-        ``owners`` (aggregated requests): ``(offset, length, index into callids)`` ranges
-        saying whose data is where, sent as the ``callid_map`` hint when it fits.
+        The call's ``owners`` travel as the ``callid_map`` hint when they fit.
         """
-        callid_map = None
-        if owners and len(callids) > 1 and len(owners) <= P.MAX_CALLID_MAP:
-            callid_map = [v for triple in owners for v in triple]
         if stream.nbytes == 0:
             return 0
+        callid_map = None
+        if call.owners and len(call.callids) > 1 and len(call.owners) <= P.MAX_CALLID_MAP:
+            callid_map = [v for triple in call.owners for v in triple]
         if stream.format != "B" or stream.ndim != 1:  # (the flows send and receive byte views)
             stream = stream.cast("B")
         dist = f.dist
@@ -317,8 +313,8 @@ class SysInt:
         # Small I/O only when every datafile's share fits in one request, as in PVFS2.
         small = max(shares.values()) <= self.small_io_limit and all(
             len(items) <= P.MAX_IO_REGIONS for items in plan.values())
-        jobs = [(f.dfiles[n][0], self._io_dfile(f, n, io_type, items, stream, callids, func, small,
-                                                callid_map)) for n, items in plan.items()]
+        jobs = [(f.dfiles[n][0], self._io_dfile(f, n, io_type, items, stream, call, small, callid_map))
+                for n, items in plan.items()]
         sizes = dict(zip(plan, self._parallel(jobs)))
         if io_type == P.IoType.WRITE:
             return stream.nbytes
@@ -327,7 +323,7 @@ class SysInt:
         eof = _logical_size(dist, sizes)
         last = max(off + n for off, n in regions)
         if eof < last and len(sizes) < len(f.dfiles):
-            others = self.dfile_sizes(f, callids, func, set(range(len(f.dfiles))) - set(sizes))
+            others = self.dfile_sizes(f, call, set(range(len(f.dfiles))) - set(sizes))
             eof = max(eof, _logical_size(dist, others))
         done = 0
         for off, n in regions:
@@ -340,17 +336,17 @@ class SysInt:
 
     def _io_dfile(self, f: FileAttrs, n: int, io_type: P.IoType,
                   items: list[tuple[tuple[int, int], tuple[tuple[int, int], ...]]], stream: memoryview,
-                  callids: Sequence[int], func: str, small: bool, callid_map: list[int] | None) -> Steps:
+                  call: CallContext, small: bool, callid_map: list[int] | None) -> Steps:
         """All requests to one datafile: the steps returning its size before the access (reads use it)."""
         chunks = [items[i:i + P.MAX_IO_REGIONS] for i in range(0, len(items), P.MAX_IO_REGIONS)]
         requests = [self._io_one(f, n, io_type, [region for region, _ in chunk], stream,
                                  chunk[0][1] if len(chunk) == 1 else tuple(p for _, ps in chunk for p in ps),
-                                 callids, func, small, callid_map) for chunk in chunks]
+                                 call, small, callid_map) for chunk in chunks]
         return requests[0] if len(requests) == 1 else _largest(requests)
 
     def _io_one(self, f: FileAttrs, n: int, io_type: P.IoType, regions: list[tuple[int, int]],
-                view: memoryview, pieces: tuple[tuple[int, int], ...], callids: Sequence[int], func: str,
-                small: bool, callid_map: list[int] | None = None) -> Steps:
+                view: memoryview, pieces: tuple[tuple[int, int], ...], call: CallContext, small: bool,
+                callid_map: list[int] | None) -> Steps:
         """One request to datafile ``n``; return the datafile's size before the access.
 
         Yields after sending the request and after each flow buffer, so the requests and
@@ -364,12 +360,12 @@ class SysInt:
                 data = view[pieces[0][0]:sum(pieces[0])] if len(pieces) == 1 else \
                     b"".join(view[o:o + k] for o, k in pieces)
             msg = P.SmallIoRequest(data=data, **common)
-            msg.hints = self._hints(callids, 0, callid_map)
+            msg.hints = self._hints(call, 0, callid_map)
             # SMALL_IO_MAX_DATA leaves 1 KiB for the header, the fixed fields (about 220 bytes) and
             # list values (16 bytes each at most): encode to check only when there are many.
-            values = 2 * len(regions) + len(callids) + len(callid_map or ())
+            values = 2 * len(regions) + len(call.callids) + len(callid_map or ())
             if values <= 48 or len(P.encode(msg)) <= bmi.UNEXPECTED_LIMIT:  # else: a flow
-                resp = yield from self._steps(server, msg, callids, func, callid_map=callid_map)
+                resp = yield from self._steps(server, msg, call, callid_map=callid_map)
                 if io_type == P.IoType.READ:
                     _scatter(resp.data, view, pieces)
                 return resp.bstream_size
@@ -403,7 +399,7 @@ class SysInt:
             done.t_recv = ack.t_recv
             return done
 
-        resp = yield from self._steps(server, msg, callids, func, flow, callid_map)
+        resp = yield from self._steps(server, msg, call, flow, callid_map)
         return getattr(resp, "bstream_size", 0)
 
 

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from callid.mpiio.call import CallContext
 from callid.mpiio.sysint import FsError, SysInt
 from server_sim import bmi
 from server_sim import protocol as P
@@ -122,13 +123,14 @@ def test_trove_operations_equal_simple_stripe_plus_flow_splitting(fs, dfile_coun
     reader = _reader(fs)
     client = _client(fs)
     path = f"/pvfs2/prop-{next(_ids)}"
-    f = client.create(path, [_cid()], "MPI_File_open", dfile_count=dfile_count, strip_size=strip)
+    f = client.create(path, _call(_cid(), "MPI_File_open"), dfile_count=dfile_count, strip_size=strip)
     data = random.Random(seed).randbytes(length)
     write_id, read_id = _cid(), _cid()
     region = [(offset, length)]
-    assert client.io(f, P.IoType.WRITE, region, memoryview(data), [write_id], "MPI_File_write_at") == length
+    write = _call(write_id, "MPI_File_write_at")
+    assert client.io(f, P.IoType.WRITE, region, memoryview(data), write) == length
     back = bytearray(length)
-    assert client.io(f, P.IoType.READ, region, memoryview(back), [read_id], "MPI_File_read_at") == length
+    assert client.io(f, P.IoType.READ, region, memoryview(back), _call(read_id, "MPI_File_read_at")) == length
     assert bytes(back) == data
     servers = [s for s, _ in f.dfiles]
     limit = min(config.small_io, P.SMALL_IO_MAX_DATA)
@@ -139,16 +141,16 @@ def test_trove_operations_equal_simple_stripe_plus_flow_splitting(fs, dfile_coun
 
 def test_reads_past_end_of_file_are_short_and_holes_read_as_zeros(fs):
     client = _client(fs)
-    f = client.create("/pvfs2/holes", [_cid()], "f", dfile_count=3, strip_size=4096)
-    client.io(f, P.IoType.WRITE, [(20000, 100)], memoryview(b"z" * 100), [_cid()], "f")
+    f = client.create("/pvfs2/holes", _call(_cid()), dfile_count=3, strip_size=4096)
+    client.io(f, P.IoType.WRITE, [(20000, 100)], memoryview(b"z" * 100), _call(_cid()))
     buf = bytearray(30000)
-    assert client.io(f, P.IoType.READ, [(0, 30000)], memoryview(buf), [_cid()], "f") == 20100
+    assert client.io(f, P.IoType.READ, [(0, 30000)], memoryview(buf), _call(_cid())) == 20100
     assert bytes(buf[:20000]) == bytes(20000) and bytes(buf[20000:20100]) == b"z" * 100
-    assert client.getsize(f, [_cid()], "f") == 20100
-    client.truncate(f, 5000, [_cid()], "f")
-    assert client.getsize(f, [_cid()], "f") == 5000
+    assert client.getsize(f, _call(_cid())) == 20100
+    client.truncate(f, 5000, _call(_cid()))
+    assert client.getsize(f, _call(_cid())) == 5000
     with pytest.raises(FsError):
-        client.lookup("/pvfs2/not-there", [_cid()], "f")
+        client.lookup("/pvfs2/not-there", _call(_cid()))
 
 
 def test_data_reads_back_identical_after_the_servers_restart(tmp_path):
@@ -156,18 +158,18 @@ def test_data_reads_back_identical_after_the_servers_restart(tmp_path):
     group = start_servers(tmp_path, servers=2)
     try:
         client = SysInt(group.config, 0, lambda *a: None)
-        f = client.create("/pvfs2/keep", [1], "f", dfile_count=2, strip_size=65536)
-        client.io(f, P.IoType.WRITE, [(12345, len(data))], memoryview(data), [2], "f")
-        client.flush(f, [3], "f")
+        f = client.create("/pvfs2/keep", _call(1), dfile_count=2, strip_size=65536)
+        client.io(f, P.IoType.WRITE, [(12345, len(data))], memoryview(data), _call(2))
+        client.flush(f, _call(3))
         client.close()
     finally:
         assert group.stop() == []
     group = start_servers(tmp_path, servers=2)
     try:
         client = SysInt(group.config, 0, lambda *a: None)
-        f = client.lookup("/pvfs2/keep", [4], "f")
+        f = client.lookup("/pvfs2/keep", _call(4))
         back = bytearray(len(data))
-        assert client.io(f, P.IoType.READ, [(12345, len(data))], memoryview(back), [5], "f") == len(data)
+        assert client.io(f, P.IoType.READ, [(12345, len(data))], memoryview(back), _call(5)) == len(data)
         assert bytes(back) == data
         client.close()
     finally:
@@ -176,13 +178,13 @@ def test_data_reads_back_identical_after_the_servers_restart(tmp_path):
 
 def test_list_io_takes_at_most_64_regions_per_request_and_reads_back(fs):
     client, reader = _client(fs), _reader(fs)
-    f = client.create("/pvfs2/strided", [_cid()], "f", dfile_count=2, strip_size=65536)
+    f = client.create("/pvfs2/strided", _call(_cid()), dfile_count=2, strip_size=65536)
     regions = [(i * 1000, 100) for i in range(150)]  # 66 regions on one datafile, 84 on the other
     data = bytes(i * 7 % 256 for i in range(15000))
     wid, rid = _cid(), _cid()
-    assert client.io(f, P.IoType.WRITE, regions, memoryview(data), [wid], "f") == 15000
+    assert client.io(f, P.IoType.WRITE, regions, memoryview(data), _call(wid)) == 15000
     back = bytearray(15000)
-    assert client.io(f, P.IoType.READ, regions, memoryview(back), [rid], "f") == 15000
+    assert client.io(f, P.IoType.READ, regions, memoryview(back), _call(rid)) == 15000
     assert bytes(back) == data
     reader.trove_ops(wid)  # read what is flushed so far
     reqs = [r for r in reader.rows if r["layer"] == "req" and r["callid"] == wid]
@@ -192,13 +194,17 @@ def test_list_io_takes_at_most_64_regions_per_request_and_reads_back(fs):
     touching = {n: sum(1 for off, k in regions if f.dist.share(n, off, k)[1]) for n in range(2)}
     assert per_server == {f.dfiles[n][0]: -(-touching[n] // P.MAX_IO_REGIONS) for n in range(2)}
     whole = bytearray(150 * 1000)
-    client.io(f, P.IoType.READ, [(0, len(whole))], memoryview(whole), [_cid()], "f")
+    client.io(f, P.IoType.READ, [(0, len(whole))], memoryview(whole), _call(_cid()))
     assert all(whole[o:o + k] == data[i * 100:(i + 1) * 100] for i, (o, k) in enumerate(regions))
     assert whole[100:1000] == bytes(900)
 
 
 def _cid() -> int:
     return (7 << 41) | next(_ids)
+
+
+def _call(callid: int, func: str = "f") -> CallContext:
+    return CallContext((callid,), func)
 
 
 _state: dict = {}
@@ -223,12 +229,12 @@ def test_a_read_of_several_batches_reads_back_with_one_trove_op_per_buffer(fs):
     from server_sim.flow import READ_BATCH
 
     client, reader = _client(fs), _reader(fs)
-    f = client.create("/pvfs2/batches", [_cid()], "f", dfile_count=1, strip_size=65536)
+    f = client.create("/pvfs2/batches", _call(_cid()), dfile_count=1, strip_size=65536)
     length = 2 * READ_BATCH + 17 * fs.config.flow_buffer + 1234
     data = random.Random(7).randbytes(length)
-    client.io(f, P.IoType.WRITE, [(999, length)], memoryview(data), [_cid()], "f")
+    client.io(f, P.IoType.WRITE, [(999, length)], memoryview(data), _call(_cid()))
     back, read_id = bytearray(length + 5000), _cid()
-    assert client.io(f, P.IoType.READ, [(999, length + 5000)], memoryview(back), [read_id], "f") == length
+    assert client.io(f, P.IoType.READ, [(999, length + 5000)], memoryview(back), _call(read_id)) == length
     assert bytes(back[:length]) == data and bytes(back[length:]) == bytes(5000)
     expect = predicted_trove_ops(f.dist, [f.dfiles[0][0]], 999, length + 5000, fs.config.flow_buffer,
                                  min(fs.config.small_io, P.SMALL_IO_MAX_DATA), "trove_read")
