@@ -58,6 +58,7 @@ def test_demo_statistics(demo):
     assert stats["unattributed_server_ops"] == 0
 
 
+@pytest.mark.slow
 def test_no_callid_logs_the_same_events_without_callids(demo, tmp_path):
     run = traced(tmp_path, "out", "--no-callid", *DEMO)
     out, stats = run.out, run.stats
@@ -76,6 +77,7 @@ def test_no_callid_logs_the_same_events_without_callids(demo, tmp_path):
     assert stats["unattributed_server_ops"] == 66
 
 
+@pytest.mark.slow
 def test_thesis_layout_32_8(tmp_path):
     run = traced(tmp_path, "out", "--callid-layout", "32/8", *DEMO)
     out, stats = run.out, run.stats
@@ -101,7 +103,7 @@ REAL_FILE_APP = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("ranks", [1, 3])
+@pytest.mark.parametrize("ranks", [1, pytest.param(3, marks=pytest.mark.slow)])
 def test_files_outside_the_mount_use_real_mpiio_and_are_still_stamped(tmp_path, ranks):
     (tmp_path / "realapp.py").write_text(REAL_FILE_APP)
     target = tmp_path / "real.dat"
@@ -202,7 +204,7 @@ SIM_FS_APP = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("ranks", [1, 3])
+@pytest.mark.parametrize("ranks", [1, pytest.param(3, marks=pytest.mark.slow)])
 def test_file_calls_on_the_simulated_file_system(tmp_path, ranks):
     (tmp_path / "simapp.py").write_text(SIM_FS_APP)
     run = callid_cmd("run", "-n", ranks, "--servers", 3, "-d", tmp_path / "out", tmp_path / "simapp.py")

@@ -59,6 +59,7 @@ def test_stats_compares_runs_side_by_side(runs):
     assert "aggregators" in table and "fanin.max_calls_per_disk_op" in table
 
 
+@pytest.mark.slow
 def test_small_blocks_give_fan_in_every_disk_operation_serves_all_four_calls(tmp_path):
     run = traced(tmp_path, "fanin", "-n", 4, EXAMPLES / "collective_write.py",
                  "--block", "16KiB", "--blocks", "8", "--cb-nodes", "1")
@@ -81,6 +82,7 @@ def test_small_io_writes_use_the_small_io_path_and_each_has_arrows(tmp_path):
     assert stats["unattributed_server_ops"] == 0
 
 
+@pytest.mark.slow
 def test_concurrent_writers_log_overlapping_trove_events_that_add_up(tmp_path):
     run = traced(tmp_path, "stress", "-n", 8, "--servers", 2, EXAMPLES / "mpi_io_test.py",
                  "-b", "1MiB", "-i", 2, "--no-read")
@@ -96,6 +98,7 @@ def test_concurrent_writers_log_overlapping_trove_events_that_add_up(tmp_path):
     assert stats["unattributed_server_ops"] == 0
 
 
+@pytest.mark.slow
 def test_default_is_one_aggregator_per_simulated_host(tmp_path):
     run = traced(tmp_path, "hosts", "-n", 4, "--ranks-per-host", 2,
                  EXAMPLES / "collective_write.py", "--block", "64KiB", "--blocks", "2")

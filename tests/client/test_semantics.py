@@ -116,7 +116,7 @@ APP = textwrap.dedent('''
 ''')
 
 
-@pytest.fixture(scope="module", params=[1, 3])
+@pytest.fixture(scope="module", params=[1, pytest.param(3, marks=pytest.mark.slow)])
 def semantics(request, tmp_path_factory):
     tmp = tmp_path_factory.mktemp(f"semantics{request.param}")
     (tmp / "app.py").write_text(APP)

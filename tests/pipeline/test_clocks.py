@@ -112,6 +112,7 @@ def test_constraints_that_no_window_can_satisfy_get_a_soft_fit_that_says_so():
     assert abs(fit.offset_ns) < 2_000 and abs(fit.drift_ppm) < 1.0  # the middle of the contradiction
 
 
+@pytest.mark.slow
 def test_synthetic_run_is_aligned_within_bounds_without_end_constraints_on_write_backs(tmp_path):
     out = tmp_path / "synth"
     made = callid_cmd("synth", "-d", out, "--ranks", 8, "--servers", 2, "--calls", 20_000, "--fanout", 4,
@@ -152,6 +153,7 @@ def test_synthetic_run_is_aligned_within_bounds_without_end_constraints_on_write
 
 
 @pytest.mark.mpi
+@pytest.mark.slow
 def test_a_real_skewed_run_is_recovered_within_the_reported_bound(tmp_path):
     skew = "server:0=+40ms@30ppm,server:1=-25ms@-20ppm"
     run = traced(tmp_path, "skew", "-n", 2, "--clock-skew", skew,

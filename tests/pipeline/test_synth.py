@@ -8,8 +8,9 @@ import pytest
 from tests.conftest import callid_cmd
 
 
-@pytest.mark.parametrize("ranks, calls, share", [(4, 2000, 0.1), (16, 8000, 0.3), (1, 500, 0.0),
-                                                 (1000, 10_000, 0.3)])
+@pytest.mark.parametrize("ranks, calls, share", [
+    (4, 2000, 0.1), (1, 500, 0.0), pytest.param(16, 8000, 0.3, marks=pytest.mark.slow),
+    pytest.param(1000, 10_000, 0.3, marks=pytest.mark.slow)])
 def test_arrows_equal_the_truth(tmp_path, ranks, calls, share):
     out = tmp_path / "synth"
     made = callid_cmd("synth", "-d", out, "--ranks", ranks, "--servers", 3, "--calls", calls, "--fanout", 7,
