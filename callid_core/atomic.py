@@ -3,11 +3,39 @@
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from callid_core.errors import InputError
+
+__all__ = ["install", "replacing", "temporary"]
+
+
+def temporary(out: str | os.PathLike[str]) -> Path:
+    """The temporary name an output is written under: hidden, next to it, of this process."""
+    out = Path(out)
+    return out.with_name(f".{out.name}.{os.getpid()}.tmp")
+
+
+def install(tmp: Path, out: Path) -> None:
+    """Rename the finished ``tmp`` (a file or a directory) to ``out``; a previous ``out`` is
+    replaced only if this works."""
+    if not tmp.is_dir():
+        os.replace(tmp, out)
+        return
+    if not out.exists():
+        os.rename(tmp, out)
+        return
+    old = out.with_name(f".{out.name}.{os.getpid()}.old")
+    os.rename(out, old)
+    try:
+        os.rename(tmp, out)
+    except OSError:
+        os.rename(old, out)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
 
 
 @contextmanager
@@ -21,9 +49,9 @@ def replacing(out: str | os.PathLike[str]) -> Iterator[Path]:
         raise InputError(f"{out}: is a directory")
     if not out.parent.is_dir():
         raise InputError(f"{out}: directory {out.parent} does not exist")
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    tmp = temporary(out)
     try:
         yield tmp
-        os.replace(tmp, out)
+        install(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)

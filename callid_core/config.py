@@ -87,7 +87,7 @@ class Config:
         for s in self.servers:
             if s.name == name:
                 return s
-        raise KeyError(f"no server named {name!r} in the configuration")
+        raise InputError(f"no server named {name!r} in the configuration")
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)

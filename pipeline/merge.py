@@ -16,6 +16,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
+from callid_core import atomic
 from callid_core import schema as S
 from callid_core.choices import ClockSync, Storage, listed
 from callid_core.errors import Failed, InputError
@@ -62,7 +63,7 @@ def merge(client: str, server: str, out: str, *, memory_limit: str | None = None
                          "(logs of different runs would link unrelated CallIDs)")
     out_path = Path(out)
     _check_output(out_path, storage, [*c.files, *s.files])
-    tmp = out_path.with_name(f".{out_path.name}.{os.getpid()}.tmp")
+    tmp = atomic.temporary(out_path)
     _remove(tmp)
     con = None
     try:
@@ -86,7 +87,8 @@ def merge(client: str, server: str, out: str, *, memory_limit: str | None = None
             for table in (*TABLES, *VIEWS):
                 con.execute(f"COPY {table} TO {_literal(str(tmp / (table + '.parquet')))} (FORMAT parquet)")
         con.close()
-        _install(tmp, out_path)
+        Path(str(out_path) + ".wal").unlink(missing_ok=True)  # a stale WAL would be replayed onto it
+        atomic.install(tmp, out_path)
     except duckdb.Error as exc:
         raise InputError(f"merge failed: {str(exc).splitlines()[0]}") from None
     except OSError as exc:
@@ -141,25 +143,6 @@ def _check_output(out: Path, storage: str, inputs: Iterable[str]) -> None:
         raise InputError(f"{out}: is a directory that 'callid merge --storage parquet' did not write")
     if out.exists() and not out.is_dir() and storage == "parquet":
         raise InputError(f"{out}: is a file; --storage parquet writes a directory")
-
-
-def _install(tmp: Path, out: Path) -> None:
-    """Rename the finished ``tmp`` to ``out``; a previous ``out`` is replaced only if this works."""
-    if not tmp.is_dir():
-        Path(str(out) + ".wal").unlink(missing_ok=True)  # a stale WAL would be replayed onto the new file
-        os.replace(tmp, out)
-        return
-    if not out.exists():
-        os.rename(tmp, out)
-        return
-    old = out.with_name(f".{out.name}.{os.getpid()}.old")
-    os.rename(out, old)
-    try:
-        os.rename(tmp, out)
-    except OSError:
-        os.rename(old, out)
-        raise
-    shutil.rmtree(old, ignore_errors=True)
 
 
 def _remove(path: Path) -> None:

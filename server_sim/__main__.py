@@ -7,6 +7,7 @@ import logging
 import sys
 
 from callid_core.config import Config
+from callid_core.errors import CallidError
 from server_sim.server import Server
 
 
@@ -23,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = Config.load(args.config)
         server = Server(config, args.name)
-    except (OSError, KeyError, ValueError) as exc:
+    except (CallidError, OSError) as exc:
         print(f"server_sim: cannot start server {args.name!r}: {exc}", file=sys.stderr)
         return 2
     server.serve(args.addr_file)

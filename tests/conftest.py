@@ -19,6 +19,7 @@ import duckdb
 import pytest
 
 from callid.run import RunOptions, ServerGroup, make_config
+from callid_core.config import DEFAULT_FLUSH_ROWS
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -28,7 +29,7 @@ CALLID = str(BIN / "callid")  # the console script, as users run it
 
 def start_servers(tmp: Path, **options) -> ServerGroup:
     """Start a file system's servers (real processes) under ``tmp``; stop with ``group.stop()``."""
-    flush_rows = options.pop("flush_rows", 4096)
+    flush_rows = options.pop("flush_rows", DEFAULT_FLUSH_ROWS)
     config = make_config(RunOptions(target=[], **options), tmp)
     config.flush_rows = flush_rows
     (tmp / "servers").mkdir(parents=True, exist_ok=True)
