@@ -2,24 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from callid_core.schema import CLIENT
 
 __all__ = ["Record"]
 
-
-class Record:
-    """Every column of the client log is an attribute, the schema's default until the call sets it;
-    ``CLIENT.row_of(record)`` reads the row off by name."""
-
-    def __init__(self, callid: int, **columns: Any) -> None:
-        self.callid = callid
-        self.__dict__.update(columns)
-
-    def __repr__(self) -> str:
-        return f"Record({vars(self)})"
-
-
-for _column in CLIENT.columns:  # the defaults, from the one declaration of the columns
-    setattr(Record, _column.name, _column.default)
+Record = CLIENT.record_type(
+    "Record", "One call's client log row being filled in: every column of the client log is a slot "
+    "(the schema's default until the call sets it); ``CLIENT.row_of(record)`` reads the row by name.")
