@@ -22,7 +22,9 @@ __all__ = [
     "SCHEMAS", "SERVER", "SERVER_SCHEMA", "Column", "Table", "file_metadata",
 ]
 
-SCHEMA_VERSION = "1"
+#: 2: the server log says each CallID's bytes of an event (``callid_bytes``) and the file range of
+#: a Trove data operation (``file_offset``, ``file_end``).
+SCHEMA_VERSION = "2"
 
 # Key/value metadata every log file carries (bytes keys, as Parquet stores them).
 META_SCHEMA_VERSION = "callid.schema_version"
@@ -139,13 +141,25 @@ SERVER = Table("server", "one row per server event (request, flow, Trove and met
     Column("layer", pa.string(), "req, flow, trove or meta", nullable=False),
     Column("op", pa.string(), "operation, e.g. io_write, trove_write, create", nullable=False),
     Column("callid", pa.uint64(), "CallID of the request (all ones: none or several)", nullable=False),
-    Column("callids", pa.list_(pa.uint64()), "all CallIDs of the request", nullable=False, default=()),
+    Column("callids", pa.list_(pa.uint64()), "the CallIDs the event serves: all of the request's, or "
+           "for a disk operation of an aggregated request the calls whose bytes it moves",
+           nullable=False, default=()),
+    Column("callid_bytes", pa.list_(pa.int64()), "bytes of the event per CallID, aligned with callids: "
+           "each call's owned bytes, with bytes no call owns (read-modify-write holes) split among the "
+           "owners in proportion to theirs (integers, largest remainder) so they add up to size; empty: "
+           "not known per call (several CallIDs without ownership: request-level attribution)",
+           BYTES, nullable=False, default=()),
     Column("rank", pa.int32(), "rank that sent the request (-1: unknown)", nullable=False, default=-1),
     Column("req_id", pa.int64(), "the client's request id (rpc req_seq)", nullable=False, default=-1),
     Column("event_id", pa.int64(), "per-server event id", nullable=False),
     Column("parent", pa.int64(), "event_id of the enclosing event (-1: none)", nullable=False, default=-1),
     Column("handle", pa.uint64(), "object handle (datafile or metafile)", nullable=False, default=0),
     Column("offset", pa.int64(), "physical offset in the bstream", BYTES, nullable=False, default=0),
+    Column("file_offset", pa.int64(), "Trove data operation: offset in the file of its first byte "
+           "(-1: not a data operation)", BYTES, nullable=False, default=-1),
+    Column("file_end", pa.int64(), "Trove data operation: offset in the file past its last byte (the "
+           "range also holds other datafiles' strips; -1: not a data operation)", BYTES, nullable=False,
+           default=-1),
     Column("size", pa.int64(), "bytes", BYTES, nullable=False, default=0),
     Column("t_start", pa.int64(), "event start" + _ON_CLOCK, NS, nullable=False),
     Column("t_end", pa.int64(), "event end" + _ON_CLOCK, NS, nullable=False),

@@ -69,15 +69,27 @@ RPCS = Table("rpcs", "one row per client->server exchange, ordered by start", _t
 
 #: a disk operation's offset: in the datafile's bstream on its server, not in the file
 DISK_OFFSET = "physical offset in the datafile's bstream on its server (not the offset in the file)"
+FILE_OFFSET = Column("file_offset", pa.int64(), "Trove data operation: offset in the file of the first "
+                     "byte it moves (null: not a data operation)", BYTES)
+FILE_END = Column("file_end", pa.int64(), "Trove data operation: offset in the file past the last byte "
+                  "it moves; [file_offset, file_end) also holds other datafiles' strips (null: not a data "
+                  "operation)", BYTES)
 
 SERVER_OPS = Table("server_ops", "one row per server event (request, flow, Trove and metadata operation)",
                    _times([
     *(_log(SERVER, c.name) for c in SERVER.columns[:4]),
     Column("callid", pa.uint64(), "CallID of the request (null: none or several)"),
     CALLID_HEX,
-    Column("callids", pa.list_(pa.uint64()), "all CallIDs of the request (the unstamped left out)"),
-    *(_renamed(c, "disk_offset", DISK_OFFSET) if c.name == "offset" else c
-      for c in (_log(SERVER, c.name) for c in SERVER.columns[6:])),
+    Column("callids", pa.list_(pa.uint64()), "the CallIDs the event serves: all of the request's, or for "
+           "a disk operation of an aggregated request the calls whose bytes it moves (the unstamped "
+           "left out)"),
+    Column("callid_bytes", pa.list_(pa.int64()), "bytes of the event per CallID, aligned with callids: "
+           "each call's owned bytes, bytes no call owns (read-modify-write holes) split among the owners "
+           "in proportion (integers: they add up to size); empty: not known per call (request-level "
+           "attribution)", BYTES),
+    *({"offset": _renamed(c, "disk_offset", DISK_OFFSET), "file_offset": FILE_OFFSET,
+       "file_end": FILE_END}.get(c.name, c)
+      for c in (_log(SERVER, c.name) for c in SERVER.columns[7:])),
 ]))
 
 ARROWS = Table("arrows", "one row per call -> disk operation (Trove and metadata operations); "
@@ -89,18 +101,31 @@ ARROWS = Table("arrows", "one row per call -> disk operation (Trove and metadata
     Column("call_t_end", pa.int64(), "the call's end" + _ALIGNED, NS),
     *(_log(SERVER, n) for n in ("server", "layer", "op", "handle")),
     Column("disk_offset", pa.int64(), DISK_OFFSET, BYTES, nullable=False),
-    *(_log(SERVER, n) for n in ("size", "t_start", "t_end", "event_id")),
+    FILE_OFFSET, FILE_END,
+    Column("size", pa.int64(), "the disk operation's whole size: the bytes it moved for every call it "
+           "serves (summed over arrows it counts an operation once per call: sum bytes instead)", BYTES),
+    Column("bytes", pa.int64(), "the bytes of the disk operation that are this call's (server_ops."
+           "callid_bytes): over the arrows of an operation they add up to its size (null: not known, "
+           "exact = false)", BYTES),
+    *(_log(SERVER, n) for n in ("t_start", "t_end", "event_id")),
     Column("n_callids", pa.int64(), "how many calls the disk operation serves (fan-in)"),
+    Column("exact", pa.bool_(), "the operation names exactly the calls whose bytes it moves and their "
+           "bytes; false: a request of several calls without ownership, attributed to every one of them "
+           "(request level, bytes null)"),
 ]))
 
 FANOUT = Table("fanout", "per call: its disk operations, servers touched and bytes per server", [
     CALLID, CALLID_HEX, *_client("rank", "func", "size"),
     Column("disk_ops", pa.int64(), "disk operations the call caused"),
     Column("servers", pa.int64(), "servers whose disks the call touched"),
-    Column("disk_bytes", pa.int64(), "bytes of the disk operations the call caused", BYTES),
+    Column("disk_bytes", pa.int64(), "the call's bytes of its disk operations (sum of arrows.bytes): over "
+           "all calls they add up to the bytes the disk operations moved, each counted once, so disk_bytes "
+           "/ size is the true amplification; operations of inexact arrows are left out", BYTES),
+    Column("inexact_arrows", pa.int64(), "disk operations attributed to the call at request level only "
+           "(arrows.exact = false): their bytes are not in disk_bytes"),
     Column("bytes_per_server", pa.list_(pa.struct([("server", pa.string()), ("ops", pa.int64()),
                                                    ("bytes", pa.int64())])),
-           "per server: disk operations and their bytes, ordered by server"),
+           "per server: disk operations and the call's bytes of them, ordered by server"),
 ])
 
 CLOCKS = Table("clocks", "per clock and time window: how it maps onto the reference clock "

@@ -218,7 +218,13 @@ def build_tables(con: duckdb.DuckDBPyConnection) -> None:
     _store(con, RPCS, f"SELECT {_select(RPCS, t, callid=callid)} {src} WHERE x.kind = 'rpc' ORDER BY t_start")
     src, t = _timed_source("server_log", {"t_start": "x.clock", "t_end": "x.clock"}, mode)
     columns = _select(SERVER_OPS, t, callid=callid, disk_offset="x.offset",
-                      callids="list_filter(x.callids, lambda v: v <> no_callid())")
+                      callids="list_filter(x.callids, lambda v: v <> no_callid())",
+                      # (aligned with callids: the unstamped left out of both)
+                      callid_bytes="CASE WHEN len(x.callid_bytes) <> len(x.callids) THEN []::BIGINT[] "
+                                   "WHEN list_contains(x.callids, no_callid()) THEN "
+                                   "list_filter(x.callid_bytes, lambda b, i: x.callids[i] <> no_callid()) "
+                                   "ELSE x.callid_bytes END",
+                      file_offset="NULLIF(x.file_offset, -1)", file_end="NULLIF(x.file_end, -1)")
     _store(con, SERVER_OPS, f"SELECT {columns} {src}")
     start = con.execute("SELECT least((SELECT min(t_start) FROM _calls), (SELECT min(t_start) FROM _rpcs), "
                         "(SELECT min(t_start) FROM _server_ops))").fetchall()[0][0]
@@ -264,41 +270,69 @@ def _select(table: Table, mapped: dict[str, str], **exprs: str) -> str:
     return ", ".join(one(n) for n in _stored(table))
 
 
+#: an operation's bytes per CallID, aligned with its CallIDs: as logged, none of an operation of size 0,
+#: else unknown (NULL each: request-level attribution)
+_OP_BYTES = ("CASE WHEN len(callid_bytes) = len(callids) THEN callid_bytes "
+             "ELSE list_transform(callids, lambda v: CASE WHEN size = 0 THEN 0 END) END")
+
+
 def derive_arrows(con: duckdb.DuckDBPyConnection) -> None:
-    """One row per (call, disk operation): unnest each operation's CallIDs, hash-join the calls."""
+    """One row per (call, disk operation) with the call's bytes of it: unnest each operation's
+    CallIDs with their bytes, hash-join the calls.  An operation of one CallID is all its
+    call's; a CallID listed twice is one arrow with the bytes of both."""
     con.execute(f"""
         CREATE TABLE _arrows AS
-        WITH ops AS (  -- (a list of one CallID is distinct already: list_distinct is not free)
-            SELECT CASE WHEN len(callids) = 1 THEN callids ELSE list_distinct(callids) END AS ids,
-                   server, layer, op, handle, disk_offset, size, t_start, t_end, event_id
+        WITH ops AS (
+            SELECT callids, callid_bytes, server, layer, op, handle, disk_offset, file_offset, file_end,
+                   size, t_start, t_end, event_id
             FROM _server_ops WHERE layer IN ({S.DISK_LAYERS_SQL}) AND len(callids) > 0
         ), links AS (
-            SELECT unnest(ids) AS callid, len(ids) AS n_callids, * EXCLUDE (ids) FROM ops
+            -- one CallID (most operations): every byte is its call's
+            SELECT callids[1] AS callid, size AS bytes, 1 AS n_callids, * EXCLUDE (callids, callid_bytes)
+            FROM ops WHERE len(callids) = 1
+            UNION ALL BY NAME
+            -- several distinct CallIDs (fan-in): each with its bytes
+            SELECT unnest(callids) AS callid, unnest({_OP_BYTES}) AS bytes, len(callids) AS n_callids,
+                   * EXCLUDE (callids, callid_bytes)
+            FROM ops WHERE len(callids) > 1 AND len(list_distinct(callids)) = len(callids)
+            UNION ALL BY NAME
+            -- a CallID listed more than once (not written by our servers): one link, the bytes summed
+            SELECT CASE WHEN n_callids = 1 THEN size ELSE b END AS bytes, * EXCLUDE (b)
+            FROM (SELECT CASE WHEN count(bytes) = count(*) THEN sum(bytes) END::BIGINT AS b,
+                         * EXCLUDE (bytes)
+                  FROM (SELECT unnest(callids) AS callid, unnest({_OP_BYTES}) AS bytes,
+                               len(list_distinct(callids)) AS n_callids, * EXCLUDE (callids, callid_bytes)
+                        FROM ops WHERE len(list_distinct(callids)) < len(callids))
+                  GROUP BY ALL)
         )
         SELECT l.callid, c.rank, c.func, c.file,
                c.t_start AS call_t_start, c.t_end AS call_t_end, l.server, l.layer, l.op,
-               l.handle, l.disk_offset, l.size, l.t_start, l.t_end, l.event_id, l.n_callids
+               l.handle, l.disk_offset, l.file_offset, l.file_end, l.size, l.bytes, l.t_start, l.t_end,
+               l.event_id, l.n_callids, l.bytes IS NOT NULL AS exact
         FROM links l JOIN _calls c ON c.callid = l.callid
     """)
     _show(con, ARROWS)
 
 
 def derive_fanout(con: duckdb.DuckDBPyConnection) -> None:
-    """Per call: disk operations, servers touched, bytes in total and per server."""
+    """Per call: disk operations, servers touched, its bytes of them in total and per server
+    (attributed bytes: over all calls each disk byte counts once), arrows without bytes."""
     con.execute("""
         CREATE TABLE _fanout AS
         WITH per_server AS (
-            SELECT callid, server, count(*) AS ops, sum(size)::BIGINT AS bytes FROM _arrows GROUP BY ALL
+            SELECT callid, server, count(*) AS ops, coalesce(sum(bytes), 0)::BIGINT AS bytes,
+                   count(*) FILTER (WHERE NOT exact) AS inexact
+            FROM _arrows GROUP BY ALL
         ), per_call AS (
             SELECT callid, sum(ops)::BIGINT AS disk_ops, count(*)::BIGINT AS servers,
-                   sum(bytes)::BIGINT AS disk_bytes,
+                   sum(bytes)::BIGINT AS disk_bytes, sum(inexact)::BIGINT AS inexact_arrows,
                    -- (sorted afterwards, by server as it comes first: cheaper than an ordered aggregate)
                    list_sort(list({'server': server, 'ops': ops, 'bytes': bytes})) AS bytes_per_server
             FROM per_server GROUP BY callid
         )
         SELECT c.callid, c.rank, c.func, c.size,
                coalesce(p.disk_ops, 0) AS disk_ops, coalesce(p.servers, 0) AS servers,
-               coalesce(p.disk_bytes, 0) AS disk_bytes,
+               coalesce(p.disk_bytes, 0) AS disk_bytes, coalesce(p.inexact_arrows, 0) AS inexact_arrows,
                coalesce(p.bytes_per_server, []) AS bytes_per_server
         FROM _calls c LEFT JOIN per_call p ON p.callid = c.callid
         ORDER BY c.t_start

@@ -121,6 +121,8 @@ def compute_stats(db: str) -> dict:
             "arrows": arrows,
             "callids_with_arrows": with_arrows,
             "avg_arrows_per_callid": round(arrows / with_arrows, 3) if with_arrows else 0.0,
+            # arrows of operations attributed at request level only: their calls, not their bytes
+            "inexact_arrows": one("SELECT count(*) FROM arrows WHERE NOT exact"),
             "unattributed_server_ops": one(f"""
                 SELECT count(*) FROM (SELECT server, event_id FROM server_ops
                                       WHERE layer IN ({S.DISK_LAYERS_SQL})) s
@@ -142,7 +144,7 @@ def compute_stats(db: str) -> dict:
                        max(disk_ops) AS disk_ops_max,
                        min(servers) AS servers_min, round(avg(servers), 2) AS servers_mean,
                        max(servers) AS servers_max, sum(size)::BIGINT AS bytes_requested,
-                       sum(disk_bytes)::BIGINT AS disk_bytes
+                       sum(disk_bytes)::BIGINT AS disk_bytes, sum(inexact_arrows)::BIGINT AS inexact_arrows
                 FROM fanout GROUP BY func ORDER BY func"""),
             "bytes_per_server": _rows(con, f"""
                 SELECT server, count(*) AS ops,
@@ -177,6 +179,8 @@ def render_stats(stats: dict) -> str:
         f"  {stats['arrows']} arrows (call -> disk operation); on average "
         f"{stats['avg_arrows_per_callid']:.2f} per CallID that has any "
         f"({stats['callids_with_arrows']} CallIDs)",
+        f"  {stats['inexact_arrows']} arrows attributed at request level only (exact = false: the calls "
+        "of the operation's request, their bytes unknown)",
         f"  {stats['unattributed_server_ops']} disk operations without a CallID",
         f"  fan-in: {stats['fanin']['shared_disk_ops']} disk operations served several calls "
         f"(at most {stats['fanin']['max_calls_per_disk_op']}); aggregator ranks: "
@@ -212,7 +216,7 @@ def _table(rows: list[dict]) -> str:
 
 
 #: The scalar figures ``callid stats A B ...`` puts side by side.
-COMPARED = ("calls", "server_ops", "distinct_callids", "arrows", "avg_arrows_per_callid",
+COMPARED = ("calls", "server_ops", "distinct_callids", "arrows", "avg_arrows_per_callid", "inexact_arrows",
             "unattributed_server_ops")
 
 

@@ -17,7 +17,9 @@ Generation is vectorized (numpy), so millions of events take seconds.
 
 Writes ``client.parquet``, ``server.parquet`` (the schemas of a real run) and
 ``truth.parquet`` (callid, server, event_id: one row per arrow the logged CallIDs
-imply; for mis-joined requests that is the logged, wrong, CallID).
+imply; for mis-joined requests that is the logged, wrong, CallID).  An event's bytes are
+all its CallID's, or split equally among its CallIDs (``callid_bytes``); the synthetic
+operations have no place in a file (``file_offset`` -1).
 """
 
 from __future__ import annotations
@@ -293,11 +295,18 @@ def _chunk(opts: SynthOptions, rng: np.random.Generator, names: np.ndarray, cloc
         "req_seq": carry.requests + np.arange(m_req, dtype=np.int64),
         "t_recv": on_clock(received, req_server, "io"), "t_send": on_clock(answered, req_server, "io"),
     })])
+    # each CallID's bytes of an event: all of them for one CallID, for several an equal split
+    value_ev = np.repeat(np.arange(m), lengths)
+    within = np.arange(len(values)) - offsets[:-1][value_ev]
+    n_of, size_of = lengths[value_ev], ev_size[value_ev]
+    value_bytes = size_of // n_of + (within < size_of % n_of)
     srv = S.SERVER.arrow(m, {
         "server": pa.array(names[ev_server]), "clock": pa.array(names[ev_server]),
         "layer": pa.array(ev_layer), "op": pa.array(ev_op), "callid": pa.array(ev_callid, pa.uint64()),
         "callids": pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)),
                                             pa.array(values, pa.uint64())),
+        "callid_bytes": pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)),
+                                                 pa.array(value_bytes, pa.int64())),
         "rank": ev_rank, "req_id": ev_req, "event_id": event_id, "parent": ev_parent,
         "handle": np.full(m, 42, np.uint64), "offset": np.zeros(m, np.int64), "size": ev_size,
         "t_start": on_clock(ev_start, ev_server, "io"), "t_end": on_clock(ev_end, ev_server, "io"),

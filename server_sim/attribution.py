@@ -1,46 +1,97 @@
-"""Which CallIDs a disk operation serves, from a request's CallIDs and ``callid_map`` hint.
+"""Which calls each disk operation of a request serves, and how many of its bytes are each call's.
 
-An aggregator's request serves several calls.  With a ``callid_map`` the server
-attributes each Trove operation to exactly the calls whose bytes it moves: its
-physical pieces are mapped back to logical file ranges (simple_stripe) and
-intersected with the map.  Bytes no call owns (the holes of a read-modify-write)
-fall back to every CallID of the request.
+A request serving one CallID: every byte of its operations is that call's.  A request
+serving several (an aggregator's) carries the ``callid_bytes`` hint: for each of its Trove
+operations in order (one per flow buffer; the one of a small I/O), the calls owning bytes
+of it and how many (``protocol.encode_callid_bytes``).  The lookup is exact whatever the
+number of file ranges the calls own: operation k serves exactly the calls of entry k.
+
+The operation's bytes are apportioned to those calls in proportion to their owned bytes
+(:func:`apportion`): when the owners' bytes tile the operation, each call gets its own
+bytes; bytes no call owns (the holes a read-modify-write reads and writes back) are split
+among the operation's owners, and bytes several calls own (calls reading the same bytes)
+are shared among them, so the operation's bytes are counted once.  An operation holding
+no call's bytes is shared equally by every call of the request.
+
+A request serving several CallIDs without a valid ``callid_bytes`` (a replayed request, an
+old client) is attributed at request level: every operation serves every CallID, bytes
+unknown (an empty ``callid_bytes`` column; the merged arrows say ``exact = false``).
 """
 
 from __future__ import annotations
 
-import bisect
-from collections.abc import Callable, Sequence
+import logging
+from collections.abc import Sequence
 
-from server_sim.distribution import SimpleStripe
+from server_sim import protocol as P
 
-Attribution = Callable[[Sequence[tuple[int, int]]], list[int]]
+log = logging.getLogger("server_sim.attribution")
+
+#: What one disk operation serves: the CallIDs (None: all of the request's) and each one's bytes,
+#: aligned with them (empty: not known per call)
+Share = tuple[list[int] | None, list[int]]
 
 
-def attribution(callids: list[int], callid_map: Sequence[int], dist: SimpleStripe,
-                dfile: int) -> Attribution | None:
-    """A function from a disk operation's physical pieces (on datafile ``dfile``) to the
-    CallIDs it serves; None when every operation serves all of ``callids`` (no map, or
-    fewer than two CallIDs)."""
-    if len(callids) < 2 or not callid_map:
-        return None
-    ranges = sorted(zip(callid_map[0::3], callid_map[1::3], callid_map[2::3]))
-    starts = [r[0] for r in ranges]
+def apportion(total: int, weights: Sequence[int]) -> list[int]:
+    """``total`` split in proportion to ``weights`` in integers that add up to ``total``
+    (largest remainder, ties to the earlier weight); equal shares when every weight is 0.
+    When the weights add up to ``total`` they are the split."""
+    wsum = sum(weights)
+    if wsum == total:
+        return list(weights)
+    if wsum == 0:
+        weights, wsum = [1] * len(weights), len(weights)
+    parts = [total * w // wsum for w in weights]
+    left = total - sum(parts)
+    if left:
+        order = sorted(range(len(weights)), key=lambda i: (-(total * weights[i] % wsum), i))
+        for i in order[:left]:
+            parts[i] += 1
+    return parts
 
-    def callids_for(pieces: Sequence[tuple[int, int]]) -> list[int]:
-        found: set[int] = set()
-        for phys, n in pieces:
-            while n > 0:
-                k = min(n, dist.strip_size - phys % dist.strip_size)
-                lo = dist.physical_to_logical(dfile, phys)
-                # ranges may overlap (several calls reading the same bytes): check every range
-                # that starts before this piece ends (at most MAX_CALLID_MAP of them)
-                for off, length, idx in ranges[:bisect.bisect_left(starts, lo + k)]:
-                    if off + length > lo and idx < len(callids):
-                        found.add(idx)
-                phys, n = phys + k, n - k
-        if not found or len(found) == len(callids):
-            return callids
-        return [callids[i] for i in sorted(found)]
 
-    return callids_for
+class Attribution:
+    """The attribution of one request's disk operations (see the module's doc).
+
+    :meth:`expect` states how many Trove operations the request makes (its flow buffers);
+    :meth:`share` attributes operation k; :attr:`totals` are the bytes per CallID of the
+    request so far, aligned with its CallIDs (None: not known per call)."""
+
+    __slots__ = ("callids", "entries", "totals")
+
+    def __init__(self, callids: list[int], hint: list[int] | None) -> None:
+        self.callids = callids
+        self.entries: list[P.Owned] | None = None
+        self.totals: list[int] | None = [0] * len(callids)
+        if len(callids) > 1:
+            try:
+                self.entries = P.decode_callid_bytes(hint, len(callids)) if hint else None
+            except P.ProtocolError as exc:
+                log.warning("request-level attribution: %s", exc)
+            if self.entries is None:
+                self.totals = None
+
+    def expect(self, n_ops: int) -> None:
+        """The request makes ``n_ops`` Trove operations: a ``callid_bytes`` that does not say
+        whose bytes each is (another flow buffer size) leaves them attributed at request level."""
+        if self.entries is not None and len(self.entries) != n_ops:
+            log.warning("request-level attribution: callid_bytes describes %d operations, the request "
+                        "makes %d", len(self.entries), n_ops)
+            self.entries = self.totals = None
+
+    def share(self, k: int, size: int) -> Share:
+        """The CallIDs Trove operation ``k`` (of ``size`` bytes) serves and each one's bytes."""
+        totals = self.totals
+        if len(self.callids) < 2:
+            if totals:
+                totals[0] += size
+            return None, [size] if self.callids else []
+        if self.entries is None:
+            return None, []
+        entries = self.entries[k]
+        if not entries:  # nobody's bytes: every call of the request, equally
+            entries = tuple((i, 0) for i in range(len(self.callids)))
+        nbytes = apportion(size, [n for _, n in entries])
+        for (i, _), n in zip(entries, nbytes):
+            totals[i] += n
+        return [self.callids[i] for i, _ in entries], nbytes

@@ -9,6 +9,8 @@ from typing import TypeVar
 
 from server_sim import bmi
 from server_sim import protocol as P
+from server_sim.attribution import Attribution
+from server_sim.distribution import SimpleStripe
 from server_sim.events import ServerEvents, now
 from server_sim.trove import MetaStore, Trove
 
@@ -44,12 +46,15 @@ class RequestContext:
 
     It holds the connection and tag, who asked (:class:`~server_sim.events.Who`, its
     CallIDs decoded once from its hints), the request's event id and the bytes it moves
-    here (``nbytes``, set by its machine).  The request's work reserves its event ids with
+    here (``nbytes``, set by its machine); an I/O request also its datafile's place in the file
+    (``layout``: the distribution and the datafile's number) and the attribution of its disk
+    operations (``attribution``), set by its machine.  The request's work reserves its event ids with
     ``new_id`` (before an event starts: its children name it as their parent) and records
     its events through it (:meth:`record`, :meth:`timed`); :meth:`finish` records the
     request's own event."""
 
-    __slots__ = ("state", "sock", "tag", "t_recv", "op", "handle", "who", "event_id", "nbytes", "new_id")
+    __slots__ = ("state", "sock", "tag", "t_recv", "op", "handle", "who", "event_id", "nbytes", "new_id",
+                 "layout", "attribution")
 
     def __init__(self, state: ServerState, sock: socket.socket, tag: int, t_recv: int, req: P.Request,
                  op: str | None) -> None:
@@ -64,21 +69,32 @@ class RequestContext:
         self.new_id: Callable[[], int] = state.events.new_id
         self.event_id = self.new_id()
         self.nbytes = 0
+        self.layout: tuple[SimpleStripe, int] | None = None
+        self.attribution: Attribution | None = None
 
     def record(self, event_id: int, layer: str, op: str, parent: int, handle: int, offset: int, size: int,
-               t_start: int, t_end: int, callids: list[int] | None = None) -> None:
+               t_start: int, t_end: int, callids: list[int] | None = None,
+               callid_bytes: list[int] | None = None, file_range: tuple[int, int] = (-1, -1)) -> None:
         """Record one finished event of this request (``callids``: the part of the request's
-        CallIDs it serves, if not all)."""
+        CallIDs it serves, if not all; ``callid_bytes``: their bytes, see
+        :meth:`ServerEvents.record`; ``file_range``: a data operation's range in the file)."""
         self.state.events.record(event_id, layer, op, self.who, parent, handle, offset, size, t_start, t_end,
-                                 callids)
+                                 callids, callid_bytes, file_range)
+
+    def request_bytes(self) -> list[int] | None:
+        """The bytes per CallID of an aggregated request's disk operations so far (None: the
+        default of :meth:`ServerEvents.record`)."""
+        if self.attribution is None or len(self.who.callids) < 2:
+            return None
+        return self.attribution.totals or []
 
     def timed(self, layer: str, op: str, fn: Callable[[], T], handle: int = 0, offset: int = 0,
-              size: int = 0, callids: list[int] | None = None) -> T:
+              size: int = 0) -> T:
         """Run one disk operation and record it as an event of ``layer`` under the request's."""
         event_id = self.new_id()
         t0 = now()
         result = fn()
-        self.record(event_id, layer, op, self.event_id, handle, offset, size, t0, now(), callids)
+        self.record(event_id, layer, op, self.event_id, handle, offset, size, t0, now())
         return result
 
     def frame(self, msg: P.Response) -> list[memoryview]:
@@ -93,4 +109,4 @@ class RequestContext:
         """Record the request's own event (layer ``req``), ending now."""
         if self.op is not None:
             self.state.events.record(self.event_id, "req", self.op, self.who, -1, self.handle, 0, self.nbytes,
-                                     self.t_recv, now())
+                                     self.t_recv, now(), None, self.request_bytes())

@@ -47,6 +47,13 @@ class SimpleStripe:
         stripe, within = divmod(physical, self.strip_size)
         return (stripe * self.dfile_count + dfile) * self.strip_size + within
 
+    def logical_extent(self, dfile: int, pieces: Sequence[tuple[int, int]]) -> tuple[int, int]:
+        """``(first, end)``: the logical range from the first to past the last byte of physical
+        ``pieces`` on ``dfile`` (it holds other datafiles' strips between them)."""
+        lo = min(o for o, _ in pieces)
+        hi = max(o + n for o, n in pieces)
+        return self.physical_to_logical(dfile, lo), self.physical_to_logical(dfile, hi - 1) + 1
+
     def logical_size(self, dfile: int, physical_size: int) -> int:
         """Smallest logical file size that makes ``dfile`` ``physical_size`` bytes long."""
         if physical_size <= 0:

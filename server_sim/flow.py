@@ -17,7 +17,6 @@ import threading
 from collections.abc import Callable
 
 from server_sim import bmi
-from server_sim.attribution import Attribution
 from server_sim.context import RequestContext
 from server_sim.distribution import flow_buffers
 from server_sim.events import now
@@ -38,20 +37,22 @@ def _buffer(size: int) -> memoryview:
 
 
 def _trove_op(ctx: RequestContext, handle: int, flow_id: int, op: str,
-              fn: Callable[[int, list, memoryview], int], pieces: list, view: memoryview,
-              callids_for: Attribution | None) -> int:
-    """Run one Trove list operation and record it."""
+              fn: Callable[[int, list, memoryview], int], k: int, pieces: list, view: memoryview) -> int:
+    """Run the Trove list operation of buffer ``k`` and record it, attributed and placed in the file."""
     event_id = ctx.new_id()
     t0 = now()
     n = fn(handle, pieces, view)
-    ctx.record(event_id, "trove", op, flow_id, handle, pieces[0][0], view.nbytes, t0, now(),
-               callids_for(pieces) if callids_for else None)
+    t1 = now()
+    callids, nbytes = ctx.attribution.share(k, view.nbytes)
+    dist, dfile = ctx.layout
+    ctx.record(event_id, "trove", op, flow_id, handle, pieces[0][0], view.nbytes, t0, t1, callids, nbytes,
+               dist.logical_extent(dfile, pieces))
     return n
 
 
-def write_flow(ctx: RequestContext, handle: int, segments: Segments, callids_for: Attribution | None) -> int:
+def write_flow(ctx: RequestContext, handle: int, segments: Segments) -> int:
     """Receive the stream's buffers from the request's connection and write each with one
-    Trove operation (attributed by ``callids_for``, if given)."""
+    Trove operation (attributed by the request's ``ctx.attribution``)."""
     flow_id = ctx.new_id()
     t0 = now()
     state, sock, tag = ctx.state, ctx.sock, ctx.tag
@@ -59,27 +60,28 @@ def write_flow(ctx: RequestContext, handle: int, segments: Segments, callids_for
     total = 0
     failure: OSError | None = None
     try:
-        for pieces, nbytes in flow_buffers(segments, state.flow_buffer):
+        buffers = flow_buffers(segments, state.flow_buffer)
+        ctx.attribution.expect(len(buffers))
+        for k, (pieces, nbytes) in enumerate(buffers):
             view = buf[:nbytes]
             bmi.recv_expected_into(sock, tag, view)
             if failure is None:  # after a Trove error, keep draining the client's buffers
                 try:
-                    total += _trove_op(ctx, handle, flow_id, "trove_write", state.trove.write_list, pieces,
-                                       view, callids_for)
+                    total += _trove_op(ctx, handle, flow_id, "trove_write", state.trove.write_list, k, pieces,
+                                       view)
                 except OSError as exc:
                     failure = exc
         if failure is not None:
             raise failure
     finally:
         ctx.record(flow_id, "flow", "flow_write", ctx.event_id, handle, segments[0][0] if segments else 0,
-                   total, t0, now())
+                   total, t0, now(), None, ctx.request_bytes())
     return total
 
 
-def read_flow(ctx: RequestContext, handle: int, segments: Segments, callids_for: Attribution | None,
-              ahead: list[memoryview]) -> int:
+def read_flow(ctx: RequestContext, handle: int, segments: Segments, ahead: list[memoryview]) -> int:
     """Read the stream's buffers with Trove and send them on the request's connection in
-    stream order (each Trove operation attributed by ``callids_for``, if given).
+    stream order (each Trove operation attributed by the request's ``ctx.attribution``).
 
     Buffers leave in batches of up to ``READ_BATCH`` bytes, one system call each;
     ``ahead`` (the request's acknowledgement) leaves with the first batch, so after a
@@ -93,9 +95,10 @@ def read_flow(ctx: RequestContext, handle: int, segments: Segments, callids_for:
     total = pos = 0
     try:
         buffers = flow_buffers(segments, state.flow_buffer)
+        ctx.attribution.expect(len(buffers))
         for i, (pieces, nbytes) in enumerate(buffers, 1):
             view = buf[pos:pos + nbytes]
-            _trove_op(ctx, handle, flow_id, "trove_read", state.trove.read_list, pieces, view, callids_for)
+            _trove_op(ctx, handle, flow_id, "trove_read", state.trove.read_list, i - 1, pieces, view)
             out += bmi.frame(bmi.MODE_EXPECTED, tag, view)
             pos += nbytes
             total += nbytes
@@ -106,5 +109,5 @@ def read_flow(ctx: RequestContext, handle: int, segments: Segments, callids_for:
             bmi.send_buffers(sock, out)
     finally:
         ctx.record(flow_id, "flow", "flow_read", ctx.event_id, handle, segments[0][0] if segments else 0,
-                   total, t0, now())
+                   total, t0, now(), None, ctx.request_bytes())
     return total

@@ -29,7 +29,9 @@ from callid_core.errors import CallidError
 PROTOCOL_MAGIC = 0x43414C4C  # "CALL"
 #: 2: replies carry their request's op and a kind, errors have a reply of their own (the only
 #: one with a status), the response times follow the hints.
-PROTOCOL_VERSION = 2
+#: 3: aggregated requests say whose bytes each disk operation moves (hint ``callid_bytes``, per flow
+#: buffer) instead of the ``callid_map`` of logical ranges.
+PROTOCOL_VERSION = 3
 #: Most data bytes a small-I/O request carries: the 16 KiB unexpected-message limit
 #: less 1 KiB kept for the header, hints and fields.
 SMALL_IO_MAX_DATA = 15 * 1024
@@ -254,11 +256,44 @@ REGIONS = ListOf(PairOf())
 HINT_INT, HINT_STR, HINT_U64_LIST = 1, 2, 3
 _HINT_CODECS: dict[int, _Codec] = {HINT_INT: I64, HINT_STR: STR, HINT_U64_LIST: ListOf(U64)}
 #: The known hints and their types.  ``callid`` lists every CallID the request serves;
-#: ``callid_map`` (aggregated requests) says whose data is where: flat triples
-#: (logical offset, length, index into ``callid``), at most ``MAX_CALLID_MAP`` of them.
-HINT_TYPES = {"callid": HINT_U64_LIST, "callid_map": HINT_U64_LIST, "rank": HINT_INT,
+#: ``callid_bytes`` (requests serving several CallIDs) says whose bytes each of the request's
+#: Trove operations moves: see :func:`encode_callid_bytes`.
+HINT_TYPES = {"callid": HINT_U64_LIST, "callid_bytes": HINT_U64_LIST, "rank": HINT_INT,
               "request_id": HINT_INT}
-MAX_CALLID_MAP = 256
+#: An entry of :data:`callid_bytes`: (index into the ``callid`` list, bytes of that call).
+Owned = tuple[tuple[int, int], ...]
+
+
+def encode_callid_bytes(buffers: list[Owned]) -> list[int]:
+    """The ``callid_bytes`` hint: per Trove operation of the request, in order (one per flow
+    buffer; the one operation of a small I/O), how many calls own bytes of it, then per call
+    its index into ``callid`` and its bytes in the operation.  A flat u64 list:
+    ``[c, i1, n1, ..., ic, nc, c', ...]``.  Its size depends on the operations and the calls
+    in each, never on how many file ranges the calls own."""
+    out: list[int] = []
+    for entries in buffers:
+        out.append(len(entries))
+        for idx, n in entries:
+            out += (idx, n)
+    return out
+
+
+def decode_callid_bytes(values: list[int], ncallids: int) -> list[Owned]:
+    """The operations' entries of a ``callid_bytes`` hint; :class:`ProtocolError` if it is
+    malformed (a count running past the end, an index not below ``ncallids``)."""
+    out: list[Owned] = []
+    pos, end = 0, len(values)
+    while pos < end:
+        c = values[pos]
+        stop = pos + 1 + 2 * c
+        if stop > end:
+            raise ProtocolError(f"callid_bytes: {c} entries at {pos} run past the hint's {end} values")
+        entries = tuple(zip(values[pos + 1:stop:2], values[pos + 2:stop:2]))
+        if any(idx >= ncallids for idx, _ in entries):
+            raise ProtocolError(f"callid_bytes: an index is not below the request's {ncallids} CallIDs")
+        out.append(entries)
+        pos = stop
+    return out
 
 
 @functools.lru_cache(maxsize=256)

@@ -19,9 +19,10 @@ from typing import Any, NamedTuple
 from callid_core.errors import CallidError
 from server_sim import bmi, flow
 from server_sim import protocol as P
-from server_sim.attribution import Attribution, attribution
+from server_sim.attribution import Attribution
 from server_sim.context import RequestContext
 from server_sim.distribution import SimpleStripe
+from server_sim.events import now
 from server_sim.flow import Segments
 from server_sim.trove import FileRecord, MetaStore
 
@@ -116,24 +117,22 @@ def _stripe(strip_size: int, dfile_count: int) -> SimpleStripe:
     return SimpleStripe(strip_size, dfile_count)
 
 
-def _attribution(ctx: RequestContext, req: P.IoRequest) -> Attribution | None:
-    return attribution(ctx.who.callids, req.hints.get("callid_map"), _stripe(req.strip_size, req.dfile_count),
-                       req.dfile_nr)
-
-
 def _ack(ctx: RequestContext, req: P.IoRequest) -> P.Response:
     return req.reply(bstream_size=ctx.state.trove.size(req.handle), buffer_size=ctx.state.flow_buffer)
 
 
 @action
 def io_prelude(ctx: RequestContext, req: P.IoRequest, _: None) -> Segments:
-    """Check the distribution; cut the regions into this datafile's physical segments, in stream order."""
+    """Check the distribution; cut the regions into this datafile's physical segments, in stream order;
+    set up the attribution of the request's disk operations."""
     if req.strip_size <= 0 or not 0 <= req.dfile_nr < req.dfile_count:
         raise RequestError(P.Status.EINVAL, f"bad distribution {req.strip_size=} "
                                             f"{req.dfile_nr=} {req.dfile_count=}")
     if len(req.regions) > P.MAX_IO_REGIONS:
         raise RequestError(P.Status.EINVAL, f"{len(req.regions)} regions, at most {P.MAX_IO_REGIONS}")
     dist = _stripe(req.strip_size, req.dfile_count)
+    ctx.layout = (dist, req.dfile_nr)
+    ctx.attribution = Attribution(ctx.who.callids, req.hints.get("callid_bytes"))
     segments = []
     for off, length in req.regions:
         start, n = dist.share(req.dfile_nr, off, length)
@@ -153,7 +152,7 @@ def send_ack(ctx: RequestContext, req: P.IoRequest, segments: Segments) -> Segme
 @action
 def write_flow(ctx: RequestContext, req: P.IoRequest, segments: Segments) -> int:
     """Receive and write every buffer (all are drained even after a disk error); the bytes written."""
-    return flow.write_flow(ctx, req.handle, segments, _attribution(ctx, req))
+    return flow.write_flow(ctx, req.handle, segments)
 
 
 @action
@@ -164,15 +163,22 @@ def write_completion(ctx: RequestContext, req: P.IoRequest, written: int) -> P.R
 @action
 def read_flow(ctx: RequestContext, req: P.IoRequest, segments: Segments) -> None:
     """Read and send every buffer, the acknowledgement ahead of the first: nothing is left to reply."""
-    flow.read_flow(ctx, req.handle, segments, _attribution(ctx, req), ahead=ctx.frame(_ack(ctx, req)))
+    flow.read_flow(ctx, req.handle, segments, ahead=ctx.frame(_ack(ctx, req)))
 
 
 def _small_op(ctx: RequestContext, req: P.SmallIoRequest, op: str,
               fn: Callable[[int, Segments, memoryview], int], segments: Segments, view: memoryview) -> None:
-    """One Trove list operation on the whole of a small I/O, recorded under the request."""
-    callids_for = _attribution(ctx, req)
-    ctx.timed("trove", op, lambda: fn(req.handle, segments, view), req.handle, segments[0][0], ctx.nbytes,
-              callids_for(segments) if callids_for else None)
+    """One Trove list operation on the whole of a small I/O, recorded under the request (attributed
+    as the request's only operation)."""
+    dist, dfile = ctx.layout
+    attribution = ctx.attribution
+    attribution.expect(1)
+    event_id = ctx.new_id()
+    t0 = now()
+    fn(req.handle, segments, view)
+    callids, nbytes = attribution.share(0, ctx.nbytes)
+    ctx.record(event_id, "trove", op, ctx.event_id, req.handle, segments[0][0], ctx.nbytes, t0, now(),
+               callids, nbytes, dist.logical_extent(dfile, segments))
 
 
 @action

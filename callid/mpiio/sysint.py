@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from callid.mpiio.call import CallContext
+from callid.mpiio.ownership import Item, Owners, owned_per_buffer, split_items, stream_bytes
 from callid_core import clock
 from callid_core.config import Config
 from callid_core.errors import Failed
@@ -129,12 +130,12 @@ class SysInt:
                 self._conns[server] = conn
             return conn
 
-    def _hints(self, call: CallContext, seq: int, callid_map: list[int] | None = None) -> dict:
+    def _hints(self, call: CallContext, seq: int, callid_bytes: list[int] | None = None) -> dict:
         hints: dict = {"rank": self.rank, "request_id": seq}
         if self.stamp:
             hints["callid"] = list(call.callids)
-            if callid_map:
-                hints["callid_map"] = callid_map
+            if callid_bytes:
+                hints["callid_bytes"] = callid_bytes
         return hints
 
     def _exchange(self, server: str, msg: P.Request, call: CallContext) -> P.Response:
@@ -142,12 +143,12 @@ class SysInt:
         return self._parallel([(server, self._steps(server, msg, call))])[0]
 
     def _steps(self, server: str, msg: P.Request, call: CallContext,
-               body: Body | None = None, callid_map: list[int] | None = None) -> Steps:
+               body: Body | None = None, callid_bytes: list[int] | None = None) -> Steps:
         """Send ``msg`` to ``server``, run ``body`` (default: wait for one response), log the rpc.
 
         Runs under :meth:`_parallel`, which holds the connection's lock."""
         seq = next(self._seq)
-        msg.hints = self._hints(call, seq, callid_map)
+        msg.hints = self._hints(call, seq, callid_bytes)
         op = msg.NAME
         conn = self._conns[server]
         t0 = clock.now()
@@ -289,31 +290,33 @@ class SysInt:
 
         One request goes to every datafile holding bytes of the access, with at most
         ``MAX_IO_REGIONS`` regions each (more regions: more requests, same CallIDs).
-        The call's ``owners`` travel as the ``callid_map`` hint when they fit.
+        A request serving several CallIDs says whose bytes each of its disk operations moves
+        (the ``callid_bytes`` hint, from the call's ``owners``; no owners: every byte is every
+        call's); where that would make it too large it is split into several.
         """
         if stream.nbytes == 0:
             return 0
-        callid_map = None
-        if call.owners and len(call.callids) > 1 and len(call.owners) <= P.MAX_CALLID_MAP:
-            callid_map = [v for triple in call.owners for v in triple]
+        owners = None
+        if self.stamp and len(call.callids) > 1:
+            owners = Owners(call.owners) if call.owners else False
         if stream.format != "B" or stream.ndim != 1:  # (the flows send and receive byte views)
             stream = stream.cast("B")
         dist = f.dist
         # per datafile: the regions touching it, each with its pieces of the stream; its bytes
-        plan: dict[int, list[tuple[tuple[int, int], tuple[tuple[int, int], ...]]]] = {}
+        plan: dict[int, list[Item]] = {}
         shares: dict[int, int] = {}
         pos = 0
         for off, length in regions:
             for n, pieces, nbytes in dist.stream_pieces(off, length):
                 if pos:
                     pieces = tuple((p + pos, k) for p, k in pieces)
-                plan.setdefault(n, []).append(((off, length), pieces))
+                plan.setdefault(n, []).append(((off, length), pieces, pos))
                 shares[n] = shares.get(n, 0) + nbytes
             pos += length
         # Small I/O only when every datafile's share fits in one request, as in PVFS2.
         small = max(shares.values()) <= self.small_io_limit and all(
             len(items) <= P.MAX_IO_REGIONS for items in plan.values())
-        jobs = [(f.dfiles[n][0], self._io_dfile(f, n, io_type, items, stream, call, small, callid_map))
+        jobs = [(f.dfiles[n][0], self._io_dfile(f, n, io_type, items, stream, call, small, owners))
                 for n, items in plan.items()]
         sizes = dict(zip(plan, self._parallel(jobs)))
         if io_type == P.IoType.WRITE:
@@ -334,19 +337,54 @@ class SysInt:
                 break
         return done
 
-    def _io_dfile(self, f: FileAttrs, n: int, io_type: P.IoType,
-                  items: list[tuple[tuple[int, int], tuple[tuple[int, int], ...]]], stream: memoryview,
-                  call: CallContext, small: bool, callid_map: list[int] | None) -> Steps:
-        """All requests to one datafile: the steps returning its size before the access (reads use it)."""
+    def _io_dfile(self, f: FileAttrs, n: int, io_type: P.IoType, items: list[Item], stream: memoryview,
+                  call: CallContext, small: bool, owners: Owners | bool | None) -> Steps:
+        """All requests to one datafile: the steps returning its size before the access (reads use it).
+
+        ``owners``: the owners of the bytes of an access serving several CallIDs (False: every
+        byte is every call's; None: one CallID, nothing to say)."""
         chunks = [items[i:i + P.MAX_IO_REGIONS] for i in range(0, len(items), P.MAX_IO_REGIONS)]
-        requests = [self._io_one(f, n, io_type, [region for region, _ in chunk], stream,
-                                 chunk[0][1] if len(chunk) == 1 else tuple(p for _, ps in chunk for p in ps),
-                                 call, small, callid_map) for chunk in chunks]
+        if owners is None:
+            planned = [(chunk, small, None) for chunk in chunks]
+        else:
+            planned = [one for chunk in chunks
+                       for one in self._owned(f, n, io_type, chunk, call, small, owners)]
+        requests = [self._io_one(f, n, io_type, [region for region, _, _ in chunk], stream, _pieces(chunk),
+                                 call, is_small, hint) for chunk, is_small, hint in planned]
         return requests[0] if len(requests) == 1 else _largest(requests)
+
+    def _owned(self, f: FileAttrs, n: int, io_type: P.IoType, items: list[Item], call: CallContext,
+               small: bool, owners: Owners | bool) -> list[tuple[list[Item], bool, list[int] | None]]:
+        """The requests carrying ``items`` to datafile ``n``, each with its ``callid_bytes`` hint:
+        ``(items, small, hint)``.  Every request fits the unexpected-message limit: a small I/O
+        that would not becomes a flow, a flow that would not is split in two where a flow
+        buffer ends (its operations stay whole), until each fits.  Only a request of one byte
+        that still does not fit goes without the hint (then its server attributes it at request
+        level and says so)."""
+        nbytes = stream_bytes(items)
+        entries = owned_per_buffer(items, owners or None, len(call.callids),
+                                   nbytes if small else self.config.flow_buffer)
+        hint = P.encode_callid_bytes(entries)
+        msg = (P.SmallIoRequest if small else P.IoRequest)(
+            handle=f.dfiles[n][1], io_type=io_type, strip_size=f.strip_size, dfile_nr=n,
+            dfile_count=len(f.dfiles), regions=[region for region, _, _ in items])
+        msg.hints = self._hints(call, 0, hint)
+        # (a small I/O's data adds its bytes and at most 8 of padding to the encoded request)
+        if len(P.encode(msg)) + (nbytes + 8 if small else 0) <= bmi.UNEXPECTED_LIMIT:
+            return [(items, small, hint)]
+        if small:
+            return self._owned(f, n, io_type, items, call, False, owners)
+        if nbytes < 2:
+            return [(items, False, None)]
+        buffers = -(-nbytes // self.config.flow_buffer)
+        cut = buffers // 2 * self.config.flow_buffer if buffers > 1 else nbytes // 2
+        left, right = split_items(items, cut)
+        return [*self._owned(f, n, io_type, left, call, False, owners),
+                *self._owned(f, n, io_type, right, call, False, owners)]
 
     def _io_one(self, f: FileAttrs, n: int, io_type: P.IoType, regions: list[tuple[int, int]],
                 view: memoryview, pieces: tuple[tuple[int, int], ...], call: CallContext, small: bool,
-                callid_map: list[int] | None) -> Steps:
+                callid_bytes: list[int] | None) -> Steps:
         """One request to datafile ``n``; return the datafile's size before the access.
 
         Yields after sending the request and after each flow buffer, so the requests and
@@ -360,12 +398,13 @@ class SysInt:
                 data = view[pieces[0][0]:sum(pieces[0])] if len(pieces) == 1 else \
                     b"".join(view[o:o + k] for o, k in pieces)
             msg = P.SmallIoRequest(data=data, **common)
-            msg.hints = self._hints(call, 0, callid_map)
+            msg.hints = self._hints(call, 0, callid_bytes)
             # SMALL_IO_MAX_DATA leaves 1 KiB for the header, the fixed fields (about 220 bytes) and
-            # list values (16 bytes each at most): encode to check only when there are many.
-            values = 2 * len(regions) + len(call.callids) + len(callid_map or ())
-            if values <= 48 or len(P.encode(msg)) <= bmi.UNEXPECTED_LIMIT:  # else: a flow
-                resp = yield from self._steps(server, msg, call, callid_map=callid_map)
+            # list values (16 bytes each at most): encode to check only when there are many.  (A
+            # request with callid_bytes was checked when planned: it fits.)
+            values = 2 * len(regions) + len(call.callids)
+            if callid_bytes or values <= 48 or len(P.encode(msg)) <= bmi.UNEXPECTED_LIMIT:  # else: a flow
+                resp = yield from self._steps(server, msg, call, callid_bytes=callid_bytes)
                 if io_type == P.IoType.READ:
                     _scatter(resp.data, view, pieces)
                 return resp.bstream_size
@@ -391,6 +430,9 @@ class SysInt:
             ack = conn.response(tag, msg, _ACK_SIZE)
             if isinstance(ack, P.ErrorResponse):
                 return ack
+            if callid_bytes and ack.buffer_size != self.config.flow_buffer:  # (it says whose each buffer is)
+                raise P.ProtocolError(f"the server uses {ack.buffer_size}-byte flow buffers, "
+                                      f"the configuration says {self.config.flow_buffer}")
             buffers = flow_buffers(pieces, ack.buffer_size)
             for i, (buf, _) in enumerate(buffers):
                 bmi.send(conn.sock, bmi.MODE_EXPECTED, tag, *[view[o:o + k] for o, k in buf])
@@ -399,8 +441,13 @@ class SysInt:
             done.t_recv = ack.t_recv
             return done
 
-        resp = yield from self._steps(server, msg, call, flow, callid_map)
+        resp = yield from self._steps(server, msg, call, flow, callid_bytes)
         return getattr(resp, "bstream_size", 0)
+
+
+def _pieces(items: list[Item]) -> tuple[tuple[int, int], ...]:
+    """The stream pieces of a request's items, in order."""
+    return items[0][1] if len(items) == 1 else tuple(p for _, pieces, _ in items for p in pieces)
 
 
 def _largest(requests: list[Steps]) -> Steps:

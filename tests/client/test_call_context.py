@@ -1,5 +1,6 @@
-"""One call context per file-system operation: the requests carry its CallIDs, its owners travel
-as the CallID map, and every rpc is logged with its CallIDs and function."""
+"""One call context per file-system operation: the requests carry its CallIDs, whose bytes each disk
+operation moves travels with them (from its owners), and every rpc is logged with its CallIDs and
+function."""
 
 from __future__ import annotations
 
@@ -22,17 +23,20 @@ def test_the_context_of_a_record_is_its_callid_and_function():
         call.func = "MPI_File_close"
 
 
-def _trove_callids(trace_dir: str, handles: set[int]) -> dict[int, list[tuple[int, ...]]]:
-    """Per datafile handle: the CallIDs of each of its Trove writes, sorted."""
-    out: dict[int, list[tuple[int, ...]]] = {}
-    for part in Path(trace_dir).glob("server-*.parquet"):
-        for r in pq.read_table(part).to_pylist():
-            if r["layer"] == "trove" and r["op"] == "trove_write" and r["handle"] in handles:
-                out.setdefault(r["handle"], []).append(tuple(sorted(r["callids"])))
+def _trove_rows(trace_dir: str, handles: set[int], op: str = "trove_write") -> list[dict]:
+    return [r for part in Path(trace_dir).glob("server-*.parquet") for r in pq.read_table(part).to_pylist()
+            if r["layer"] == "trove" and r["op"] == op and r["handle"] in handles]
+
+
+def _trove_callids(trace_dir: str, handles: set[int]) -> dict[int, list[tuple[tuple[int, int], ...]]]:
+    """Per datafile handle: the (CallID, bytes) of each of its Trove writes, sorted."""
+    out: dict[int, list[tuple[tuple[int, int], ...]]] = {}
+    for r in _trove_rows(trace_dir, handles):
+        out.setdefault(r["handle"], []).append(tuple(sorted(zip(r["callids"], r["callid_bytes"]))))
     return {h: sorted(ids) for h, ids in out.items()}
 
 
-def test_owners_travel_as_the_callid_map_and_each_rpc_is_logged_for_its_context(fs):
+def test_owners_travel_as_callid_bytes_and_each_rpc_is_logged_for_its_context(fs):
     rpcs = []
     client = SysInt(fs.config, 3, lambda callids, func, _server, op, *_: rpcs.append((callids, func, op)))
     a, b, c = (3 << 41) | 1, (3 << 41) | 2, (3 << 41) | 3
@@ -50,4 +54,29 @@ def test_owners_travel_as_the_callid_map_and_each_rpc_is_logged_for_its_context(
                     *[((a, b), "MPI_File_write_all", write)] * 2,
                     *[((a, c), "MPI_File_write_at_all", write)] * 2]
     assert _trove_callids(fs.config.trace_dir, {h for _, h in f.dfiles}) == {
-        f.dfiles[0][1]: sorted([(a,), (a, c)]), f.dfiles[1][1]: sorted([(b,), (a, c)])}
+        f.dfiles[0][1]: sorted([((a, 4096),), ((a, 2048), (c, 2048))]),
+        f.dfiles[1][1]: sorted([((b, 4096),), ((a, 2048), (c, 2048))])}
+
+
+def test_ownership_too_large_for_one_request_splits_it_and_stays_exact(fs):
+    rpcs = []
+    client = SysInt(fs.config, 0, lambda callids, func, _server, op, *_: rpcs.append(op))
+    ids = tuple(range(1, 17))  # 16 calls, each owning every 16th 4 KiB block of 16 MiB
+    block, size = 4096, 16 << 20
+    owners = tuple((off, block, off // block % 16) for off in range(0, size, block))
+    try:
+        f = client.create("/pvfs2/split", CallContext(ids[:1], "MPI_File_open"), dfile_count=4,
+                          strip_size=65536)
+        call = CallContext(ids, "MPI_File_write_all", owners)
+        assert client.io(f, P.IoType.WRITE, [(0, size)], memoryview(bytes(size)), call) == size
+    finally:
+        client.close()
+    # per datafile 128 flow buffers of 32 KiB, 8 calls in each: 2176 values, more than one request
+    # holds (16 KiB): two requests per datafile, each with its buffers' ownership
+    assert rpcs.count(P.IoRequest.NAME) == 8
+    rows = _trove_rows(fs.config.trace_dir, {h for _, h in f.dfiles})
+    assert len(rows) == size // fs.config.flow_buffer
+    for r in rows:  # a 32 KiB buffer holds 8 blocks, of calls 1-8 or 9-16
+        first = r["file_offset"] // block % 16
+        assert r["callids"] == list(ids[first:first + 8]) and r["callid_bytes"] == [block] * 8
+        assert r["file_end"] - r["file_offset"] == r["size"] == 32768

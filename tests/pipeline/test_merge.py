@@ -34,10 +34,11 @@ def _call(callid, rank, func, size, t0):
                         t_start=t0, t_end=t0 + 100)
 
 
-def _op(server, layer, op, callids, event_id, size, t0, none=NONE):
+def _op(server, layer, op, callids, event_id, size, t0, none=NONE, callid_bytes=()):
     return S.SERVER.row(server=server, clock=server, layer=layer, op=op,
-                        callid=callids[0] if len(callids) == 1 else none, callids=callids, rank=0, req_id=1,
-                        event_id=event_id, handle=5, size=size, t_start=t0, t_end=t0 + 10)
+                        callid=callids[0] if len(callids) == 1 else none, callids=callids,
+                        callid_bytes=callid_bytes, rank=0, req_id=1, event_id=event_id, handle=5, size=size,
+                        t_start=t0, t_end=t0 + 10)
 
 
 CLIENT_ROWS = [
@@ -53,7 +54,8 @@ SERVER_ROWS = [
     _op("io0", "trove", "trove_write", [A], 2, 100, 1020),
     _op("io1", "trove", "trove_read", [B], 3, 150, 1110),
     _op("io1", "trove", "trove_read", [NONE], 4, 50, 1120),  # unattributed: only the sentinel
-    _op("io1", "trove", "trove_write", [A, B], 5, 100, 1130),  # one disk op, two calls (fan-in)
+    # one disk op, two calls (fan-in): 60 of its bytes are A's, 40 B's
+    _op("io1", "trove", "trove_write", [A, B], 5, 100, 1130, callid_bytes=[60, 40]),
     _op("io0", "flow", "flow_write", [A], 6, 200, 1005),  # not a disk operation
     _op("meta0", "meta", "keyval_read", [B], 7, 0, 1105),
     _op("io0", "req", "io", [A], 8, 300, 1002),  # not a disk operation
@@ -109,31 +111,60 @@ def test_merge_returns_row_counts(logs, tmp_path):
 def test_arrows_are_one_row_per_call_and_disk_operation_including_fan_in(merged):
     assert _columns(merged, "arrows") == [
         "callid", "callid_hex", "rank", "func", "file", "call_t_start", "call_t_end", "server", "layer",
-        "op", "handle", "disk_offset", "size", "t_start", "t_end", "dur_ns", "t_rel_ns", "event_id",
-        "n_callids"]
-    rows = _q(merged, "SELECT callid, event_id, server, layer, op, size, n_callids, call_t_start, dur_ns, "
-                      "t_rel_ns FROM arrows ORDER BY callid, event_id")
-    assert rows == [(A, 1, "io0", "trove", "trove_write", 100, 1, 1000, 10, 10),
-                    (A, 2, "io0", "trove", "trove_write", 100, 1, 1000, 10, 20),
-                    (A, 5, "io1", "trove", "trove_write", 100, 2, 1000, 10, 130),
-                    (B, 3, "io1", "trove", "trove_read", 150, 1, 1100, 10, 110),
-                    (B, 5, "io1", "trove", "trove_write", 100, 2, 1100, 10, 130),
-                    (B, 7, "meta0", "meta", "keyval_read", 0, 1, 1100, 10, 105)]
+        "op", "handle", "disk_offset", "file_offset", "file_end", "size", "bytes", "t_start", "t_end",
+        "dur_ns", "t_rel_ns", "event_id", "n_callids", "exact"]
+    rows = _q(merged, "SELECT callid, event_id, server, layer, op, size, bytes, n_callids, exact, "
+                      "call_t_start, dur_ns, t_rel_ns FROM arrows ORDER BY callid, event_id")
+    assert rows == [(A, 1, "io0", "trove", "trove_write", 100, 100, 1, True, 1000, 10, 10),
+                    (A, 2, "io0", "trove", "trove_write", 100, 100, 1, True, 1000, 10, 20),
+                    (A, 5, "io1", "trove", "trove_write", 100, 60, 2, True, 1000, 10, 130),
+                    (B, 3, "io1", "trove", "trove_read", 150, 150, 1, True, 1100, 10, 110),
+                    (B, 5, "io1", "trove", "trove_write", 100, 40, 2, True, 1100, 10, 130),
+                    (B, 7, "meta0", "meta", "keyval_read", 0, 0, 1, True, 1100, 10, 105)]
+    # the attributed bytes count every disk byte once; size is each operation's whole size
+    assert _q(merged, "SELECT sum(bytes), sum(size) FROM arrows") == [(450, 550)]
+    assert _q(merged, "SELECT sum(size) FROM server_ops WHERE layer IN ('trove', 'meta') "
+                      "AND len(callids) > 0") == [(450,)]
     assert _q(merged, f"SELECT DISTINCT callid_hex, rank, func FROM arrows WHERE callid = {B}") == [
         ("0x01_000001", 1, "MPI_File_read_at")]
 
 
 def test_fanout_counts_operations_servers_and_bytes_per_call(merged):
-    rows = _q(merged, "SELECT callid, callid_hex, func, size, disk_ops, servers, disk_bytes, "
+    rows = _q(merged, "SELECT callid, callid_hex, func, size, disk_ops, servers, disk_bytes, inexact_arrows, "
                       "bytes_per_server FROM fanout ORDER BY func")
+    # disk_bytes: each call's bytes of its operations (the shared event 5: 60 A's, 40 B's), so over
+    # the calls they add up to the 450 bytes the disk operations moved
     assert rows == [
-        (C, "0x01_000002", "MPI_File_get_size", 0, 0, 0, 0, []),
-        (B, "0x01_000001", "MPI_File_read_at", 200, 3, 2, 250,
-         [{"server": "io1", "ops": 2, "bytes": 250}, {"server": "meta0", "ops": 1, "bytes": 0}]),
-        (None, None, "MPI_File_seek", 0, 0, 0, 0, []),
-        (A, "0x00_000001", "MPI_File_write_at", 300, 3, 2, 300,
-         [{"server": "io0", "ops": 2, "bytes": 200}, {"server": "io1", "ops": 1, "bytes": 100}]),
+        (C, "0x01_000002", "MPI_File_get_size", 0, 0, 0, 0, 0, []),
+        (B, "0x01_000001", "MPI_File_read_at", 200, 3, 2, 190, 0,
+         [{"server": "io1", "ops": 2, "bytes": 190}, {"server": "meta0", "ops": 1, "bytes": 0}]),
+        (None, None, "MPI_File_seek", 0, 0, 0, 0, 0, []),
+        (A, "0x00_000001", "MPI_File_write_at", 300, 3, 2, 260, 0,
+         [{"server": "io0", "ops": 2, "bytes": 200}, {"server": "io1", "ops": 1, "bytes": 60}]),
     ]
+    assert _q(merged, "SELECT sum(disk_bytes) FROM fanout") == [(450,)]
+
+
+def test_request_level_attribution_is_flagged_and_left_out_of_the_bytes(tmp_path):
+    client = _write(tmp_path / "c.parquet", S.CLIENT_SCHEMA, CLIENT_ROWS[:2], S.KIND_CLIENT)
+    server = _write(tmp_path / "s.parquet", S.SERVER_SCHEMA, [
+        _op("io0", "trove", "trove_write", [A, B], 1, 100, 1010),  # several CallIDs, no ownership
+        _op("io0", "trove", "trove_write", [A, NONE, B], 2, 90, 1020, callid_bytes=[30, 0, 60]),
+        _op("io0", "trove", "trove_write", [A, A], 3, 80, 1030, callid_bytes=[50, 30]),  # one call, twice
+        _op("io0", "trove", "trove_getattr", [A, B], 4, 0, 1040),  # moves nothing: nothing of either
+    ], S.KIND_SERVER)
+    db = tmp_path / "m.duckdb"
+    merge(str(client), str(server), str(db), clock_sync="none")
+    assert _q(db, "SELECT callid, event_id, bytes, n_callids, exact FROM arrows ORDER BY ALL") == [
+        (A, 1, None, 2, False), (A, 2, 30, 2, True), (A, 3, 80, 1, True), (A, 4, 0, 2, True),
+        (B, 1, None, 2, False), (B, 2, 60, 2, True), (B, 4, 0, 2, True)]
+    # the unstamped CallID is left out of callids and, aligned, of callid_bytes
+    assert _q(db, "SELECT callids, callid_bytes FROM server_ops WHERE event_id = 2") == [([A, B], [30, 60])]
+    assert _q(db, "SELECT callid, disk_ops, disk_bytes, inexact_arrows FROM fanout ORDER BY callid") == [
+        (A, 4, 110, 1), (B, 3, 60, 1)]
+    stats = compute_stats(str(db))
+    assert stats["inexact_arrows"] == 2
+    assert "2 arrows attributed at request level only" in render_stats(stats)
 
 
 def test_calls_rpcs_and_server_ops(merged):
@@ -255,7 +286,8 @@ def test_statistics(merged):
     by_func = {r["func"]: r for r in stats["fanout_by_func"]}
     assert by_func["MPI_File_read_at"] == {
         "func": "MPI_File_read_at", "calls": 1, "disk_ops_min": 3, "disk_ops_mean": 3.0, "disk_ops_max": 3,
-        "servers_min": 2, "servers_mean": 2.0, "servers_max": 2, "bytes_requested": 200, "disk_bytes": 250}
+        "servers_min": 2, "servers_mean": 2.0, "servers_max": 2, "bytes_requested": 200, "disk_bytes": 190,
+        "inexact_arrows": 0}
     assert sorted(by_func) == ["MPI_File_get_size", "MPI_File_read_at", "MPI_File_seek", "MPI_File_write_at"]
     assert stats["bytes_per_server"] == [
         {"server": "io0", "ops": 2, "bytes_read": 0, "bytes_written": 200, "unattributed": 0},
@@ -321,7 +353,7 @@ def test_query_formats(merged):
     cols, rows = run_query(str(merged), "SELECT callid, bytes_per_server FROM fanout WHERE callid = 1")
     assert json.loads(format_rows(cols, rows, "json")) == [
         {"callid": 1, "bytes_per_server": [{"server": "io0", "ops": 2, "bytes": 200},
-                                           {"server": "io1", "ops": 1, "bytes": 100}]}]
+                                           {"server": "io1", "ops": 1, "bytes": 60}]}]
     assert format_rows(["n", "m"], [(None, 1)], "csv") == "n,m\n,1"
     # integers a double cannot hold (64-bit CallIDs, times in ns) are strings in JSON, exactly
     big = (1 << 63) + 3

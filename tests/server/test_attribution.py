@@ -1,29 +1,66 @@
-"""Per-operation attribution of aggregated requests (server_sim.attribution), on its own."""
+"""Per-operation attribution of a request's disk operations (server_sim.attribution), on its own."""
 
-from server_sim.attribution import attribution
-from server_sim.distribution import SimpleStripe
+from hypothesis import given
+from hypothesis import strategies as st
 
-DIST = SimpleStripe(100, 2)  # datafile 0 holds logical [0,100), [200,300), ...; datafile 1 the rest
+from server_sim import protocol as P
+from server_sim.attribution import Attribution, apportion
+
 CALLIDS = [11, 22, 33]
-MAP = [0, 150, 0, 150, 50, 1, 200, 100, 2]
 
 
-def test_each_piece_is_attributed_to_the_owners_of_its_logical_bytes():
-    on0 = attribution(CALLIDS, MAP, DIST, 0)
-    assert on0([(0, 50)]) == [11]  # logical [0, 50)
-    assert on0([(100, 100)]) == [33]  # physical [100, 200) on datafile 0 = logical [200, 300)
-    assert on0([(50, 100)]) == [11, 33]  # crosses a strip: logical [50,100) and [200,250)
-    on1 = attribution(CALLIDS, MAP, DIST, 1)
-    assert on1([(0, 100)]) == [11, 22]  # logical [100, 200): 0 owns [100,150), 1 [150,250)
+def test_operation_k_serves_exactly_the_calls_of_entry_k_with_their_bytes():
+    hint = P.encode_callid_bytes([((0, 60), (2, 40)), ((1, 100),), ((0, 30), (1, 30), (2, 40))])
+    assert hint == [2, 0, 60, 2, 40, 1, 1, 100, 3, 0, 30, 1, 30, 2, 40]
+    att = Attribution(CALLIDS, hint)
+    att.expect(3)
+    assert att.share(0, 100) == ([11, 33], [60, 40])
+    assert att.share(1, 100) == ([22], [100])
+    assert att.share(2, 100) == ([11, 22, 33], [30, 30, 40])
+    assert att.totals == [90, 130, 80]  # the request's bytes per CallID (its req and flow events)
 
 
-def test_overlapping_owners_and_unowned_bytes():
-    both = attribution([1, 2], [0, 100, 0, 0, 100, 1], DIST, 0)  # both read the same bytes
-    assert both([(10, 5)]) == [1, 2]
-    hole = attribution([1, 2], [0, 10, 0], DIST, 0)
-    assert hole([(50, 10)]) == [1, 2]  # nobody's bytes (a hole): all calls of the request
+def test_unowned_and_shared_bytes_are_apportioned_so_an_operation_is_counted_once():
+    att = Attribution(CALLIDS, P.encode_callid_bytes([((0, 10), (2, 20)), ((0, 100), (1, 100)), ()]))
+    att.expect(3)
+    # a hole of 70 bytes, split 1:2 (the odd byte to the largest remainder)
+    assert att.share(0, 100) == ([11, 33], [33, 67])
+    assert att.share(1, 100) == ([11, 22], [50, 50])  # both read the same 100 bytes
+    assert att.share(2, 90) == ([11, 22, 33], [30, 30, 30])  # nobody's bytes: every call, equally
 
 
-def test_requests_without_a_map_or_with_one_callid_need_no_attribution():
-    assert attribution([5, 6], [], DIST, 0) is None  # every operation serves the request's list
-    assert attribution([5], [0, 10, 0], DIST, 0) is None
+def test_one_callid_owns_every_byte_and_no_callid_owns_none():
+    one = Attribution([5], None)
+    one.expect(2)
+    assert one.share(0, 70) == (None, [70]) and one.share(1, 30) == (None, [30])
+    assert one.totals == [100]
+    assert Attribution([], None).share(0, 70) == (None, [])
+
+
+def test_several_callids_without_valid_ownership_are_attributed_at_request_level():
+    for hint in (None, [], [2, 0, 5], [1, 3, 5]):  # none, empty, truncated, index out of range
+        att = Attribution(CALLIDS, hint)
+        att.expect(1)
+        assert att.share(0, 100) == (None, []) and att.totals is None
+    other_cut = Attribution(CALLIDS, P.encode_callid_bytes([((0, 5),)]))
+    other_cut.expect(2)  # the server cuts the stream into 2 operations, the hint says 1
+    assert other_cut.share(0, 5) == (None, []) and other_cut.totals is None
+
+
+@given(st.integers(0, 10**12), st.lists(st.integers(0, 10**9), min_size=1, max_size=20))
+def test_apportion_adds_up_and_keeps_weights_that_add_up(total, weights):
+    parts = apportion(total, weights)
+    assert sum(parts) == total and len(parts) == len(weights) and min(parts) >= 0
+    if sum(weights):
+        for p, w in zip(parts, weights):  # within one byte of the exact proportion
+            assert abs(p * sum(weights) - total * w) < sum(weights)
+    assert apportion(sum(weights), weights) == weights
+
+
+@given(st.lists(st.lists(st.tuples(st.integers(0, 7), st.integers(0, 2**40)), max_size=8).map(tuple),
+                max_size=30))
+def test_callid_bytes_round_trips(buffers):
+    encoded = P.encode_callid_bytes(buffers)
+    assert P.decode_callid_bytes(encoded, 8) == buffers
+    req = P.IoRequest(hints={"callid": list(range(8)), "callid_bytes": encoded})
+    assert P.decode(P.encode(req)).hints["callid_bytes"] == encoded

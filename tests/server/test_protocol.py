@@ -13,7 +13,7 @@ u32 = st.integers(0, 2**32 - 1)
 i64 = st.integers(-(2**63), 2**63 - 1)
 hints = st.fixed_dictionaries(
     {}, optional={"callid": st.lists(u64, min_size=1, max_size=5), "rank": i64, "request_id": i64,
-                  "callid_map": st.lists(u64, max_size=9), "note": st.text(max_size=10)})
+                  "callid_bytes": st.lists(u64, max_size=9), "note": st.text(max_size=10)})
 CODEC_STRATEGIES = {
     id(P.U32): u32, id(P.U64): u64, id(P.I32): st.integers(-(2**31), 2**31 - 1), id(P.I64): i64,
     id(P.STR): st.text(max_size=40), id(P.BYTES): st.binary(max_size=200),

@@ -1,0 +1,153 @@
+"""Exact attribution of aggregated I/O for any access pattern: every Trove operation of a collective
+names exactly the calls whose bytes it moves, with their bytes, however many file ranges each
+call's piece has; the attributed bytes add up to the bytes the disks moved.
+
+The owners of every operation's bytes are computed here, independently of the code under test:
+from the decomposition of the program and the simple_stripe arithmetic (datafile n holds the
+logical bytes ``[(k*c + n)*s, (k*c + n + 1)*s)`` at physical ``[k*s, (k+1)*s)``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import EXAMPLES, traced
+
+pytestmark = pytest.mark.mpi
+
+STRIP = 64 * 1024
+SERVERS = 4
+SUBARRAY = Path(__file__).parent / "programs" / "subarray_io.py"
+
+
+def _logical(dfile: int, physical: int) -> int:
+    stripe, within = divmod(physical, STRIP)
+    return (stripe * SERVERS + dfile) * STRIP + within
+
+
+def _pieces(dfile: int, disk_offset: int, size: int):
+    """The logical ranges of ``size`` bytes at ``disk_offset`` on datafile ``dfile``, strip by strip."""
+    end = disk_offset + size
+    while disk_offset < end:
+        n = min(end, (disk_offset // STRIP + 1) * STRIP) - disk_offset
+        yield _logical(dfile, disk_offset), n
+        disk_offset += n
+
+
+def _trove_ops(run, op: str) -> list[tuple]:
+    return run.q(f"""SELECT handle, disk_offset, size, file_offset, file_end, callids, callid_bytes
+                     FROM server_ops WHERE op = '{op}' ORDER BY handle, disk_offset""")
+
+
+def _check_every_operation(ops: list[tuple], owners_of) -> Counter:
+    """Each operation's CallIDs and bytes are those ``owners_of(lo, n)`` (CallID -> bytes of the
+    logical range ``[lo, lo + n)``) says, and its logged file range is where its bytes are;
+    return the distribution of CallIDs per operation."""
+    dfile_of: dict[int, int] = {}
+    per_op = Counter()
+    for handle, disk_offset, size, file_offset, file_end, callids, callid_bytes in ops:
+        # the datafile's number: where its first strip lies in the file (then checked for every operation)
+        dfile = dfile_of.setdefault(handle, (file_offset - disk_offset % STRIP) // STRIP % SERVERS)
+        pieces = list(_pieces(dfile, disk_offset, size))
+        assert (file_offset, file_end) == (pieces[0][0], pieces[-1][0] + pieces[-1][1])
+        expected = Counter()
+        for lo, n in pieces:
+            expected.update(owners_of(lo, n))
+        assert dict(zip(callids, callid_bytes)) == dict(expected)
+        assert len(callids) == len(callid_bytes) and sum(callid_bytes) == size
+        per_op[len(callids)] += 1
+    return per_op
+
+
+def _callids(run, func: str) -> dict[int, int]:
+    return dict(run.q(f"SELECT rank, callid FROM calls WHERE func = '{func}'"))
+
+
+def _check_bytes_add_up(run, func: str, trove_op: str, per_call: int) -> None:
+    """Over the collective's calls the attributed bytes are the Trove bytes, each counted once."""
+    trove = run.q(f"SELECT sum(size) FROM server_ops WHERE op = '{trove_op}'")[0][0]
+    assert run.q(f"SELECT sum(bytes), count(*) FILTER (WHERE NOT exact) FROM arrows "
+                 f"WHERE func = '{func}' AND op = '{trove_op}'") == [(trove, 0)]
+    assert run.q(f"SELECT DISTINCT disk_bytes, inexact_arrows FROM fanout WHERE func = '{func}'") == [
+        (per_call, 0)]
+    assert run.q(f"SELECT sum(disk_bytes) FROM fanout WHERE func = '{func}'") == [(trove,)]
+
+
+N = 1024  # 1024 x 1024 doubles: 8 MiB; each rank's quarter is 512 rows of 4 KiB
+
+
+@pytest.fixture(scope="module")
+def subarray(tmp_path_factory):
+    return traced(tmp_path_factory.mktemp("exact"), "subarray", "-n", 4, "--servers", SERVERS,
+                  "--strip-size", "64KiB", "--flow-buffer", "64KiB", SUBARRAY, "--n", N)
+
+
+def _subarray_owners(callids: dict[int, int]):
+    """The 2x2 decomposition: the rank of every double of the array, then the owners of a range."""
+    rows, cols = np.divmod(np.arange(N * N), N)
+    rank = (rows // (N // 2)) * 2 + cols // (N // 2)
+
+    def owners_of(lo: int, n: int) -> Counter:
+        assert lo % 8 == 0 and n % 8 == 0
+        ranks, counts = np.unique(rank[lo // 8:(lo + n) // 8], return_counts=True)
+        return Counter({callids[int(r)]: int(c) * 8 for r, c in zip(ranks, counts)})
+
+    return owners_of
+
+
+def test_subarray_collective_every_trove_operation_names_exactly_the_ranks_owning_its_bytes(subarray):
+    assert "read-back OK" in subarray.stdout
+    # 512 row ranges per rank, far more than the 256 triples the old owner map held
+    assert subarray.q("SELECT DISTINCT n_callids FROM arrows WHERE func = 'MPI_File_write_all'") == [(2,)]
+    for func, op in (("MPI_File_write_all", "trove_write"), ("MPI_File_read_at_all", "trove_read")):
+        ops = _trove_ops(subarray, op)
+        # every 64 KiB strip holds 8 rows: 4 KiB of each of two ranks
+        assert _check_every_operation(ops, _subarray_owners(_callids(subarray, func))) == {2: 128}
+        assert {tuple(b) for *_, b in ops} == {(32768, 32768)}
+        _check_bytes_add_up(subarray, func, op, 2 << 20)
+    # the whole operation's size is kept: summed over arrows it counts each operation twice
+    assert subarray.q("SELECT sum(size), sum(bytes) FROM arrows WHERE op = 'trove_write'") == [
+        (16 << 20, 8 << 20)]
+    assert subarray.q("SELECT sum(size), sum(disk_bytes) FROM fanout WHERE func = 'MPI_File_write_all'") == [
+        (8 << 20, 8 << 20)]  # amplification 1, as it is
+    assert subarray.stats["inexact_arrows"] == 0 and subarray.stats["unattributed_server_ops"] == 0
+
+
+BLOCK, BLOCKS, RANKS = 4096, 512, 8  # a vector view: rank r owns blocks r, r + 8, ...: 16 MiB
+
+
+@pytest.mark.slow
+def test_vector_collective_of_8_ranks_in_4_kib_blocks_is_attributed_exactly(tmp_path):
+    run = traced(tmp_path, "vector", "-n", RANKS, "--servers", SERVERS, "--strip-size", "64KiB",
+                 "--flow-buffer", "16KiB", EXAMPLES / "collective_write.py", "--block", "4KiB",
+                 "--blocks", BLOCKS, "--cb-nodes", 2)
+    assert "read-back OK" in run.stdout
+    writes = _callids(run, "MPI_File_write_all")
+
+    def write_owners(lo: int, n: int) -> Counter:
+        assert lo % BLOCK == 0 and n % BLOCK == 0
+        return Counter({writes[b % RANKS]: BLOCK for b in range(lo // BLOCK, (lo + n) // BLOCK)})
+
+    # a 16 KiB flow buffer holds 4 blocks: of ranks 0-3 or of ranks 4-7
+    ops = _trove_ops(run, "trove_write")
+    assert _check_every_operation(ops, write_owners) == {4: 1024}
+    _check_bytes_add_up(run, "MPI_File_write_all", "trove_write", 2 << 20)
+    # every rank reads the whole file: each byte is all 8 calls', the operation's bytes shared equally
+    reads = _callids(run, "MPI_File_read_at_all")
+
+    def read_owners(lo: int, n: int) -> Counter:
+        return Counter({callid: n // RANKS for callid in reads.values()})
+
+    assert _check_every_operation(_trove_ops(run, "trove_read"), read_owners) == {8: 1024}
+    _check_bytes_add_up(run, "MPI_File_read_at_all", "trove_read", 2 << 20)
+    # 16 MiB were read for 128 MiB requested: the disks read each byte once
+    assert run.q("SELECT sum(size), sum(disk_bytes) FROM fanout WHERE func = 'MPI_File_read_at_all'") == [
+        (128 << 20, 16 << 20)]
+    # the read requests' ownership (8 calls in each of 128 buffers per datafile) would not fit one
+    # request: each aggregator split its requests, and every one carries exact ownership
+    assert run.q("SELECT count(*) FROM server_ops WHERE op = 'io_read'")[0][0] > 2 * SERVERS
+    assert run.stats["inexact_arrows"] == 0 and run.stats["unattributed_server_ops"] == 0
