@@ -23,6 +23,7 @@ from callid_core.choices import ClockSync, RowFormat, Storage, TraceFormat
 from callid_core.errors import EXIT_FAILED, EXIT_USAGE, BadValue, CallidError, Failed, InputError
 from callid_core.ids import DEFAULT_LAYOUT
 from callid_core.units import format_size, parse_duration, parse_size
+from pipeline.synth_options import SynthOptions
 
 
 class _Command(TyperCommand):
@@ -51,6 +52,9 @@ class _Command(TyperCommand):
                 with formatter.section(title):
                     formatter.write_dl(rows)
 
+
+#: the defaults of ``callid synth`` (one definition: the synthetic trace's options)
+SYNTH = SynthOptions()
 
 app = typer.Typer(
     name="callid",
@@ -380,26 +384,26 @@ def synth(
     out_dir: Annotated[Path, typer.Option(
         "-d", "--out-dir", metavar="DIR", help="directory to write the logs and the truth into")
     ] = Path("synth-out"),
-    ranks: Annotated[int, typer.Option(min=1, metavar="N", help="ranks")] = 4,
-    servers: Annotated[int, typer.Option(min=1, metavar="N", help="I/O servers")] = 2,
-    calls: Annotated[int, typer.Option(min=1, metavar="N", help="calls in all")] = 1000,
-    fanout: Annotated[int, typer.Option(min=1, metavar="N", help="disk operations per call")] = 10,
+    ranks: Annotated[int, typer.Option(min=1, metavar="N", help="ranks")] = SYNTH.ranks,
+    servers: Annotated[int, typer.Option(min=1, metavar="N", help="I/O servers")] = SYNTH.servers,
+    calls: Annotated[int, typer.Option(min=1, metavar="N", help="calls in all")] = SYNTH.calls,
+    fanout: Annotated[int, typer.Option(min=1, metavar="N", help="disk operations per call")] = SYNTH.fanout,
     collective_share: Annotated[float, typer.Option(
-        min=0, max=1, metavar="SHARE", help="share of collective calls (0..1)")] = 0.1,
+        min=0, max=1, metavar="SHARE", help="share of collective calls (0..1)")] = SYNTH.collective_share,
     skew: Annotated[str, typer.Option(
         metavar="SPEC", help="clock offsets, drifts and drift wander, e.g. "
-        "server:0=+250ms@15ppm~1ppm,host:1=-3ms@-12ppm (as callid run --clock-skew)")] = "",
+        "server:0=+250ms@15ppm~1ppm,host:1=-3ms@-12ppm (as callid run --clock-skew)")] = SYNTH.skew,
     duration: Annotated[float, typer.Option(
         parser=_duration, metavar="DURATION", help="time from the first call to the last, e.g. 1h",
         show_default="calls back to back")] = "0",
     async_share: Annotated[float, typer.Option(
         min=0, max=1, metavar="SHARE", help="share of writes whose disk operations end after the call "
-        "(write-back, 0..1)")] = 0.0,
+        "(write-back, 0..1)")] = SYNTH.async_share,
     misjoined: Annotated[int, typer.Option(
-        min=0, metavar="N", help="requests logged with another call's CallID")] = 0,
+        min=0, metavar="N", help="requests logged with another call's CallID")] = SYNTH.misjoined,
     ranks_per_host: Annotated[int, typer.Option(
-        min=0, metavar="N", help="ranks per simulated host (0: all on one host)")] = 0,
-    seed: Annotated[int, typer.Option(metavar="N", help="random seed")] = 0,
+        min=0, metavar="N", help="ranks per simulated host (0: all on one host)")] = SYNTH.ranks_per_host,
+    seed: Annotated[int, typer.Option(metavar="N", help="random seed")] = SYNTH.seed,
     as_json: JsonFlag = False,
 ) -> None:
     """Write synthetic client and server logs with their true arrows and clocks (for tests and benchmarks).
@@ -411,7 +415,7 @@ def synth(
     Example: callid synth --ranks 16 --calls 1000000 --duration 1h --skew server:0=+250ms@15ppm -d big
     """
     from callid_core.clock import SkewError
-    from pipeline.synth import SynthOptions, synthesize
+    from pipeline.synth import synthesize
 
     opts = SynthOptions(ranks=ranks, servers=servers, calls=calls, fanout=fanout,
                         collective_share=collective_share, skew=skew, duration=duration,

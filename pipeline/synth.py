@@ -39,33 +39,13 @@ from callid_core.atomic import replacing
 from callid_core.clock import parse_skew, skews_to_json
 from callid_core.errors import BadValue
 from callid_core.ids import DEFAULT_LAYOUT
+from pipeline.synth_options import SynthOptions
 
 LAYOUT = DEFAULT_LAYOUT
 TRUTH_SCHEMA = pa.schema([("callid", pa.uint64()), ("server", pa.string()), ("event_id", pa.int64())])
 
 
 T_BASE = 1_800_000_000 * 10**9  # ns: where synthetic time starts (an epoch time, as real logs have)
-
-
-@dataclass
-class SynthOptions:
-    """Parameters of a synthetic trace."""
-
-    ranks: int = 4
-    servers: int = 2
-    calls: int = 1000
-    fanout: int = 10
-    collective_share: float = 0.1
-    unattributed_share: float = 0.01
-    unstamped_share: float = 0.01
-    skew: str = ""  # callid_core.clock specification, e.g. server:0=+250ms@15ppm~1ppm
-    duration: float = 0.0  # ns from first call to last; 0: calls follow each other closely
-    async_share: float = 0.0  # share of Trove writes that end after their response (write-back)
-    misjoined: int = 0  # requests logged with another call's CallID
-    ranks_per_host: int = 0  # 0: every rank on one host
-    latency: float = 5_000.0  # ns: least one-way network latency
-    jitter: float = 10_000.0  # ns: mean of the exponential part of the latency
-    seed: int = 0
 
 
 class SynthError(BadValue):
