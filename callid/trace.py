@@ -1,4 +1,5 @@
-"""The per-rank columnar event log: one row per traced MPI call and per client->server exchange."""
+"""The per-rank columnar event log: one row per traced MPI call, phase of a collective call and
+client->server exchange."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from callid_core.partlog import PartLog
 __all__ = ["ClientTrace"]
 
 _row_of = S.CLIENT.row_of
-_rpc_row = S.CLIENT.row
+_row = S.CLIENT.row
 
 
 class ClientTrace:
@@ -44,10 +45,20 @@ class ClientTrace:
             error: str | None) -> None:
         """Log one client->server exchange made on behalf of ``callids``."""
         if self.enabled:
-            self.log.append(_rpc_row(
+            self.log.append(_row(
                 callid=callids[0] if len(callids) == 1 else self.sentinel, rank=self.rank, clock=self.clock,
                 kind="rpc", func=func, server=server, op=op, req_seq=seq, t_start=t_start, t_end=t_end,
-                t_recv=t_recv, t_send=t_send, error=error))
+                t_recv=t_recv, t_send=t_send, error=error, callids=callids))
+
+    def phase(self, callid: int, func: str, phase: str, t_start: int, t_end: int, *,
+              offset: int | None = None, size: int | None = None, nbytes: int | None = None,
+              error: str | None = None) -> None:
+        """Log one phase of a collective call on this rank (``kind='phase'``, the phase in ``op``)."""
+        if self.enabled:
+            self.log.append(_row(
+                callid=callid, rank=self.rank, clock=self.clock, kind="phase", func=func, op=phase,
+                offset=offset, size=size, bytes=nbytes, collective=True, t_start=t_start, t_end=t_end,
+                error=error))
 
     def close(self) -> None:
         self.log.close()

@@ -36,6 +36,8 @@ DEFAULT_FLUSH_ROWS = 4096
 DEFAULT_IO_SERVERS = 2
 #: MPI ranks of a run
 DEFAULT_RANKS = 2
+#: bytes an aggregator of two-phase collective buffering accesses per cycle (the hint ``cb_buffer_size``)
+DEFAULT_CB_BUFFER_SIZE = 16 * 1024 * 1024
 
 
 def host_of(world_rank: int, ranks_per_host: int) -> int:

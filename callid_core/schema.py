@@ -24,7 +24,8 @@ __all__ = [
 
 #: 2: the server log says each CallID's bytes of an event (``callid_bytes``) and the file range of
 #: a Trove data operation (``file_offset``, ``file_end``).
-SCHEMA_VERSION = "2"
+#: 3: the client log has the phases of collective calls (kind 'phase') and an rpc's CallIDs (callids).
+SCHEMA_VERSION = "3"
 
 # Key/value metadata every log file carries (bytes keys, as Parquet stores them).
 META_SCHEMA_VERSION = "callid.schema_version"
@@ -107,32 +108,42 @@ NS = "ns"
 BYTES = "bytes"
 _ON_CLOCK = " (on the row's clock)"
 
-CLIENT = Table("client", "one row per traced MPI call ('call'), completion ('wait') and client->server "
-               "exchange ('rpc') of every rank", [
-    Column("callid", pa.uint64(), "CallID of the MPI call (all ones: not stamped)", nullable=False),
+CLIENT = Table("client", "one row per traced MPI call ('call'), completion ('wait'), phase of a collective "
+               "call ('phase') and client->server exchange ('rpc') of every rank", [
+    Column("callid", pa.uint64(), "CallID of the MPI call (all ones: not stamped); rpc: of the call it was "
+           "made for (all ones: several, see callids)", nullable=False),
     Column("rank", pa.int32(), "MPI_COMM_WORLD rank", nullable=False),
     Column("clock", pa.string(), "clock domain of the times", nullable=False),
     Column("kind", pa.string(), "'call': one traced MPI call; 'wait': completion of a non-blocking "
-           "call (same rid); 'rpc': one client->server exchange", nullable=False, default="call"),
+           "call (same rid); 'phase': one phase of a collective call on this rank (op names it, callid is "
+           "the call's); 'rpc': one client->server exchange", nullable=False, default="call"),
     Column("func", pa.string(), "MPI function, e.g. MPI_File_write_at", nullable=False),
     Column("file", pa.string(), "file name as opened"),
     Column("fid", pa.int64(), "per-rank id of the open file"),
-    Column("offset", pa.int64(), "absolute file offset of the first byte accessed", BYTES),
-    Column("size", pa.int64(), "bytes requested", BYTES),
+    Column("offset", pa.int64(), "absolute file offset of the first byte accessed (phase 'io': of the "
+           "cycle's extent)", BYTES),
+    Column("size", pa.int64(), "bytes requested (phase 'io': the length of the cycle's extent)", BYTES),
     Column("count", pa.int64(), "count argument"),
     Column("datatype", pa.string(), "datatype argument"),
-    Column("bytes", pa.int64(), "bytes transferred", BYTES),
+    Column("bytes", pa.int64(), "bytes transferred (phase 'exchange': data bytes this rank sent to "
+           "the others; 'io': the calls' data bytes the cycle moved)", BYTES),
     Column("collective", pa.bool_(), "collective call"),
     Column("coll_seq", pa.int64(), "sequence number of a collective call, equal on every rank"),
     Column("rid", pa.int64(), "request id linking a non-blocking/split call to its completion"),
-    Column("t_start", pa.int64(), "call entered / request sent" + _ON_CLOCK, NS, nullable=False),
-    Column("t_end", pa.int64(), "call returned / final response received" + _ON_CLOCK, NS, nullable=False),
+    Column("t_start", pa.int64(), "call entered / phase began / request sent" + _ON_CLOCK, NS,
+           nullable=False),
+    Column("t_end", pa.int64(), "call returned / phase ended / final response received" + _ON_CLOCK, NS,
+           nullable=False),
     Column("error", pa.string(), "error message, null on success"),
     Column("server", pa.string(), "rpc: server name"),
-    Column("op", pa.string(), "rpc: request operation"),
+    Column("op", pa.string(), "rpc: request operation; phase: 'plan' (the allgather of the ranks' file "
+           "ranges), 'exchange' (data between ranks and aggregators), 'io' (one cycle of an aggregator's "
+           "I/O), 'wait' (the agreement on errors: waiting for the aggregators)"),
     Column("req_seq", pa.int64(), "rpc: per-rank request id, the server's req_id"),
     Column("t_recv", pa.int64(), "rpc: request received by the server (on the server's clock)", NS),
     Column("t_send", pa.int64(), "rpc: final response sent (on the server's clock)", NS),
+    Column("callids", pa.list_(pa.uint64()), "rpc: every CallID the request carries (an aggregator's: "
+           "each call whose bytes it moves)", nullable=False, default=()),
 ])
 
 SERVER = Table("server", "one row per server event (request, flow, Trove and metadata operation)", [

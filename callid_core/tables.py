@@ -15,8 +15,8 @@ from callid_core.schema import BYTES, CLIENT, LOGS, NS, SERVER, Column, Table
 
 __all__ = ["DERIVED", "MERGED", "RPC_ONLY", "reference_markdown"]
 
-#: client log columns that only ``kind = 'rpc'`` rows fill
-RPC_ONLY = ("server", "op", "req_seq", "t_recv", "t_send")
+#: client log columns that only ``kind = 'rpc'`` rows fill (and ``op``: the name of a phase)
+RPC_ONLY = ("server", "op", "req_seq", "t_recv", "t_send", "callids")
 _ALIGNED = " (on the reference clock)"
 
 
@@ -63,8 +63,25 @@ CALLS = Table("calls", "one row per traced MPI call, ordered by start", _times([
 RPCS = Table("rpcs", "one row per client->server exchange, ordered by start", _times([
     Column("callid", pa.uint64(), "CallID of the call the request was made for (null: several or none)"),
     CALLID_HEX,
+    Column("callids", pa.list_(pa.uint64()), "every CallID the request carries: its call's, or an "
+           "aggregator's, each call of the collective whose bytes it moves (the unstamped left out)"),
     *_client("rank", "clock", "func", "server", "op", "req_seq", "t_start", "t_end", "t_recv", "t_send",
              "error"),
+]))
+
+PHASES = Table("phases", "one row per phase of a collective data access on each rank, ordered by start: "
+               "the ranks' file ranges gathered ('plan'), data exchanged between ranks and aggregators "
+               "('exchange'), each cycle of an aggregator's I/O ('io'), waiting for the aggregators "
+               "('wait')", _times([
+    Column("callid", pa.uint64(), "CallID of the rank's call the phase is part of (null: not stamped)"),
+    CALLID_HEX,
+    *_client("rank", "clock", "func"),
+    Column("phase", pa.string(), "plan, exchange, io or wait"),
+    Column("file_offset", pa.int64(), "phase 'io': offset in the file of the cycle's extent", BYTES),
+    Column("size", pa.int64(), "phase 'io': length of the cycle's extent", BYTES),
+    Column("bytes", pa.int64(), "phase 'exchange': data bytes this rank sent to the other ranks; 'io': "
+           "the calls' data bytes the cycle moved", BYTES),
+    *_client("t_start", "t_end", "error"),
 ]))
 
 #: a disk operation's offset: in the datafile's bstream on its server, not in the file
@@ -171,7 +188,7 @@ EVENTS = Table("events", "(view) one timeline of calls, exchanges and server eve
 ])
 
 #: every table and view of a merged database, in the order they are documented
-MERGED = {t.name: t for t in (CALLS, RPCS, SERVER_OPS, ARROWS, FANOUT, CLOCKS, RUN, EVENTS)}
+MERGED = {t.name: t for t in (CALLS, RPCS, PHASES, SERVER_OPS, ARROWS, FANOUT, CLOCKS, RUN, EVENTS)}
 
 
 def _type(t: pa.DataType) -> str:

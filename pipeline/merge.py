@@ -21,7 +21,7 @@ from callid_core import schema as S
 from callid_core.choices import ClockSync, Storage, listed
 from callid_core.errors import Failed, InputError
 from callid_core.schema import Table
-from callid_core.tables import ARROWS, CALLS, DERIVED, FANOUT, MERGED, RPCS, SERVER_OPS
+from callid_core.tables import ARROWS, CALLS, DERIVED, FANOUT, MERGED, PHASES, RPCS, SERVER_OPS
 from pipeline import clocks
 from pipeline.load import LogInfo, validate_log
 
@@ -204,8 +204,8 @@ def _timed_source(source: str, times: dict[str, str], mode: str,
 
 
 def build_tables(con: duckdb.DuckDBPyConnection) -> None:
-    """``calls``, ``rpcs``, ``server_ops`` (times on the reference clock; CallIDs NULL where absent),
-    the run's start (macro ``run_start()``) and the ``events`` view."""
+    """``calls``, ``rpcs``, ``phases``, ``server_ops`` (times on the reference clock; CallIDs NULL where
+    absent), the run's start (macro ``run_start()``) and the ``events`` view."""
     mode = clocks.create_clock_map(con)
     callid = "NULLIF(x.callid, no_callid())"
     src, t = _timed_source("client_log", {"t_start": "x.clock", "t_end": "x.clock"}, mode)
@@ -215,7 +215,14 @@ def build_tables(con: duckdb.DuckDBPyConnection) -> None:
         "client_log", {"t_start": "x.clock", "t_end": "x.clock", "t_recv": "sc.clock", "t_send": "sc.clock"},
         mode, "LEFT JOIN (SELECT server, any_value(clock) AS clock FROM server_log GROUP BY server) sc "
         "ON sc.server = x.server")
-    _store(con, RPCS, f"SELECT {_select(RPCS, t, callid=callid)} {src} WHERE x.kind = 'rpc' ORDER BY t_start")
+    # (a log that names no callids, e.g. a synthetic one: the one CallID of the callid column)
+    callids = ("CASE WHEN len(x.callids) = 0 AND x.callid <> no_callid() THEN [x.callid] "
+               "ELSE list_filter(x.callids, lambda v: v <> no_callid()) END")
+    _store(con, RPCS, f"SELECT {_select(RPCS, t, callid=callid, callids=callids)} {src} "
+                      "WHERE x.kind = 'rpc' ORDER BY t_start")
+    src, t = _timed_source("client_log", {"t_start": "x.clock", "t_end": "x.clock"}, mode)
+    columns = _select(PHASES, t, callid=callid, phase="x.op", file_offset="x.offset")
+    _store(con, PHASES, f"SELECT {columns} {src} WHERE x.kind = 'phase' ORDER BY t_start")
     src, t = _timed_source("server_log", {"t_start": "x.clock", "t_end": "x.clock"}, mode)
     columns = _select(SERVER_OPS, t, callid=callid, disk_offset="x.offset",
                       callids="list_filter(x.callids, lambda v: v <> no_callid())",
@@ -229,7 +236,7 @@ def build_tables(con: duckdb.DuckDBPyConnection) -> None:
     start = con.execute("SELECT least((SELECT min(t_start) FROM _calls), (SELECT min(t_start) FROM _rpcs), "
                         "(SELECT min(t_start) FROM _server_ops))").fetchall()[0][0]
     con.execute(f"CREATE MACRO run_start() AS {int(start or 0)}::BIGINT")
-    for table in (CALLS, RPCS, SERVER_OPS):
+    for table in (CALLS, RPCS, PHASES, SERVER_OPS):
         _show(con, table)
     con.execute(f"""
         CREATE VIEW events AS

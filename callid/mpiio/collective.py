@@ -12,6 +12,11 @@
 The hints ``romio_cb_write`` / ``romio_cb_read`` (enable, disable, automatic)
 choose between this and independent access; automatic uses it when the ranks'
 ranges interleave.
+
+Each rank logs the phases of its call (one row each, ``kind='phase'``, the call's CallID):
+``plan`` (1.), ``exchange`` (3.; a read has two: the asks, then the data), ``io`` (4., one
+per cycle of an aggregator, its bytes) and ``wait`` (the agreement on errors, where the
+ranks wait for the aggregators' I/O; a read agrees before it sends the data back).
 """
 
 from __future__ import annotations
@@ -25,10 +30,9 @@ from callid.mpiio.call import CallContext
 from callid.mpiio.datatypes import Runs
 from callid.mpiio.errors import SimIOError
 from callid.mpiio.sysint import FileAttrs, FsError, SysInt
-from callid_core.config import host_of
+from callid_core import clock
+from callid_core.config import DEFAULT_CB_BUFFER_SIZE, host_of
 from server_sim import protocol as P
-
-DEFAULT_CB_BUFFER_SIZE = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -100,12 +104,21 @@ class TwoPhase:
                  world_ranks: list[int], ranks_per_host: int) -> None:
         self.sysint, self.comm, self.attrs, self.hints = sysint, comm, attrs, hints
         self.aggs = aggregators(world_ranks, ranks_per_host, hints.cb_nodes)
+        self.on_phase = sysint.on_phase
 
-    def plan(self, io_type: P.IoType, regions: Runs) -> list[tuple[int, int]] | None:
+    def _phase(self, call: CallContext, phase: str, t0: int, **extra) -> int:
+        """Log a phase of this rank's call that began at ``t0`` and ends now; return now."""
+        t1 = clock.now()
+        self.on_phase(call.callids[0], call.func, phase, t0, t1, **extra)
+        return t1
+
+    def plan(self, io_type: P.IoType, regions: Runs, call: CallContext) -> list[tuple[int, int]] | None:
         """The aggregators' file domains, or None for independent access (same on all ranks)."""
+        t0 = clock.now()
         lo = regions[0][0] if regions else None
         hi = max((o + n for o, n in regions), default=None)
         ranges = self.comm.allgather((lo, hi))
+        self._phase(call, "plan", t0)
         mode = self.hints.romio_cb_write if io_type == P.IoType.WRITE else self.hints.romio_cb_read
         used = sorted(r for r in ranges if r[0] is not None)
         if mode == "disable" or not used:
@@ -116,9 +129,12 @@ class TwoPhase:
         size = -(-(end - start) // len(self.aggs))
         return [(start + i * size, min(end, start + (i + 1) * size)) for i in range(len(self.aggs))]
 
-    def _agreed(self, error: tuple[int, str] | None) -> None:
-        """Raise on every rank if any aggregator failed."""
+    def _agreed(self, error: tuple[int, str] | None, call: CallContext) -> None:
+        """Raise on every rank if any aggregator failed (the ``wait`` phase: the ranks wait for the
+        aggregators' I/O here)."""
+        t0 = clock.now()
         errors = [e for e in self.comm.allgather(error) if e is not None]
+        self._phase(call, "wait", t0, error=errors[0][1] if errors else None)
         if errors:
             raise SimIOError(*errors[0])
 
@@ -128,22 +144,30 @@ class TwoPhase:
 
         ``call``: this rank's call (one CallID); the aggregators' requests carry the CallIDs
         of every call whose data they hold, under the collective's function."""
+        t0 = clock.now()
         send = [None] * self.comm.Get_size()
+        sent = 0
         for agg, (lo, hi) in zip(self.aggs, domains):
             parts = _overlap(regions, lo, hi)
             if parts:
                 send[agg] = (call.callids[0], [(o, n) for o, n, _ in parts],
                              b"".join(data[p:p + n] for _, n, p in parts))
+                sent += len(send[agg][2]) if agg != self.comm.Get_rank() else 0
         received = [r for r in self.comm.alltoall(send) if r is not None]
+        self._phase(call, "exchange", t0, nbytes=sent)
         error = None
         if self.comm.Get_rank() in self.aggs:
             try:
-                self._write_domain(received, call.func)
+                self._write_domain(received, call)
             except FsError as exc:
                 error = (MPI.ERR_IO, str(exc))
-        self._agreed(error)
+        self._agreed(error, call)
 
-    def _write_domain(self, received: list, func: str) -> None:
+    def _write_domain(self, received: list, mine: CallContext) -> None:
+        """Write the domain's data in cycles of ``cb_buffer_size`` bytes (``mine``: this rank's call,
+        whose ``io`` phases they are; each cycle begins where the last ended)."""
+        t0 = clock.now()
+        func = mine.func
         pieces = []  # (offset, length, data, callid) in rank order
         for cid, runs, blob in received:
             pos = 0
@@ -166,30 +190,45 @@ class TwoPhase:
             first, last = cover[0][0], cover[-1][0] + cover[-1][1]
             buf = bytearray(last - first)
             call = CallContext(ids, func, _owners([(a, b, cid) for a, b, _, cid in parts], ids))
-            if len(cover) > 1:  # holes: read-modify-write the whole extent
-                self.sysint.io(self.attrs, P.IoType.READ, [(first, last - first)], memoryview(buf), call)
-            for a, b, d, _ in parts:  # in rank order: the highest rank wins where writes overlap
-                buf[a - first:b - first] = d
-            self.sysint.io(self.attrs, P.IoType.WRITE, [(first, last - first)], memoryview(buf), call)
+            error = None
+            try:
+                if len(cover) > 1:  # holes: read-modify-write the whole extent
+                    self.sysint.io(self.attrs, P.IoType.READ, [(first, last - first)], memoryview(buf), call)
+                for a, b, d, _ in parts:  # in rank order: the highest rank wins where writes overlap
+                    buf[a - first:b - first] = d
+                self.sysint.io(self.attrs, P.IoType.WRITE, [(first, last - first)], memoryview(buf), call)
+            except FsError as exc:
+                error = str(exc)
+                raise
+            finally:
+                t0 = self._phase(mine, "io", t0, offset=first, size=last - first,
+                                 nbytes=sum(b - a for a, b, _, _ in parts), error=error)
 
     def read(self, domains: list[tuple[int, int]], regions: Runs, data: memoryview, call: CallContext) -> int:
         """Phase 1: aggregators read what was asked in their domain; phase 2: send it to each rank
-        (``call`` as for :meth:`write`)."""
+        (``call`` as for :meth:`write`).  The ranks agree on errors before the data goes back, so
+        the second exchange only moves data."""
+        t0 = clock.now()
         asks = [None] * self.comm.Get_size()
         for agg, (lo, hi) in zip(self.aggs, domains):
             parts = _overlap(regions, lo, hi)
             if parts:
                 asks[agg] = (call.callids[0], [(o, n) for o, n, _ in parts])
         received = self.comm.alltoall(asks)
+        self._phase(call, "exchange", t0, nbytes=0)
         answers: list = [None] * self.comm.Get_size()
         error = None
         if self.comm.Get_rank() in self.aggs:
             try:
-                answers = self._read_domain(received, call.func)
+                answers = self._read_domain(received, call)
             except FsError as exc:
                 error = (MPI.ERR_IO, str(exc))
+        self._agreed(error, call)
+        t0 = clock.now()
+        me = self.comm.Get_rank()
+        sent = sum(len(blob) for rank, reply in enumerate(answers) if rank != me
+                   for _, _, blob, _ in reply or ())
         replies = self.comm.alltoall(answers)
-        self._agreed(error)
         starts = list(_stream_starts(regions))
         done = 0
         for reply in replies:
@@ -198,9 +237,13 @@ class TwoPhase:
                 pos = starts[i] + off - regions[i][0]
                 data[pos:pos + n] = blob
                 done += valid
+        self._phase(call, "exchange", t0, nbytes=sent)
         return done
 
-    def _read_domain(self, received: list, func: str) -> list:
+    def _read_domain(self, received: list, mine: CallContext) -> list:
+        """Read the domain in cycles (``mine`` as for :meth:`_write_domain`)."""
+        t0 = clock.now()
+        func = mine.func
         wanted = [(rank, cid, off, n) for rank, ask in enumerate(received) if ask
                   for cid in [ask[0]] for off, n in ask[1]]
         answers: list = [[] for _ in received]
@@ -219,13 +262,22 @@ class TwoPhase:
             buf = memoryview(bytearray(sum(n for _, n in cover)))
             ids = tuple(sorted({cid for _, cid, _, _ in parts}))
             call = CallContext(ids, func, _owners([(a, b, cid) for _, cid, a, b in parts], ids))
-            got = self.sysint.io(self.attrs, P.IoType.READ, cover, buf, call)
-            eof = _end_of_data(cover, got)
-            starts = list(_stream_starts(cover))
-            for rank, _, a, b in parts:
-                i = bisect.bisect_right([o for o, _ in cover], a) - 1
-                pos = starts[i] + a - cover[i][0]
-                answers[rank].append((a, b - a, bytes(buf[pos:pos + b - a]), max(0, min(b, eof) - a)))
+            error = None
+            try:
+                got = self.sysint.io(self.attrs, P.IoType.READ, cover, buf, call)
+                eof = _end_of_data(cover, got)
+                starts = list(_stream_starts(cover))
+                for rank, _, a, b in parts:
+                    i = bisect.bisect_right([o for o, _ in cover], a) - 1
+                    pos = starts[i] + a - cover[i][0]
+                    answers[rank].append((a, b - a, bytes(buf[pos:pos + b - a]), max(0, min(b, eof) - a)))
+            except FsError as exc:
+                error = str(exc)
+                raise
+            finally:
+                first, last = cover[0][0], cover[-1][0] + cover[-1][1]
+                t0 = self._phase(mine, "io", t0, offset=first, size=last - first,
+                                 nbytes=sum(n for _, n in cover), error=error)
         return answers
 
 

@@ -84,7 +84,8 @@ class Tracer:
                                  config.to_json() if config else "{}", clock=f"host{host}",
                                  flush_rows=config.flush_rows if config else DEFAULT_FLUSH_ROWS,
                                  enabled=config.client_events if config else True)
-        self.sysint = SysInt(config, rank, self.trace.rpc) if config and config.servers else None
+        self.sysint = (SysInt(config, rank, self.trace.rpc, self.trace.phase)
+                       if config and config.servers else None)
         self.mounts = [os.path.abspath(m) for m in config.mount] if config else []
         self.fids = itertools.count(1)
         self.opens = itertools.count(0)

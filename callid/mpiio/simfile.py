@@ -394,7 +394,7 @@ class SimFile:
         rec.size, rec.count = stream.nbytes, stream.count
         rec.datatype = stream.dtype.Get_name() or "derived"
         two_phase = self._two_phase() if collective else None
-        domains = two_phase.plan(io_type, regions) if two_phase else None
+        domains = two_phase.plan(io_type, regions, call) if two_phase else None
         if domains is not None and io_type == P.IoType.WRITE:
             two_phase.write(domains, regions, stream.gather(), call)
             done = stream.nbytes

@@ -27,6 +27,12 @@ from server_sim import protocol as P
 from server_sim.distribution import SimpleStripe, flow_buffers
 
 RpcHook = Callable[..., None]  # (callids, func, server, op, seq, t0, t1, t_recv, t_send, error)
+#: (callid, func, phase, t0, t1, *, offset, size, nbytes, error): a phase of a collective call
+PhaseHook = Callable[..., None]
+
+
+def _no_phase(*args: Any, **kwargs: Any) -> None:
+    pass
 
 
 class FsError(Failed):
@@ -100,10 +106,11 @@ _DONE_SIZE = len(P.encode(P.WriteCompletion()))
 class SysInt:
     """File-system client of one rank."""
 
-    def __init__(self, config: Config, rank: int, on_rpc: RpcHook) -> None:
+    def __init__(self, config: Config, rank: int, on_rpc: RpcHook, on_phase: PhaseHook = _no_phase) -> None:
         self.config = config
         self.rank = rank
         self.on_rpc = on_rpc
+        self.on_phase = on_phase  # (the trace of the phases of the collective calls made through this client)
         self.stamp = config.callid
         self.small_io_limit = min(config.small_io, P.SMALL_IO_MAX_DATA)
         self._seq = itertools.count(1)

@@ -99,6 +99,71 @@ def _subarray_owners(callids: dict[int, int]):
     return owners_of
 
 
+def _breakdown(run) -> dict[str, dict]:
+    """``examples/queries/latency_breakdown.sql`` on the run: per CallID (hex), its row."""
+    cur = run.con.execute((EXAMPLES / "queries" / "latency_breakdown.sql").read_text())
+    names = [d[0] for d in cur.description]
+    return {row[0]: dict(zip(names, row)) for row in cur.fetchall()}
+
+
+PARTS = ("exchange_ns", "wait_ns", "io_ns", "server_queue_ns", "disk_ns")
+
+
+def test_subarray_collective_time_is_accounted_for_by_its_phases_requests_and_disks(subarray):
+    """The 2x2 subarray Write_all of 4 ranks on 4 servers: on every rank the named parts of the
+    latency breakdown (exchange, waiting for the aggregators, I/O requests, server queue, disk)
+    account for at least 90 % of the call's time, and never more than all of it."""
+    rows = _breakdown(subarray)
+    calls = subarray.q("SELECT callid_hex, rank, func FROM calls WHERE func LIKE '%_all' ORDER BY rank")
+    aggregators = {r for (r,) in subarray.q("SELECT DISTINCT rank FROM phases WHERE phase = 'io'")}
+    assert aggregators == {0}  # one simulated host: one aggregator
+    for hexid, rank, func in calls:
+        row = rows[hexid]
+        named = sum(row[p] for p in PARTS)
+        assert all(row[p] >= 0 for p in (*PARTS, "other_ns"))
+        assert named + row["other_ns"] == row["call_ns"]  # the parts never overlap
+        if func == "MPI_File_write_all":
+            assert named >= 0.9 * row["call_ns"], row
+        if rank in aggregators:  # its own I/O: requests, server queue and disk
+            assert min(row["io_ns"], row["server_queue_ns"], row["disk_ns"]) > 0, row
+        else:  # only the exchange and waiting for the aggregator
+            assert row["io_ns"] == row["server_queue_ns"] == row["disk_ns"] == 0, row
+            assert min(row["exchange_ns"], row["wait_ns"]) > 0, row
+    # `callid stats` shows the same split for the calls it lists
+    for listed in subarray.stats["slowest_calls"]:
+        assert listed == rows[listed["callid_hex"]]
+    assert {"exchange_ns", "wait_ns", "io_ns", "accounted_pct"} <= set(subarray.stats["slowest_calls"][0])
+
+
+def test_subarray_phases_lie_in_their_calls_and_the_aggregators_requests_name_their_calls(subarray):
+    # every phase inside its call's span (one clock: the rank's), and the phases of each rank's calls
+    assert subarray.q("""SELECT count(*) FROM phases p JOIN calls c USING (callid)
+                         WHERE p.t_start < c.t_start OR p.t_end > c.t_end OR p.rank <> c.rank""") == [(0,)]
+    assert subarray.q("SELECT count(*) FROM phases WHERE callid IS NULL") == [(0,)]
+    phases = subarray.q("""SELECT c.func, p.rank, list(p.phase ORDER BY p.t_start)
+                           FROM phases p JOIN calls c USING (callid) GROUP BY ALL ORDER BY ALL""")
+    for func, rank, names in phases:
+        io = ["io"] if rank == 0 else []
+        assert names == (["plan", "exchange", *io, "wait"] if func == "MPI_File_write_all"
+                         else ["plan", "exchange", *io, "wait", "exchange"]), (func, rank)
+    # the aggregator's cycles moved the 8 MiB; every rank but the aggregator sent its 2 MiB
+    assert subarray.q("""SELECT c.func, sum(p.bytes) FILTER (WHERE phase = 'io'),
+                                sum(p.bytes) FILTER (WHERE phase = 'exchange')
+                         FROM phases p JOIN calls c USING (callid) GROUP BY ALL ORDER BY ALL""") == [
+        ("MPI_File_read_at_all", 8 << 20, 6 << 20), ("MPI_File_write_all", 8 << 20, 6 << 20)]
+    # each aggregator request names the calls of its collective whose bytes it moves: those its disk
+    # operations were attributed to (checked against the owners above), here all four
+    for func in ("MPI_File_write_all", "MPI_File_read_at_all"):
+        collective = set(_callids(subarray, func).values())
+        requests = subarray.q(f"""
+            SELECT r.req_seq, r.callid, r.callids, list_distinct(flatten(list(s.callids)))
+            FROM rpcs r JOIN server_ops s ON s.rank = r.rank AND s.req_id = r.req_seq
+            WHERE r.func = '{func}' AND s.layer = 'trove' GROUP BY ALL""")
+        assert len(requests) >= SERVERS
+        for _, callid, callids, moved in requests:
+            assert callid is None and set(callids) == set(moved) == collective
+
+
 def test_subarray_collective_every_trove_operation_names_exactly_the_ranks_owning_its_bytes(subarray):
     assert "read-back OK" in subarray.stdout
     # 512 row ranges per rank, far more than the 256 triples the old owner map held

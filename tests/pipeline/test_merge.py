@@ -104,8 +104,8 @@ def _columns(db, table):
 
 def test_merge_returns_row_counts(logs, tmp_path):
     counts = merge(str(logs[0]), str(logs[1]), str(tmp_path / "c.duckdb"))
-    assert counts == {"calls": 4, "rpcs": 1, "server_ops": 8, "arrows": 6, "fanout": 4, "clocks": 4,
-                      "run": 16}
+    assert counts == {"calls": 4, "rpcs": 1, "phases": 0, "server_ops": 8, "arrows": 6, "fanout": 4,
+                      "clocks": 4, "run": 16}
 
 
 def test_arrows_are_one_row_per_call_and_disk_operation_including_fan_in(merged):
@@ -180,9 +180,10 @@ def test_calls_rpcs_and_server_ops(merged):
         (B, "0x01_000001", 1, "MPI_File_read_at", 100, 100),
         (None, None, None, "MPI_File_seek", 100, 200),
         (C, "0x01_000002", 2, "MPI_File_get_size", 100, 300)]
+    # (callids: the log names none, so the one CallID of its callid column)
     assert _q(merged, "SELECT * FROM rpcs") == [
-        (A, "0x00_000001", 0, "host0", "MPI_File_write_at", "io0", "io", 1, 1001, 1090, 89, 1, 1010, 1080,
-         None)]
+        (A, "0x00_000001", [A], 0, "host0", "MPI_File_write_at", "io0", "io", 1, 1001, 1090, 89, 1, 1010,
+         1080, None)]
     assert _columns(merged, "rpcs")[:2] == ["callid", "callid_hex"]
     server_cols = ["disk_offset" if f.name == "offset" else f.name for f in S.SERVER_SCHEMA][5:]
     assert _columns(merged, "server_ops") == ["server", "clock", "layer", "op", "callid", "callid_hex",
@@ -308,12 +309,15 @@ def test_statistics(merged):
                                 {"server": "io1", "ops": 3, "bytes": 300, "busy_ns": 30},
                                 {"server": "meta0", "ops": 1, "bytes": 0, "busy_ns": 10}]
     assert stats["server_imbalance"] == {"ops": 1.2, "bytes": 1.2, "busy_ns": 1.2}
-    # A: its server events span 1002-1140, longer than the call: nothing outside; queue 1002 -> 1010
-    # B: 1105-1140 (35 ns) of its 100 ns, the first disk operation (meta) at once, 30 ns on disks
-    assert [(r["func"], r["call_ns"], r["outside_servers_ns"], r["server_queue_ns"], r["disk_ns"])
-            for r in stats["slowest_calls"]] == [
-        ("MPI_File_write_at", 100, 0, 8, 30), ("MPI_File_read_at", 100, 65, 0, 30),
-        ("MPI_File_seek", 100, 100, 0, 0), ("MPI_File_get_size", 100, 100, 0, 0)]
+    # A (1000-1100): its request (rank 0, req 1) is out 1001-1090; of that request's server events
+    # (every one here says rank 0, req 1) those inside 1001-1090 count: the disk 1010-1030 (20 ns), the
+    # queue from its arrival (1002) to its first disk operation (8 ns); the rest of the request is I/O
+    # (89 - 28 = 61), 11 ns other.  B made no request: its disk operations are not its rank's waiting.
+    assert [(r["func"], r["call_ns"], r["exchange_ns"], r["wait_ns"], r["io_ns"], r["server_queue_ns"],
+             r["disk_ns"], r["other_ns"], r["accounted_pct"]) for r in stats["slowest_calls"]] == [
+        ("MPI_File_write_at", 100, 0, 0, 61, 8, 20, 11, 89.0),
+        ("MPI_File_read_at", 100, 0, 0, 0, 0, 0, 100, 0.0),
+        ("MPI_File_seek", 100, 0, 0, 0, 0, 0, 100, 0.0), ("MPI_File_get_size", 100, 0, 0, 0, 0, 0, 100, 0.0)]
     json.dumps(stats)  # JSON-ready
     text = render_stats(stats)
     for figure in ("8 event categories carry CallIDs", "3 distinct CallIDs", "6 arrows",
