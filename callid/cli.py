@@ -288,11 +288,20 @@ def stats(
 
 @app.command(cls=_Command)
 def sql(
-    db: DbPath,
+    db: Annotated[Path | None, typer.Argument(
+        metavar="DB", help="merged output of 'callid merge' (a DuckDB file, or a directory with --storage "
+        "parquet)", show_default=False)] = None,
     query: Annotated[str | None, typer.Argument(
-        metavar="QUERY", help="SQL query (or -f FILE)", show_default=False)] = None,
+        metavar="QUERY", help="SQL query (or -f FILE, or --query NAME); none: list the tables and views",
+        show_default=False)] = None,
     file: Annotated[Path | None, typer.Option(
         "-f", "--file", metavar="FILE", help="read the query from a file")] = None,
+    named: Annotated[str | None, typer.Option(
+        "-q", "--query", metavar="NAME", help="run a query that ships with callid (see --list-queries)")
+    ] = None,
+    list_queries: Annotated[bool, typer.Option(
+        "--list-queries", help="list the queries that ship with callid and the question each answers")
+    ] = False,
     fmt: Annotated[RowFormat, typer.Option(
         "--format", help="how to print the rows (json: integers beyond 2^53, such as CallIDs and "
         "times in ns, as strings, so that JavaScript readers keep them exact)")] = RowFormat.TABLE,
@@ -301,19 +310,38 @@ def sql(
 ) -> None:
     """Run a SQL query on a merged database (tables: calls, rpcs, server_ops, arrows, fanout, ...).
 
+    Without a query it lists the tables and views with their row counts; --query NAME runs one
+    of the queries that ship with callid (--list-queries shows them and what each answers).
+
     Example: callid sql merged.duckdb "SELECT func, count(*) FROM arrows GROUP BY func"
     """
-    from pipeline.query import format_rows, run_query
+    from pipeline.query import format_rows, named_queries, named_query, run_query, table_counts
 
+    fmt = RowFormat.JSON if as_json else fmt
+    if list_queries:
+        rows = [(q.name, q.question) for q in named_queries().values()]
+        typer.echo(format_rows(["query", "question"], rows, fmt))
+        return
+    if db is None:
+        raise BadValue("no database: give DB (or --list-queries)")
+    if sum(x is not None for x in (query, file, named)) > 1:
+        raise BadValue("give one of QUERY, -f FILE and --query NAME")
     if file is not None:
         try:
             query = file.read_text()
         except OSError as exc:
             raise BadValue(f"{file}: {exc.strerror}") from None
-    if not query:
-        raise BadValue("no query: give QUERY or -f FILE")
+        if not query.strip():
+            raise BadValue(f"{file}: no query in the file")
+    elif named is not None:
+        query = named_query(named).sql
+    if query is None:
+        typer.echo(format_rows(["name", "kind", "rows"], table_counts(str(db)), fmt))
+        if fmt == RowFormat.TABLE:
+            typer.echo("(give QUERY, -f FILE or --query NAME to run a query; --list-queries)", err=True)
+        return
     columns, rows = run_query(str(db), query)
-    typer.echo(format_rows(columns, rows, RowFormat.JSON if as_json else fmt))
+    typer.echo(format_rows(columns, rows, fmt))
 
 
 @contextmanager

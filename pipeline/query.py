@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
+from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 import duckdb
@@ -44,6 +47,51 @@ def connect(db: str) -> duckdb.DuckDBPyConnection:
         con.close()
         raise InputError(f"{db}: not a database written by 'callid merge' (no table '{missing[0]}')")
     return con
+
+
+@dataclass(frozen=True)
+class NamedQuery:
+    """A query that ships with callid (``pipeline/queries/NAME.sql``): the question it answers
+    (its leading comment up to the first ``?``), the whole leading comment and its SQL."""
+
+    name: str
+    question: str
+    description: str
+    sql: str
+
+
+def named_queries() -> dict[str, NamedQuery]:
+    """The shipped queries by name, from their files' leading ``--`` comments and SQL."""
+    out = {}
+    for entry in sorted(resources.files("pipeline").joinpath("queries").iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".sql"):
+            sql = entry.read_text()
+            lines = [ln[2:].strip() for ln in itertools.takewhile(lambda ln: ln.startswith("--"),
+                                                                   sql.splitlines())]
+            name, text = entry.name.removesuffix(".sql"), " ".join(lines)
+            out[name] = NamedQuery(name, text[:text.find("?") + 1] or text, text, sql)
+    return out
+
+
+def named_query(name: str) -> NamedQuery:
+    """The shipped query ``name``; :class:`InputError` naming the others if there is none."""
+    queries = named_queries()
+    if name not in queries:
+        raise InputError(f"no query named {name!r} (queries: {', '.join(queries)}; see --list-queries)")
+    return queries[name]
+
+
+def table_counts(db: str) -> list[tuple[str, str, int]]:
+    """``(name, 'table' or 'view', rows)`` of every table and view a user queries (not the stored
+    ``_name`` rows behind the views)."""
+    con = connect(db)
+    try:
+        found = con.execute("""SELECT table_name, table_type FROM information_schema.tables
+                               WHERE table_name NOT LIKE '\\_%' ESCAPE '\\' ORDER BY table_name""").fetchall()
+        return [(name, "view" if kind == "VIEW" else "table",
+                 con.execute(f'SELECT count(*) FROM "{name}"').fetchall()[0][0]) for name, kind in found]
+    finally:
+        con.close()
 
 
 def run_query(db: str, sql: str) -> tuple[list[str], list[tuple]]:

@@ -82,7 +82,7 @@ def breakdown_sql(calls: str) -> str:
     same (rank, req_id), clipped to the request's span.  Every span is clipped to the call's; a sweep
     over their ends gives each stretch of the call to the first part (in the order above) that
     explains it, so the parts never overlap and add up to the call's time with ``other_ns``;
-    ``accounted_pct`` is the named parts' share of it.  (``examples/queries/latency_breakdown.sql``
+    ``accounted_pct`` is the named parts' share of it.  (the shipped query ``latency_breakdown``
     is the same query over every call.)"""
     return f"""
     WITH c AS ({calls}

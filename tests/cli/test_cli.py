@@ -74,7 +74,9 @@ def test_errors_are_one_line_with_the_exit_status_of_their_class(tmp_path):
         (("merge", tmp_path / "no.parquet", tmp_path / "no2.parquet"), 2, "no.parquet: no such file"),
         (("merge", "a", "b", "--storage", "sqlite"), 2, "Invalid value for '--storage'"),
         (("stats", tmp_path / "missing.duckdb"), 2, "missing.duckdb: no such file"),
-        (("sql", tmp_path / "missing.duckdb"), 2, "no query: give QUERY or -f FILE"),
+        (("sql", tmp_path / "missing.duckdb"), 2, "missing.duckdb: no such file"),
+        (("sql",), 2, "no database: give DB (or --list-queries)"),
+        (("sql", tmp_path / "m.duckdb", "SELECT 1", "-q", "top_fanout"), 2, "give one of QUERY, -f FILE"),
         (("synth", "-d", tmp_path / "s", "--skew", "server:9=+1ms"), 2, "--skew: server:9"),
         (("run", "--clock-skew", "bad", "-d", tmp_path / "r", __file__), 2, "--clock-skew: bad clock skew"),
     ]

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pipeline.query import named_query
 from tests.conftest import EXAMPLES, traced
 
 pytestmark = pytest.mark.mpi
@@ -100,8 +101,8 @@ def _subarray_owners(callids: dict[int, int]):
 
 
 def _breakdown(run) -> dict[str, dict]:
-    """``examples/queries/latency_breakdown.sql`` on the run: per CallID (hex), its row."""
-    cur = run.con.execute((EXAMPLES / "queries" / "latency_breakdown.sql").read_text())
+    """the shipped query ``latency_breakdown`` on the run: per CallID (hex), its row."""
+    cur = run.con.execute(named_query("latency_breakdown").sql)
     names = [d[0] for d in cur.description]
     return {row[0]: dict(zip(names, row)) for row in cur.fetchall()}
 

@@ -1,4 +1,4 @@
-"""The latency breakdown (``callid stats`` slowest calls, ``examples/queries/latency_breakdown.sql``) on a
+"""The latency breakdown (``callid stats`` slowest calls, the shipped query ``latency_breakdown``) on a
 small hand-made log of a two-phase collective write and an independent write, with the parts computed
 by hand; and the ``phases`` table and ``rpcs.callids`` the merge makes of it."""
 
@@ -9,9 +9,8 @@ import pytest
 
 from callid_core import schema as S
 from pipeline.merge import merge
-from pipeline.query import run_query
+from pipeline.query import named_query, run_query
 from pipeline.stats import compute_stats, render_stats
-from tests.conftest import EXAMPLES
 from tests.pipeline.test_merge import NONE, _write
 
 X0, X1 = 0x00000005, 0x01000005  # the collective MPI_File_write_all: rank 0 (aggregator), rank 1
@@ -109,7 +108,7 @@ def test_the_stats_split_each_call_as_computed_by_hand(db):
 
 
 def test_the_example_query_gives_the_same_split(db):
-    columns, rows = run_query(str(db), (EXAMPLES / "queries" / "latency_breakdown.sql").read_text())
+    columns, rows = run_query(str(db), named_query("latency_breakdown").sql)
     assert columns[:4] == ["callid_hex", "rank", "func", "call_ns"]
     assert [tuple(r) for r in rows] == EXPECTED
 

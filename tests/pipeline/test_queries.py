@@ -1,4 +1,5 @@
-"""Every example query says what it answers, runs, and answers it on a real collective run."""
+"""Every query that ships with callid says what it answers, runs by name, and answers it on a real
+collective run; ``callid sql DB`` without a query lists the tables."""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ import json
 import duckdb
 import pytest
 
-from tests.conftest import EXAMPLES, callid_cmd
+from pipeline.query import named_queries
+from tests.conftest import callid_cmd
 
 pytestmark = pytest.mark.mpi
 
-QUERIES = sorted((EXAMPLES / "queries").glob("*.sql"))
+QUERIES = sorted(named_queries())
 
 
 @pytest.fixture(scope="module")
@@ -19,25 +21,27 @@ def db(collective_fanin):
     return collective_fanin.db
 
 
-def _run(db, query) -> list[dict]:
-    result = callid_cmd("sql", db, "-f", query, "--format", "json")
+def _run(db, query: str) -> list[dict]:
+    result = callid_cmd("sql", db, "--query", query, "--format", "json")
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
 
 
 def test_there_are_the_six_queries():
-    assert [q.stem for q in QUERIES] == ["collective_fanin", "latency_breakdown", "server_load_over_time",
+    assert QUERIES == ["collective_fanin", "latency_breakdown", "server_load_over_time",
                                          "small_io_share", "stragglers", "top_fanout"]
 
 
-@pytest.mark.parametrize("query", QUERIES, ids=lambda q: q.stem)
+@pytest.mark.parametrize("query", QUERIES)
 def test_each_query_says_what_it_answers_and_returns_rows(db, query):
-    assert query.read_text().startswith("-- ") and "?" in query.read_text().splitlines()[0]
+    named = named_queries()[query]
+    assert named.sql.startswith("-- ") and named.question.endswith("?")
+    assert named.question in named.description
     assert _run(db, query)
 
 
 def test_the_answers(db):
-    rows = {q.stem: _run(db, q) for q in QUERIES}
+    rows = {q: _run(db, q) for q in QUERIES}
     con = duckdb.connect(str(db), read_only=True)
     most = con.execute("SELECT max(disk_ops) FROM fanout").fetchall()[0][0]
     assert rows["top_fanout"][0]["disk_ops"] == most
@@ -53,3 +57,24 @@ def test_the_answers(db):
     assert len(writes) == 4 and sum(r["io_ns"] > 0 and r["disk_ns"] > 0 for r in writes) == 1
     assert all(r["wait_ns"] > 0 and r["exchange_ns"] > 0 for r in writes)
     assert {r["server"] for r in rows["server_load_over_time"]} >= {"io0", "io1"}
+
+
+def test_queries_are_listed_with_their_questions_and_a_bad_name_is_one_line():
+    listed = callid_cmd("sql", "--list-queries", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert {r["query"]: r["question"] for r in json.loads(listed.stdout)} == {
+        name: q.question for name, q in named_queries().items()}
+    bad = callid_cmd("sql", "x.duckdb", "--query", "nope")
+    assert bad.returncode == 2 and bad.stderr.startswith("callid: error: no query named 'nope' (queries: ")
+
+
+def test_sql_without_a_query_lists_the_tables_and_views_with_their_rows(db):
+    result = callid_cmd("sql", db, "--json")
+    assert result.returncode == 0, result.stderr
+    listed = {r["name"]: (r["kind"], r["rows"]) for r in json.loads(result.stdout)}
+    con = duckdb.connect(str(db), read_only=True)
+    for name in ("calls", "arrows", "fanout", "server_ops", "clocks", "run", "events", "phases"):
+        assert listed[name][1] == con.execute(f"SELECT count(*) FROM {name}").fetchall()[0][0]
+    con.close()
+    assert listed["calls"][0] == "view" and listed["run"][0] == "table"
+    assert not any(name.startswith("_") for name in listed)  # the stored rows behind the views are not shown

@@ -1,5 +1,5 @@
 -- Which calls caused the most disk operations, on how many servers?
--- Run: callid sql merged.duckdb -f examples/queries/top_fanout.sql
+-- Run: callid sql merged.duckdb --query top_fanout
 SELECT callid_hex, rank, func, size AS bytes_requested, disk_ops, servers, disk_bytes
 FROM fanout
 ORDER BY disk_ops DESC, disk_bytes DESC, callid
