@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from callid_core import schema as S
 from callid_core.ids import Layout
-from pipeline.query import connect, format_rows
+from pipeline.query import connect, format_rows, named_query
 
 
 def _rows(con, sql: str) -> list[dict]:
@@ -64,93 +64,15 @@ SERVERS_SQL = f"""
     SELECT server, count(*) AS ops, sum(size)::BIGINT AS bytes, any_value(busy_ns) AS busy_ns
     FROM ops JOIN busy USING (server) GROUP BY server ORDER BY server"""
 
-def breakdown_sql(calls: str) -> str:
-    """Where the time of each call of ``calls`` (a query giving callid, callid_hex, rank, func,
-    coll_seq, t_start, t_end, call_ns) went, on the call's rank, as parts that never overlap:
+def slowest_sql(limit: int) -> str:
+    """The shipped query ``latency_breakdown`` (where each call's time went, in parts that never
+    overlap; see its header) over the ``limit`` slowest calls only: its first CTE picks the calls."""
+    sql = named_query("latency_breakdown").sql.rstrip().rstrip(";")
+    every_call = "FROM calls\n), ids AS"
+    if sql.count(every_call) != 1:
+        raise AssertionError("latency_breakdown.sql: its first CTE no longer picks the calls")
+    return sql.replace(every_call, f"FROM calls ORDER BY call_ns DESC, t_start LIMIT {limit}\n), ids AS")
 
-    * ``disk_ns``: the disk operations of the rank's requests for the call (their union);
-    * ``server_queue_ns``: in the servers, from a request's arrival to its first disk operation
-      (a request without one: all its server time);
-    * ``io_ns``: the rank's requests outstanding, and an aggregator's I/O cycles (phase 'io':
-      building and scattering its buffers), outside the two above;
-    * ``exchange_ns``: phases 'plan' and 'exchange' of a collective (between ranks);
-    * ``wait_ns``: phase 'wait' of a collective (waiting for the aggregators);
-    * ``other_ns``: the rest (the client's own work outside those, e.g. the file view).
-
-    The rank's requests for a call are its rpcs carrying the call's CallID, or for a collective
-    call any CallID of the same collective (an aggregator's); their server events are those of the
-    same (rank, req_id), clipped to the request's span.  Every span is clipped to the call's; a sweep
-    over their ends gives each stretch of the call to the first part (in the order above) that
-    explains it, so the parts never overlap and add up to the call's time with ``other_ns``;
-    ``accounted_pct`` is the named parts' share of it.  (the shipped query ``latency_breakdown``
-    is the same query over every call.)"""
-    return f"""
-    WITH c AS ({calls}
-    ), ids AS (  -- the CallIDs the rank's requests for a call may carry: its own, its collective's
-        SELECT callid AS call, rank, callid AS id FROM c WHERE callid IS NOT NULL
-        UNION
-        SELECT c.callid, c.rank, o.callid FROM c JOIN calls o ON o.coll_seq = c.coll_seq
-        WHERE c.callid IS NOT NULL AND o.callid IS NOT NULL
-    ), reqs AS (
-        SELECT DISTINCT i.call, r.rank, r.req_seq, r.t_start, r.t_end
-        FROM (SELECT rank, req_seq, t_start, t_end, unnest(callids) AS id FROM rpcs) r
-        JOIN ids i ON i.id = r.id AND i.rank = r.rank
-    ), ops AS (
-        SELECT * FROM (
-            SELECT q.call, q.req_seq, s.layer IN ({S.DISK_LAYERS_SQL}) AS disk,
-                   greatest(s.t_start, q.t_start) AS t_start, least(s.t_end, q.t_end) AS t_end
-            FROM reqs q JOIN server_ops s ON s.rank = q.rank AND s.req_id = q.req_seq)
-        WHERE t_start < t_end
-    ), spans AS (  -- part: 1 disk, 2 server queue, 3 I/O, 4 exchange, 5 wait
-        SELECT call, 1 AS part, t_start, t_end FROM ops WHERE disk
-        UNION ALL
-        SELECT call, 2, min(t_start), coalesce(min(t_start) FILTER (WHERE disk), max(t_end))
-        FROM ops GROUP BY call, req_seq
-        UNION ALL
-        SELECT call, 3, t_start, t_end FROM reqs
-        UNION ALL
-        SELECT p.callid, CASE p.phase WHEN 'io' THEN 3 WHEN 'wait' THEN 5 ELSE 4 END, p.t_start, p.t_end
-        FROM phases p SEMI JOIN c ON c.callid = p.callid
-    ), clipped AS (
-        SELECT x.call, x.part, greatest(x.t_start, c.t_start) AS s, least(x.t_end, c.t_end) AS e
-        FROM spans x JOIN c ON c.callid = x.call
-    ), edges AS (  -- per call and instant: how many spans of each part begin (+1) or end (-1) there
-        SELECT call, t, sum(d) FILTER (WHERE part = 1) AS d1, sum(d) FILTER (WHERE part = 2) AS d2,
-               sum(d) FILTER (WHERE part = 3) AS d3, sum(d) FILTER (WHERE part = 4) AS d4,
-               sum(d) FILTER (WHERE part = 5) AS d5
-        FROM (SELECT call, part, s AS t, 1 AS d FROM clipped WHERE s < e
-              UNION ALL SELECT call, part, e, -1 FROM clipped WHERE s < e
-              UNION ALL SELECT callid, 0, t_start, 0 FROM c WHERE callid IS NOT NULL
-              UNION ALL SELECT callid, 0, t_end, 0 FROM c WHERE callid IS NOT NULL)
-        GROUP BY call, t
-    ), stretches AS (  -- from each instant to the next: the first part with a span open over it (0: none)
-        SELECT call, lead(t) OVER (PARTITION BY call ORDER BY t) - t AS len,
-               CASE WHEN sum(d1) OVER w > 0 THEN 1 WHEN sum(d2) OVER w > 0 THEN 2
-                    WHEN sum(d3) OVER w > 0 THEN 3 WHEN sum(d4) OVER w > 0 THEN 4
-                    WHEN sum(d5) OVER w > 0 THEN 5 ELSE 0 END AS part
-        FROM edges WINDOW w AS (PARTITION BY call ORDER BY t ROWS UNBOUNDED PRECEDING)
-    ), parts AS (
-        SELECT call, sum(len) FILTER (WHERE part = 1) AS disk_ns,
-               sum(len) FILTER (WHERE part = 2) AS queue_ns, sum(len) FILTER (WHERE part = 3) AS io_ns,
-               sum(len) FILTER (WHERE part = 4) AS exchange_ns, sum(len) FILTER (WHERE part = 5) AS wait_ns
-        FROM stretches GROUP BY call
-    ), named AS (
-        SELECT c.*, coalesce(p.exchange_ns, 0)::BIGINT AS exchange_ns,
-               coalesce(p.wait_ns, 0)::BIGINT AS wait_ns, coalesce(p.io_ns, 0)::BIGINT AS io_ns,
-               coalesce(p.queue_ns, 0)::BIGINT AS server_queue_ns, coalesce(p.disk_ns, 0)::BIGINT AS disk_ns
-        FROM c LEFT JOIN parts p ON p.call = c.callid
-    )
-    SELECT callid_hex, rank, func, call_ns, exchange_ns, wait_ns, io_ns, server_queue_ns, disk_ns,
-           call_ns - (exchange_ns + wait_ns + io_ns + server_queue_ns + disk_ns) AS other_ns,
-           round(100 * (exchange_ns + wait_ns + io_ns + server_queue_ns + disk_ns) / nullif(call_ns, 0), 1)
-               AS accounted_pct
-    FROM named ORDER BY call_ns DESC, t_start"""
-
-
-# the slowest calls and where their time went (see breakdown_sql)
-SLOWEST_SQL = breakdown_sql("""
-        SELECT callid, callid_hex, rank, func, coll_seq, t_start, t_end, dur_ns AS call_ns
-        FROM calls ORDER BY dur_ns DESC, t_start LIMIT {limit}""")
 
 #: how many of the slowest calls ``callid stats`` lists
 SLOWEST = 10
@@ -224,7 +146,7 @@ def compute_stats(db: str) -> dict:
             "time_by_func": _rows(con, TIME_BY_FUNC_SQL),
             "time_by_rank": _rows(con, TIME_BY_RANK_SQL),
             "servers": _rows(con, SERVERS_SQL),
-            "slowest_calls": _rows(con, SLOWEST_SQL.format(limit=SLOWEST)),
+            "slowest_calls": _rows(con, slowest_sql(SLOWEST)),
             "clock_sync": run.get("clock_sync"),
             "clocks": _rows(con, CLOCKS_SQL),
         }

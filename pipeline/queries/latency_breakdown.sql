@@ -3,7 +3,10 @@
 -- requests for the call), server queue (a request's arrival to its first disk operation), I/O (the
 -- rank's requests outstanding and an aggregator's I/O cycles), exchange (a collective's plan and data
 -- exchange between ranks), wait (a collective waiting for its aggregators), other (the rest).
--- The slowest calls of `callid stats` are this breakdown (pipeline/stats.py, breakdown_sql).
+-- A call's requests are its rank's rpcs carrying its CallID, or for a collective any CallID of the
+-- same collective (an aggregator's); their server events are those of the same (rank, req_id),
+-- clipped to the request. `callid stats` lists the slowest calls with this query (its first CTE
+-- picks the calls).
 WITH c AS (
     SELECT callid, callid_hex, rank, func, coll_seq, t_start, t_end, t_end - t_start AS call_ns
     FROM calls
