@@ -112,6 +112,31 @@ def _cell(value: object) -> str:
     return "" if value is None else str(value)
 
 
+#: widest cell of a table for people (csv, json and markdown keep every character)
+MAX_CELL = 60
+
+
+def _fit(text: str) -> str:
+    """One line of at most :data:`MAX_CELL` characters: a longer value is cut with its length said."""
+    text = text.replace("\n", " ")
+    if len(text) <= MAX_CELL:
+        return text
+    more = f"… ({len(text)} chars)"
+    return text[:MAX_CELL - len(more)] + more
+
+
+def ranks_text(ranks: list[int]) -> str:
+    """A list of ranks (or any integers) as runs: ``0-169 (170 ranks)``, ``0, 2, 4-7 (6 ranks)``."""
+    runs: list[list[int]] = []
+    for r in sorted(set(ranks)):
+        if runs and r == runs[-1][1] + 1:
+            runs[-1][1] = r
+        else:
+            runs.append([r, r])
+    text = ", ".join(f"{a}-{b}" if b > a else f"{a}" for a, b in runs)
+    return f"{text} ({len(set(ranks))} rank{'s' if len(set(ranks)) != 1 else ''})" if ranks else "none"
+
+
 def _widths(columns: list[str], cells: list[list[str]]) -> list[int]:
     return [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
 
@@ -135,6 +160,7 @@ def format_rows(columns: list[str], rows: list[tuple], fmt: str = "table") -> st
                           *map(line, cells)])
     if fmt != "table":
         raise InputError(f"unknown format {fmt!r}: choose {listed(RowFormat)}")
+    cells = [[_fit(v) for v in row] for row in cells]
     widths = _widths(columns, cells)
     line = lambda vals: "  ".join(v.rjust(w) if _numeric(v) else v.ljust(w)  # noqa: E731
                                   for v, w in zip(vals, widths)).rstrip()

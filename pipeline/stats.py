@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from callid_core import schema as S
 from callid_core.ids import Layout
-from pipeline.query import connect, format_rows, named_query
+from pipeline.query import connect, format_rows, named_query, ranks_text
 
 
 def _rows(con, sql: str) -> list[dict]:
@@ -73,6 +73,9 @@ def slowest_sql(limit: int) -> str:
         raise AssertionError("latency_breakdown.sql: its first CTE no longer picks the calls")
     return sql.replace(every_call, f"FROM calls ORDER BY call_ns DESC, t_start LIMIT {limit}\n), ids AS")
 
+
+#: ranks ``callid stats`` shows on screen (the ones with the most time in MPI-IO; --json has all)
+RANKS_SHOWN = 16
 
 #: how many of the slowest calls ``callid stats`` lists
 SLOWEST = 10
@@ -175,26 +178,30 @@ def render_stats(stats: dict) -> str:
         f"  {stats['unattributed_server_ops']} disk operations without a CallID",
         f"  fan-in: {stats['fanin']['shared_disk_ops']} disk operations served several calls "
         f"(at most {stats['fanin']['max_calls_per_disk_op']}); aggregator ranks: "
-        f"{', '.join(map(str, stats['aggregators'])) or 'none'}",
+        f"{ranks_text(stats['aggregators'])}",
     ]
     ref = next((c["clock"] for c in stats["clocks"] if c["quality"] == "reference"), "?")
     clocks_title = (f"Clocks onto {ref} ({stats['clock_sync']} model: {ref} time = local + offset + "
                     "drift * (local - t0), within +- bound; causality violations before and after)")
+    ranks = stats["time_by_rank"]
+    shown = sorted(ranks, key=lambda r: -r["io_ns"])[:RANKS_SHOWN] if len(ranks) > RANKS_SHOWN else ranks
+    which = (f"ms; the {len(shown)} of {len(ranks)} ranks with the most time in MPI-IO, --json lists all"
+             if len(shown) < len(ranks) else "ms")
     sections = (
-        ("Time per MPI function (ms; MiB/s: bytes over the calls' time)", "time_by_func"),
-        (f"Time in MPI-IO per rank (ms; imbalance max/mean: time {stats['rank_imbalance']['io_ns']}, "
-         f"bytes {stats['rank_imbalance']['bytes']})", "time_by_rank"),
-        (f"Slowest calls and where their time went (ms; at most {SLOWEST})", "slowest_calls"),
-        ("Fan-out per MPI function (disk operations and servers per call)", "fanout_by_func"),
-        ("Disk operations and bytes per server", "bytes_per_server"),
+        ("Time per MPI function (ms; MiB/s: bytes over the calls' time)", "time_by_func", None),
+        (f"Time in MPI-IO per rank ({which}; imbalance max/mean: time {stats['rank_imbalance']['io_ns']}, "
+         f"bytes {stats['rank_imbalance']['bytes']})", "time_by_rank", shown),
+        (f"Slowest calls and where their time went (ms; at most {SLOWEST})", "slowest_calls", None),
+        ("Fan-out per MPI function (disk operations and servers per call)", "fanout_by_func", None),
+        ("Disk operations and bytes per server", "bytes_per_server", None),
         ("Disk time per server (busy: the union of its disk operations; imbalance max/mean over the "
          f"I/O servers: ops {stats['server_imbalance']['ops']}, bytes {stats['server_imbalance']['bytes']}, "
-         f"busy {stats['server_imbalance']['busy_ns']})", "servers"),
-        (clocks_title, "clocks"),
+         f"busy {stats['server_imbalance']['busy_ns']})", "servers", None),
+        (clocks_title, "clocks", None),
     )
-    for title, key in sections:
+    for title, key, rows in sections:
         if stats[key]:
-            lines += ["", title, _table(stats[key])]
+            lines += ["", title, _table(rows or stats[key])]
     return "\n".join(lines)
 
 
@@ -215,7 +222,7 @@ def render_comparison(names: list[str], all_stats: list[dict]) -> str:
     """Several runs' figures side by side: scalars, fan-in, aggregators, fan-out per function."""
     rows = [(key, *(s[key] for s in all_stats)) for key in COMPARED]
     rows += [(f"fanin.{k}", *(s["fanin"][k] for s in all_stats)) for k in all_stats[0]["fanin"]]
-    rows.append(("aggregators", *(",".join(map(str, s["aggregators"])) or "-" for s in all_stats)))
+    rows.append(("aggregators", *(ranks_text(s["aggregators"]) for s in all_stats)))
     rows += [(f"server_imbalance.{k}", *(s["server_imbalance"][k] for s in all_stats))
              for k in all_stats[0]["server_imbalance"]]
     funcs = sorted({r["func"] for s in all_stats for r in s["fanout_by_func"]})

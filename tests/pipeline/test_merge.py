@@ -15,7 +15,7 @@ from callid_core.partlog import PartLog, combine_parts
 from callid_core.schema import file_metadata
 from pipeline.load import validate_log
 from pipeline.merge import merge
-from pipeline.query import format_rows, run_query
+from pipeline.query import format_rows, ranks_text, run_query
 from pipeline.stats import compute_stats, render_stats
 from tests.conftest import callid_cmd
 
@@ -364,6 +364,16 @@ def test_query_formats(merged):
     row = (big, -(2**53) - 1, 2**53, True)
     assert json.loads(format_rows(["callid", "t", "n", "ok"], [row], "json")) == [
         {"callid": str(big), "t": str(-(2**53) - 1), "n": 2**53, "ok": True}]
+
+
+def test_tables_for_people_cut_wide_values_and_lists_of_ranks_are_runs():
+    table = format_rows(["key", "value"], [("config", "x" * 500), ("two", "a\nb")], "table").splitlines()
+    assert table[2] == "config  " + "x" * 47 + "… (500 chars)" and table[3] == "two     a b"
+    assert max(map(len, table)) == len("config  ") + 60
+    assert format_rows(["v"], [("x" * 500,)], "csv").splitlines()[1] == "x" * 500  # (programs get it all)
+    assert ranks_text(list(range(170))) == "0-169 (170 ranks)"
+    assert ranks_text([9, 0, 2, 3, 4, 7, 8]) == "0, 2-4, 7-9 (7 ranks)"
+    assert (ranks_text([5]), ranks_text([])) == ("5 (1 rank)", "none")
 
 
 def test_query_errors_are_one_line_input_errors(merged, logs, tmp_path):

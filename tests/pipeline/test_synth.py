@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import duckdb
 import pytest
 
@@ -65,3 +67,20 @@ def test_large_traces_are_made_in_chunks_that_join_up(tmp_path):
     assert 55 < span < 62
     assert q("SELECT count(DISTINCT coll_seq) FROM calls WHERE collective")[0][0] > 150  # in every chunk
     con.close()
+
+
+def test_stats_of_many_ranks_show_the_busiest_and_say_so(tmp_path):
+    out = tmp_path / "many"
+    assert callid_cmd("synth", "-d", out, "--ranks", 40, "--calls", 400, "--seed", 5).returncode == 0
+    db = tmp_path / "m.duckdb"
+    assert callid_cmd("merge", out / "client.parquet", out / "server.parquet", "-o", db).returncode == 0
+    text = callid_cmd("stats", db).stdout
+    title = next(line for line in text.splitlines() if line.startswith("Time in MPI-IO per rank"))
+    assert "the 16 of 40 ranks with the most time in MPI-IO, --json lists all" in title
+    section = text.split(title + "\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert section[-1] == "(16 rows)"
+    figures = json.loads(callid_cmd("stats", db, "--json").stdout)
+    assert len(figures["time_by_rank"]) == 40
+    busiest = sorted(r["io_ns"] for r in figures["time_by_rank"])[-16:]
+    shown = [float(line.split()[2]) for line in section[2:-1]]
+    assert sorted(shown) == [round(ns / 1e6, 3) for ns in busiest]
