@@ -429,17 +429,15 @@ class SysInt:
                                      for buf, _ in flow_buffers(pieces, self.config.flow_buffer))]
                 got = bmi.recv_messages_into(conn.sock, tag, messages, short_first=True)
                 ack = P.decode_reply(raw[:got], msg)
-                if not isinstance(ack, P.ErrorResponse) and ack.buffer_size != self.config.flow_buffer:
-                    raise P.ProtocolError(f"the server uses {ack.buffer_size}-byte flow buffers, "
-                                          f"the configuration says {self.config.flow_buffer}")
+                if not isinstance(ack, P.ErrorResponse):
+                    self._check_buffers(ack)
                 return ack
             yield WAIT
             ack = conn.response(tag, msg, _ACK_SIZE)
             if isinstance(ack, P.ErrorResponse):
                 return ack
-            if callid_bytes and ack.buffer_size != self.config.flow_buffer:  # (it says whose each buffer is)
-                raise P.ProtocolError(f"the server uses {ack.buffer_size}-byte flow buffers, "
-                                      f"the configuration says {self.config.flow_buffer}")
+            if callid_bytes:  # (it says whose each buffer is: they must be cut as it was planned)
+                self._check_buffers(ack)
             buffers = flow_buffers(pieces, ack.buffer_size)
             for i, (buf, _) in enumerate(buffers):
                 bmi.send(conn.sock, bmi.MODE_EXPECTED, tag, *[view[o:o + k] for o, k in buf])
@@ -450,6 +448,13 @@ class SysInt:
 
         resp = yield from self._steps(server, msg, call, flow, callid_bytes)
         return getattr(resp, "bstream_size", 0)
+
+
+    def _check_buffers(self, ack: P.IoResponse) -> None:
+        """The server cuts flows in the flow buffers of the shared configuration, as this client does."""
+        if ack.buffer_size != self.config.flow_buffer:
+            raise P.ProtocolError(f"the server uses {ack.buffer_size}-byte flow buffers, "
+                                  f"the configuration says {self.config.flow_buffer}")
 
 
 def _pieces(items: list[Item]) -> tuple[tuple[int, int], ...]:
