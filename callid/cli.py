@@ -19,7 +19,7 @@ import typer
 from typer.core import TyperCommand
 
 from callid_core import config as defaults
-from callid_core.choices import ClockSync, RowFormat, Storage, TraceFormat
+from callid_core.choices import ClockSync, RowFormat, Storage, Timing, TraceFormat
 from callid_core.errors import EXIT_FAILED, EXIT_USAGE, BadValue, CallidError, Failed, InputError
 from callid_core.ids import DEFAULT_LAYOUT
 from callid_core.units import format_size, parse_duration, parse_size
@@ -118,6 +118,21 @@ JsonFlag = Annotated[bool, typer.Option(
     "--json", help="print the summary as JSON (for scripts; integers beyond 2^53 as strings)")]
 Ranks = Annotated[int, typer.Option("-n", "--np", min=1, metavar="N", help="MPI ranks")]
 Servers = Annotated[int, typer.Option(min=1, metavar="N", help="I/O servers (plus one metadata server)")]
+StripSize = Annotated[int, _size_option(
+    "simple_stripe strip: bytes of a file each I/O server holds in turn", defaults.DEFAULT_STRIP_SIZE)]
+FlowBuffer = Annotated[int, _size_option(
+    "bytes a server moves per flow buffer (one Trove operation each)", defaults.DEFAULT_FLOW_BUFFER)]
+SmallIo = Annotated[int, _size_option(
+    "largest share per server that travels inside the request (small I/O); 0 disables",
+    defaults.DEFAULT_SMALL_IO)]
+CallidLayout = Annotated[str, typer.Option(
+    parser=_layout, metavar="TOTAL/RANK",
+    help="bits of a CallID and of its rank part, e.g. 64/23 or the thesis' 32/8")]
+#: (the defaults of the file-system options, as the command line reads them)
+_STRIP_SIZE, _FLOW_BUFFER, _SMALL_IO = (format_size(v) for v in (
+    defaults.DEFAULT_STRIP_SIZE, defaults.DEFAULT_FLOW_BUFFER, defaults.DEFAULT_SMALL_IO))
+Timeout = Annotated[float | None, typer.Option(
+    metavar="SECONDS", help="give up on the ranks after this many seconds", show_default="none")]
 
 
 def _echo_json(value: object) -> None:
@@ -148,21 +163,12 @@ def run(
         "-m", "--module", metavar="MODULE", help="run a module, as python -m")] = None,
     np: Ranks = defaults.DEFAULT_RANKS,
     servers: Servers = defaults.DEFAULT_IO_SERVERS,
-    strip_size: Annotated[int, _size_option(
-        "simple_stripe strip: bytes of a file each I/O server holds in turn", defaults.DEFAULT_STRIP_SIZE)
-    ] = format_size(defaults.DEFAULT_STRIP_SIZE),
-    flow_buffer: Annotated[int, _size_option(
-        "bytes a server moves per flow buffer (one Trove operation each)", defaults.DEFAULT_FLOW_BUFFER)
-    ] = format_size(defaults.DEFAULT_FLOW_BUFFER),
-    small_io: Annotated[int, _size_option(
-        "largest share per server that travels inside the request (small I/O); 0 disables",
-        defaults.DEFAULT_SMALL_IO)
-    ] = format_size(defaults.DEFAULT_SMALL_IO),
+    strip_size: StripSize = _STRIP_SIZE,
+    flow_buffer: FlowBuffer = _FLOW_BUFFER,
+    small_io: SmallIo = _SMALL_IO,
     callid: Annotated[bool, typer.Option(
         "--callid/--no-callid", help="stamp and propagate CallIDs (off: trace the same calls only)")] = True,
-    callid_layout: Annotated[str, typer.Option(
-        parser=_layout, metavar="TOTAL/RANK",
-        help="bits of a CallID and of its rank part, e.g. 64/23 or the thesis' 32/8")] = str(DEFAULT_LAYOUT),
+    callid_layout: CallidLayout = str(DEFAULT_LAYOUT),
     mount: Annotated[list[str] | None, typer.Option(
         metavar="PREFIX", help="path prefix of the simulated file system (repeatable)",
         show_default=defaults.DEFAULT_MOUNT)] = None,
@@ -174,8 +180,7 @@ def run(
     out_dir: Annotated[Path, typer.Option(
         "-d", "--out-dir", metavar="DIR", help="directory for the logs and the file system")
     ] = Path("callid-out"),
-    timeout: Annotated[float | None, typer.Option(
-        metavar="SECONDS", help="give up on the ranks after this many seconds", show_default="none")] = None,
+    timeout: Timeout = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Run an mpi4py program traced, on a simulated striped file system.
@@ -211,6 +216,103 @@ def run(
                f"{result.server_rows} server events", err=True)
     typer.echo(f"  client log: {result.client}\n  server log: {result.server}", err=True)
     typer.echo(f"next: callid merge {result.client} {result.server} -o {out_dir / 'merged.duckdb'}", err=True)
+
+
+@app.command(cls=_Command)
+def replay(
+    source: Annotated[Path, typer.Argument(
+        metavar="LOG", help="a Darshan log with DXT traces (DXT_MPIIO, or DXT_POSIX for files without "
+        "MPI-IO records)", show_default=False)],
+    out_dir: Annotated[Path, typer.Option(
+        "-d", "--out-dir", metavar="DIR", help="directory for the logs, the schedule and the file system")
+    ] = Path("callid-replay"),
+    procs: Annotated[int, typer.Option(
+        min=1, metavar="N", help="replayer processes (under mpiexec); each drives the source ranks r "
+        "with r mod N = its number")] = 2,
+    timing: Annotated[Timing, typer.Option(
+        help="asap: each call as soon as the last one of its rank ended, in the source's order; "
+        "original: at its time in the source run, each rank's gaps kept (times --time-scale)")
+    ] = Timing.ASAP,
+    time_scale: Annotated[float, typer.Option(
+        min=0, metavar="FACTOR", help="with --timing original: multiply the source's times by this")] = 1.0,
+    ranks: Annotated[str | None, typer.Option(
+        metavar="LIST", help="replay only these source ranks, e.g. 0-63,128", show_default="all")] = None,
+    files: Annotated[list[str] | None, typer.Option(
+        "--files", metavar="PATTERN", help="replay only files whose source name matches (fnmatch, e.g. "
+        "'*.h5'; repeatable)", show_default="all")] = None,
+    window: Annotated[str | None, typer.Option(
+        metavar="START:END", help="replay only accesses that started in this window of the source run, "
+        "e.g. 2s:10s or :500ms", show_default="all")] = None,
+    hint: Annotated[list[str] | None, typer.Option(
+        metavar="KEY=VALUE", help="MPI_Info hint of every file (repeatable): cb_nodes, cb_buffer_size, "
+        "romio_cb_write, romio_cb_read, striping_factor, striping_unit (Darshan records none)")] = None,
+    servers: Servers = defaults.DEFAULT_IO_SERVERS,
+    strip_size: StripSize = _STRIP_SIZE,
+    flow_buffer: FlowBuffer = _FLOW_BUFFER,
+    small_io: SmallIo = _SMALL_IO,
+    callid_layout: CallidLayout = str(DEFAULT_LAYOUT),
+    mount: Annotated[str, typer.Option(
+        metavar="PREFIX", help="the source's files are put under this prefix, by their full names")
+    ] = defaults.DEFAULT_MOUNT,
+    ranks_per_host: Annotated[int | None, typer.Option(
+        min=0, metavar="N", help="ranks per simulated host (the default cb_nodes is one aggregator per "
+        "host)", show_default="from the log's host names")] = None,
+    timeout: Timeout = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Replay the MPI-IO accesses of a Darshan DXT log with CallIDs on the simulated file system.
+
+    Every DXT segment becomes one call of its source rank (same file, offset and
+    length, in each rank's order), so merge, stats, view and export show what the
+    application's I/O does on each storage server.  What DXT does not say is
+    inferred and marked (the calls' 'inferred' column, counted by callid stats):
+    collective calls (when the MPI-IO counters say all of a file's writes, or
+    reads, were collective, the k-th segment of each rank is its part of the k-th
+    collective call), contiguous ranges (after MPI_File_set_view), and one open of
+    each file by its lowest rank.  Calls are MPI_File_write_at / read_at (_all).
+    Darshan records no hint values: give them with --hint.
+
+    Writes DIR/client.parquet and DIR/server.parquet, as callid run does; the run
+    table of the merged database names the log (client.source).
+
+    Example: callid replay app.darshan --procs 2 --servers 4 --hint cb_nodes=4
+    """
+    from callid.replay.job import ReplayOptions
+    from callid.replay.job import replay as do_replay
+    from callid.replay.plan import parse_ranks, parse_window
+
+    hints = {}
+    for item in hint or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise BadValue(f"--hint: {item!r} is not KEY=VALUE, e.g. cb_nodes=4")
+        hints[key] = value
+    opts = ReplayOptions(
+        source=str(source), out=str(out_dir), procs=procs, timing=timing, time_scale=time_scale,
+        ranks=parse_ranks(ranks) if ranks else None, files=files or [],
+        window=parse_window(window) if window else None, hints=hints, servers=servers,
+        strip_size=strip_size, flow_buffer=flow_buffer, small_io=small_io, callid_layout=callid_layout,
+        mount=mount, ranks_per_host=ranks_per_host, timeout=timeout)
+    with _bar("replaying", quiet=as_json) as opts.on_progress:
+        result = do_replay(opts)
+    run = result.run
+    summary = {"out_dir": str(run.out), "client": str(run.client), "server": str(run.server),
+               "calls": result.calls, "collective_calls": result.collectives, "ranks": result.ranks,
+               "files": result.files, "processes": result.procs, "ranks_per_host": result.ranks_per_host,
+               "segments": result.segments, "client_rows": run.client_rows, "server_rows": run.server_rows,
+               "seconds": round(run.seconds, 3), "calls_per_second": round(result.calls / run.seconds, 1),
+               "notes": result.notes}
+    if as_json:
+        _echo_json(summary)
+        return
+    typer.echo(f"callid: replayed {result.calls} calls ({result.collectives} collective) of {result.ranks} "
+               f"ranks on {result.files} files in {run.seconds:.1f} s ({summary['calls_per_second']} "
+               f"calls/s, {result.procs} replayer processes): {run.client_rows} client rows, "
+               f"{run.server_rows} server events", err=True)
+    for note in result.notes:
+        typer.echo(f"  note: {note}", err=True)
+    typer.echo(f"  client log: {run.client}\n  server log: {run.server}", err=True)
+    typer.echo(f"next: callid merge {run.client} {run.server} -o {out_dir / 'merged.duckdb'}", err=True)
 
 
 @app.command(cls=_Command)
@@ -342,6 +444,20 @@ def sql(
         return
     columns, rows = run_query(str(db), query)
     typer.echo(format_rows(columns, rows, fmt))
+
+
+@contextmanager
+def _bar(title: str, quiet: bool = False):
+    """A progress bar on stderr; yields its callback ``(done, total)``."""
+    if quiet or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  transient=True) as progress:
+        task = progress.add_task(title, total=None)
+        yield lambda done, total: progress.update(task, completed=done, total=total)
 
 
 @contextmanager

@@ -10,8 +10,10 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from callid_core import config as defaults
 from callid_core import schema as S
@@ -50,6 +52,9 @@ class RunOptions:
     stdout_to_stderr: bool = False  # the ranks' standard output goes to stderr (stdout is for --json)
     client_events: bool = True  # False: ranks log nothing (bench/ only: the cost of logging)
     server_events: bool = True  # False: servers log nothing (bench/ only)
+    launcher: str = "callid.launch"  # the module each rank runs (target: its arguments)
+    source: str = ""  # what the run replays (the client log's callid.source metadata)
+    on_wait: Callable[[], None] | None = None  # called about 4 times a second while the ranks run
 
 
 @dataclass
@@ -194,7 +199,7 @@ def run(opts: RunOptions) -> RunResult:
     finally:
         failures += group.stop()
     # Even a failed run keeps what every rank and server flushed.
-    meta_args = (opts.callid_layout, config.run_id, config.to_json())
+    meta_args = (opts.callid_layout, config.run_id, config.to_json(), opts.source)
     client = out / "client.parquet"
     server = out / "server.parquet"
     client_rows = combine_parts(sorted(parts.glob("client-*.parquet")), client, S.CLIENT_SCHEMA,
@@ -208,12 +213,15 @@ def run(opts: RunOptions) -> RunResult:
 
 def _run_ranks(opts: RunOptions, config_path: Path, parts: Path) -> tuple[str, list[str]]:
     """Run the ranks; their standard output (with ``opts.capture``) and what failed."""
-    cmd = [find_mpiexec(), "-n", str(opts.np), sys.executable, "-m", "callid.launch", *opts.target]
+    cmd = [find_mpiexec(), "-n", str(opts.np), sys.executable, "-m", opts.launcher, *opts.target]
     env = dict(os.environ, **{CONFIG_ENV: str(config_path.resolve())})
     stdout = (subprocess.PIPE if opts.capture else subprocess.DEVNULL if opts.quiet
               else sys.stderr.fileno() if opts.stdout_to_stderr else None)
     try:
-        proc = subprocess.run(cmd, env=env, timeout=opts.timeout, stdout=stdout, text=opts.capture)
+        if opts.on_wait is None:
+            proc = subprocess.run(cmd, env=env, timeout=opts.timeout, stdout=stdout, text=opts.capture)
+        else:
+            proc = _watched(cmd, env, stdout, opts)
     except subprocess.TimeoutExpired:
         return "", [f"ranks did not finish within {opts.timeout} s"]
     failed = sorted(parts.glob("rank-*.failed"), key=lambda p: int(p.stem.split("-")[1]))
@@ -221,3 +229,23 @@ def _run_ranks(opts: RunOptions, config_path: Path, parts: Path) -> tuple[str, l
     if proc.returncode and not msgs:
         msgs.append(f"mpiexec exited with status {proc.returncode}")
     return proc.stdout or "", msgs
+
+
+def _watched(cmd: list[str], env: dict[str, str], stdout: Any,
+             opts: RunOptions) -> subprocess.CompletedProcess:
+    """``subprocess.run`` that calls ``opts.on_wait`` while the ranks run (for progress displays)."""
+    deadline = None if opts.timeout is None else time.monotonic() + opts.timeout
+    with subprocess.Popen(cmd, env=env, stdout=stdout, text=opts.capture) as proc:
+        try:
+            while True:
+                try:
+                    out, _ = proc.communicate(timeout=0.25)
+                    break
+                except subprocess.TimeoutExpired:
+                    if deadline is not None and time.monotonic() > deadline:
+                        raise
+                    opts.on_wait()
+        except BaseException:
+            proc.kill()
+            raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out or "", None)

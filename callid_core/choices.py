@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-__all__ = ["ClockSync", "RowFormat", "Storage", "TraceFormat", "listed"]
+__all__ = ["ClockSync", "RowFormat", "Storage", "Timing", "TraceFormat", "listed"]
 
 
 class ClockSync(str, Enum):
@@ -39,6 +39,14 @@ class TraceFormat(str, Enum):
     """The trace formats ``callid export`` writes."""
 
     CHROME = "chrome"
+
+
+class Timing(str, Enum):
+    """When a replay makes each call: as soon as it can (in the source's order), or at its time in the
+    source run (each rank's gaps kept)."""
+
+    ASAP = "asap"
+    ORIGINAL = "original"
 
 
 def listed(choice: type[Enum]) -> str:

@@ -25,7 +25,9 @@ __all__ = [
 #: 2: the server log says each CallID's bytes of an event (``callid_bytes``) and the file range of
 #: a Trove data operation (``file_offset``, ``file_end``).
 #: 3: the client log has the phases of collective calls (kind 'phase') and an rpc's CallIDs (callids).
-SCHEMA_VERSION = "3"
+#: 4: a replayed call says where it came from (``origin``) and what the replay inferred (``inferred``);
+#: the client log's metadata may name the replayed source (``callid.source``).
+SCHEMA_VERSION = "4"
 
 # Key/value metadata every log file carries (bytes keys, as Parquet stores them).
 META_SCHEMA_VERSION = "callid.schema_version"
@@ -33,6 +35,7 @@ META_KIND = "callid.kind"  # "client" or "server"
 META_LAYOUT = "callid.layout"  # e.g. "64/23"
 META_RUN_ID = "callid.run_id"
 META_CONFIG = "callid.config"  # JSON of the run configuration
+META_SOURCE = "callid.source"  # what a replay replayed (e.g. the Darshan log); absent for a traced run
 
 KIND_CLIENT = "client"
 KIND_SERVER = "server"
@@ -135,6 +138,12 @@ CLIENT = Table("client", "one row per traced MPI call ('call'), completion ('wai
     Column("t_end", pa.int64(), "call returned / phase ended / final response received" + _ON_CLOCK, NS,
            nullable=False),
     Column("error", pa.string(), "error message, null on success"),
+    Column("origin", pa.string(), "where a replayed call comes from: 'DXT_MPIIO' or 'DXT_POSIX' (a "
+           "segment of that Darshan module), 'callid' (a call of a traced run), 'replay' (a call the replay "
+           "adds, e.g. the open of a file); null: traced as it ran"),
+    Column("inferred", pa.string(), "what a replay inferred rather than read, comma-separated: "
+           "'collective' (grouped into a collective call from the MPI-IO counters), 'contiguous' (one "
+           "file range, the view unknown), 'open' (an open the log does not record); null: nothing"),
     Column("server", pa.string(), "rpc: server name"),
     Column("op", pa.string(), "rpc: request operation; phase: 'plan' (the allgather of the ranks' file "
            "ranges), 'exchange' (data between ranks and aggregators), 'io' (one cycle of an aggregator's "
@@ -187,12 +196,16 @@ DISK_LAYERS = ("trove", "meta")
 DISK_LAYERS_SQL = ", ".join(f"'{layer}'" for layer in DISK_LAYERS)
 
 
-def file_metadata(kind: str, layout: str, run_id: str, config_json: str) -> dict[bytes, bytes]:
-    """The key/value metadata every log file carries."""
-    return {
+def file_metadata(kind: str, layout: str, run_id: str, config_json: str,
+                  source: str = "") -> dict[bytes, bytes]:
+    """The key/value metadata every log file carries (``source``: what a replay replayed)."""
+    meta = {
         META_SCHEMA_VERSION.encode(): SCHEMA_VERSION.encode(),
         META_KIND.encode(): kind.encode(),
         META_LAYOUT.encode(): layout.encode(),
         META_RUN_ID.encode(): run_id.encode(),
         META_CONFIG.encode(): config_json.encode(),
     }
+    if source:
+        meta[META_SOURCE.encode()] = source.encode()
+    return meta

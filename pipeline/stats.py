@@ -152,6 +152,12 @@ def compute_stats(db: str) -> dict:
             "slowest_calls": _rows(con, slowest_sql(SLOWEST)),
             "clock_sync": run.get("clock_sync"),
             "clocks": _rows(con, CLOCKS_SQL),
+            # a replay: what it replayed, and how many calls say what it inferred
+            "source": run.get("client.source"),
+            "replayed_calls": one("SELECT count(*) FROM calls WHERE origin IS NOT NULL"),
+            "inferred_calls": dict(con.execute("""
+                SELECT what, count(*) FROM calls, unnest(string_split(inferred, ',')) AS u(what)
+                WHERE inferred IS NOT NULL GROUP BY what ORDER BY what""").fetchall()),
         }
         # among the servers that moved bytes (the I/O servers; the metadata server moves none)
         io = [r for r in stats["servers"] if r["bytes"]]
@@ -180,6 +186,11 @@ def render_stats(stats: dict) -> str:
         f"(at most {stats['fanin']['max_calls_per_disk_op']}); aggregator ranks: "
         f"{ranks_text(stats['aggregators'])}",
     ]
+    if stats["source"]:
+        inferred = ", ".join(f"{k} {v}" for k, v in stats["inferred_calls"].items()) or "nothing"
+        lines += [f"  replay of {stats['source']}",
+                  f"  {stats['replayed_calls']} calls replayed; calls with inferred parts (the calls' "
+                  f"'inferred' column): {inferred}"]
     ref = next((c["clock"] for c in stats["clocks"] if c["quality"] == "reference"), "?")
     clocks_title = (f"Clocks onto {ref} ({stats['clock_sync']} model: {ref} time = local + offset + "
                     "drift * (local - t0), within +- bound; causality violations before and after)")
@@ -215,7 +226,7 @@ def _table(rows: list[dict]) -> str:
 
 #: The scalar figures ``callid stats A B ...`` puts side by side.
 COMPARED = ("calls", "server_ops", "distinct_callids", "arrows", "avg_arrows_per_callid", "inexact_arrows",
-            "unattributed_server_ops")
+            "unattributed_server_ops", "replayed_calls")
 
 
 def render_comparison(names: list[str], all_stats: list[dict]) -> str:

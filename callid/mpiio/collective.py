@@ -59,6 +59,10 @@ class CbHints:
         return cls(number("cb_nodes", hosts), number("cb_buffer_size", DEFAULT_CB_BUFFER_SIZE),
                    mode("romio_cb_write"), mode("romio_cb_read"))
 
+    def mode(self, io_type: P.IoType) -> str:
+        """enable, disable or automatic: the hint for this direction."""
+        return self.romio_cb_write if io_type == P.IoType.WRITE else self.romio_cb_read
+
     def as_info(self) -> dict[str, str]:
         return {"cb_nodes": str(self.cb_nodes), "cb_buffer_size": str(self.cb_buffer_size),
                 "romio_cb_write": self.romio_cb_write, "romio_cb_read": self.romio_cb_read}
@@ -74,7 +78,22 @@ def aggregators(world_ranks: list[int], ranks_per_host: int, cb_nodes: int) -> l
     return sorted(order[:min(cb_nodes, len(order))])
 
 
-def _overlap(runs: Runs, lo: int, hi: int) -> list[tuple[int, int, int]]:
+def file_domains(ranges: list[tuple[int | None, int | None]], aggs: int,
+                 mode: str) -> list[tuple[int, int]] | None:
+    """The aggregators' contiguous file domains over the ranks' ``(lo, hi)`` ranges (``(None, None)``:
+    a rank that accesses nothing), or None for independent access: ``mode`` disable, nothing
+    accessed, or automatic and the ranges do not interleave."""
+    used = sorted(r for r in ranges if r[0] is not None)
+    if mode == "disable" or not used:
+        return None
+    if mode == "automatic" and not any(b[0] < a[1] for a, b in zip(used, used[1:])):
+        return None
+    start, end = used[0][0], max(r[1] for r in used)
+    size = -(-(end - start) // aggs)
+    return [(start + i * size, min(end, start + (i + 1) * size)) for i in range(aggs)]
+
+
+def overlap(runs: Runs, lo: int, hi: int) -> list[tuple[int, int, int]]:
     """Parts of ``runs`` inside ``[lo, hi)``: ``(file offset, length, stream position)``."""
     out, pos = [], 0
     for off, n in runs:
@@ -100,7 +119,7 @@ def _covered(pieces: list[tuple[int, int]]) -> Runs:
 class TwoPhase:
     """One collective access of the file's communicator."""
 
-    def __init__(self, sysint: SysInt, comm: MPI.Intracomm, attrs: FileAttrs, hints: CbHints,
+    def __init__(self, sysint: SysInt, comm: MPI.Intracomm | None, attrs: FileAttrs, hints: CbHints,
                  world_ranks: list[int], ranks_per_host: int) -> None:
         self.sysint, self.comm, self.attrs, self.hints = sysint, comm, attrs, hints
         self.aggs = aggregators(world_ranks, ranks_per_host, hints.cb_nodes)
@@ -119,15 +138,7 @@ class TwoPhase:
         hi = max((o + n for o, n in regions), default=None)
         ranges = self.comm.allgather((lo, hi))
         self._phase(call, "plan", t0)
-        mode = self.hints.romio_cb_write if io_type == P.IoType.WRITE else self.hints.romio_cb_read
-        used = sorted(r for r in ranges if r[0] is not None)
-        if mode == "disable" or not used:
-            return None
-        if mode == "automatic" and not any(b[0] < a[1] for a, b in zip(used, used[1:])):
-            return None  # the ranks' accesses do not interleave
-        start, end = used[0][0], max(r[1] for r in used)
-        size = -(-(end - start) // len(self.aggs))
-        return [(start + i * size, min(end, start + (i + 1) * size)) for i in range(len(self.aggs))]
+        return file_domains(ranges, len(self.aggs), self.hints.mode(io_type))
 
     def _agreed(self, error: tuple[int, str] | None, call: CallContext) -> None:
         """Raise on every rank if any aggregator failed (the ``wait`` phase: the ranks wait for the
@@ -148,7 +159,7 @@ class TwoPhase:
         send = [None] * self.comm.Get_size()
         sent = 0
         for agg, (lo, hi) in zip(self.aggs, domains):
-            parts = _overlap(regions, lo, hi)
+            parts = overlap(regions, lo, hi)
             if parts:
                 send[agg] = (call.callids[0], [(o, n) for o, n, _ in parts],
                              b"".join(data[p:p + n] for _, n, p in parts))
@@ -158,14 +169,17 @@ class TwoPhase:
         error = None
         if self.comm.Get_rank() in self.aggs:
             try:
-                self._write_domain(received, call)
+                self.write_domain(received, call)
             except FsError as exc:
                 error = (MPI.ERR_IO, str(exc))
         self._agreed(error, call)
 
-    def _write_domain(self, received: list, mine: CallContext) -> None:
-        """Write the domain's data in cycles of ``cb_buffer_size`` bytes (``mine``: this rank's call,
-        whose ``io`` phases they are; each cycle begins where the last ended)."""
+    def write_domain(self, received: list, mine: CallContext) -> None:
+        """Write the domain's data in cycles of ``cb_buffer_size`` bytes.
+
+        ``received``: ``(CallID, file runs, their bytes)`` of each call with data in the domain, in
+        rank order; ``mine``: this rank's call, whose ``io`` phases they are (each cycle begins where
+        the last ended)."""
         t0 = clock.now()
         func = mine.func
         pieces = []  # (offset, length, data, callid) in rank order
@@ -211,7 +225,7 @@ class TwoPhase:
         t0 = clock.now()
         asks = [None] * self.comm.Get_size()
         for agg, (lo, hi) in zip(self.aggs, domains):
-            parts = _overlap(regions, lo, hi)
+            parts = overlap(regions, lo, hi)
             if parts:
                 asks[agg] = (call.callids[0], [(o, n) for o, n, _ in parts])
         received = self.comm.alltoall(asks)
@@ -220,7 +234,7 @@ class TwoPhase:
         error = None
         if self.comm.Get_rank() in self.aggs:
             try:
-                answers = self._read_domain(received, call)
+                answers = self.read_domain(received, call)
             except FsError as exc:
                 error = (MPI.ERR_IO, str(exc))
         self._agreed(error, call)
@@ -240,8 +254,9 @@ class TwoPhase:
         self._phase(call, "exchange", t0, nbytes=sent)
         return done
 
-    def _read_domain(self, received: list, mine: CallContext) -> list:
-        """Read the domain in cycles (``mine`` as for :meth:`_write_domain`)."""
+    def read_domain(self, received: list, mine: CallContext) -> list:
+        """Read the domain in cycles; the answer to each rank (``received``: each rank's
+        ``(CallID, file runs)`` or None; ``mine`` as for :meth:`write_domain`)."""
         t0 = clock.now()
         func = mine.func
         wanted = [(rank, cid, off, n) for rank, ask in enumerate(received) if ask

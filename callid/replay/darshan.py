@@ -1,0 +1,239 @@
+"""Read the accesses of a Darshan log's DXT traces (PyDarshan) into the replay's access table.
+
+A file's accesses come from its DXT_MPIIO segments, or from its DXT_POSIX segments when it has no
+DXT_MPIIO record.  DXT does not say which MPI-IO function made a segment, so two things are
+inferred from the MPI-IO module's counters of the file (the rank's record, else the record shared
+by all ranks):
+
+- **collective calls**: when every write (read) of the file was collective (``MPIIO_COLL_WRITES``
+  and ``MPIIO_SPLIT_WRITES`` > 0, ``MPIIO_INDEP_WRITES`` and ``MPIIO_NB_WRITES`` = 0), the k-th
+  write segment of each rank is that rank's part of the k-th collective write call; where the counts
+  are mixed, every access is replayed as independent (DXT does not say which ones were collective);
+- **contiguous ranges**: a segment is (offset, length); after ``MPI_File_set_view``
+  (``MPIIO_VIEWS`` > 0) the call may have accessed a non-contiguous range, replayed as contiguous.
+
+Darshan records no hint values (``MPIIO_HINTS`` counts the calls that set hints; the job's ``h``
+metadata holds the hints Darshan used to write its own log), so hints come from the user.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import IO
+
+import numpy as np
+import pyarrow as pa
+
+from callid.replay.accesses import ACCESS, READ, WRITE
+from callid_core.errors import InputError
+
+__all__ = ["DarshanLog", "read_log"]
+
+MPIIO, POSIX = "DXT_MPIIO", "DXT_POSIX"
+_SEGMENT = np.dtype([("offset", "<i8"), ("length", "<i8"), ("start", "<f8"), ("end", "<f8")])
+#: MPI-IO counters per direction: (collective calls, independent calls)
+_CALLS = {WRITE: (("MPIIO_COLL_WRITES", "MPIIO_SPLIT_WRITES"), ("MPIIO_INDEP_WRITES", "MPIIO_NB_WRITES")),
+          READ: (("MPIIO_COLL_READS", "MPIIO_SPLIT_READS"), ("MPIIO_INDEP_READS", "MPIIO_NB_READS"))}
+ENABLE_DXT = "run the application with DXT_ENABLE_IO_TRACE=1 in its environment (Darshan 3.2 or later)"
+
+
+@dataclass
+class DarshanLog:
+    """What a replay takes from a Darshan log."""
+
+    path: str
+    nprocs: int
+    exe: str
+    start_ns: int  # the job's start (Unix time)
+    accesses: pa.Table  # callid.replay.accesses.ACCESS, in no particular order
+    hosts: dict[int, str]  # rank -> host name, from the DXT records
+    segments: dict[str, int] = field(default_factory=dict)  # per DXT module: segments taken
+    notes: list[str] = field(default_factory=list)  # what was inferred, and where
+
+    def ranks_per_host(self) -> int:
+        """Ranks per host when the ranks fill the hosts in blocks of one size (as ``callid run
+        --ranks-per-host`` models them); 0 for one host or another placement."""
+        names = sorted(set(self.hosts.values()))
+        if len(names) < 2:
+            return 0
+        size = max(list(self.hosts.values()).count(n) for n in names)
+        order = {n: min(r for r, h in self.hosts.items() if h == n) for n in names}
+        first = sorted(order, key=order.get)
+        return size if all(first.index(h) == r // size for r, h in self.hosts.items()) else 0
+
+
+@dataclass
+class _Record:
+    file_id: int
+    rank: int
+    host: str
+    writes: np.ndarray  # _SEGMENT
+    reads: np.ndarray
+
+
+def read_log(path: str | os.PathLike[str]) -> DarshanLog:
+    """The accesses of the DXT traces in the Darshan log at ``path``; raise :class:`InputError`."""
+    from darshan.backend import cffi_backend as dbe
+
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise InputError(f"{path}: no such file")
+    with _stderr_to(tempfile.TemporaryFile()) as said:  # (darshan-util prints its errors there)
+        log = dbe.log_open(path)
+        if log["handle"] == dbe.ffi.NULL:
+            raise InputError(f"{path}: not a Darshan log ({_first_error(said)})")
+        try:
+            job = dbe.log_get_job(log)
+            modules = dbe.log_get_modules(log)
+            if MPIIO not in modules and POSIX not in modules:
+                raise InputError(f"{path}: the log has no DXT traces (DXT_MPIIO or DXT_POSIX), only "
+                                 f"{', '.join(modules) or 'no modules'}: {ENABLE_DXT}")
+            names = dbe.log_get_name_records(log)
+            exe = dbe.log_get_exe(log)
+            records = {mod: _dxt_records(dbe, log, mod) for mod in (MPIIO, POSIX) if mod in modules}
+            counters = _mpiio_counters(dbe, log) if "MPI-IO" in modules else {}
+        finally:
+            dbe.log_close(log)
+    if said.read(1):
+        raise InputError(f"{path}: damaged or truncated Darshan log ({_first_error(said)})")
+    out = DarshanLog(path, int(job["nprocs"]), exe,
+                     int(job["start_time_sec"]) * 10**9 + int(job.get("start_time_nsec") or 0),
+                     ACCESS.schema.empty_table(), {})
+    mpiio_files = {r.file_id for r in records.get(MPIIO, [])}
+    files: list[str] = []
+    index: dict[int, int] = {}
+    parts = []
+    for mod, recs in records.items():
+        taken = [r for r in recs if mod == MPIIO or r.file_id not in mpiio_files]
+        out.segments[mod] = sum(len(r.writes) + len(r.reads) for r in taken)
+        for rec in taken:
+            out.hosts.setdefault(rec.rank, rec.host)
+            name = names.get(rec.file_id, f"<record {rec.file_id:016x}>")
+            if rec.file_id not in index:
+                index[rec.file_id] = len(files)
+                files.append(name)
+            for io, segs in ((WRITE, rec.writes), (READ, rec.reads)):
+                if len(segs):
+                    inferred = _inferred(mod, counters, rec.file_id, rec.rank, io, name, out.notes)
+                    parts.append(_columns(segs, rec.rank, index[rec.file_id], io, mod, *inferred))
+    if not out.segments or not any(out.segments.values()):
+        raise InputError(f"{path}: the log's DXT traces hold no accesses: {ENABLE_DXT}")
+    out.accesses = _table(parts, files)
+    return out
+
+
+@contextmanager
+def _stderr_to(sink: IO[bytes]) -> Iterator[IO[bytes]]:
+    """Send what C code writes to the standard error into ``sink`` (rewound at the end)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    os.dup2(sink.fileno(), 2)
+    try:
+        yield sink
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        sink.seek(0)
+
+
+def _first_error(said: IO[bytes]) -> str:
+    """The first message darshan-util wrote, e.g. 'darshan-util: unable to read compressed data'."""
+    said.seek(0)
+    lines = said.read().decode(errors="replace").strip().splitlines()
+    return "darshan-util: " + lines[0].removeprefix("Error: ").rstrip(".") if lines else "darshan-util failed"
+
+
+def _dxt_records(dbe, log: dict, mod: str) -> list[_Record]:
+    """Every DXT record of ``mod``, its segments as arrays (no Python object per segment)."""
+    ffi, lib = dbe.ffi, dbe.libdutil
+    idx = dbe.log_get_modules(log)[mod]["idx"]
+    head = ffi.sizeof("struct dxt_file_record")
+    out = []
+    while True:
+        buf = ffi.new("void **")
+        if lib.darshan_log_get_record(log["handle"], idx, buf) < 1:
+            return out
+        try:
+            rec = ffi.cast("struct dxt_file_record *", buf[0])
+            nw, nr = int(rec.write_count), int(rec.read_count)
+            segs = np.frombuffer(ffi.buffer(ffi.cast("char *", buf[0]) + head, (nw + nr) * _SEGMENT.itemsize),
+                                 dtype=_SEGMENT).copy()
+            out.append(_Record(int(rec.base_rec.id), int(rec.base_rec.rank),
+                               ffi.string(rec.hostname).decode(errors="replace"),
+                               _in_order(segs[:nw]), _in_order(segs[nw:])))
+        finally:
+            lib.darshan_free(buf[0])
+
+
+def _in_order(segs: np.ndarray) -> np.ndarray:
+    return segs[np.argsort(segs["start"], kind="stable")]
+
+
+def _mpiio_counters(dbe, log: dict) -> dict[tuple[int, int], dict[str, int]]:
+    """(file record id, rank; -1: shared by all ranks) -> the MPI-IO counters replay uses."""
+    names = dbe.counter_names("MPI-IO")
+    wanted = [n for pair in _CALLS.values() for group in pair for n in group] + ["MPIIO_VIEWS"]
+    cols = [names.index(n) for n in wanted]
+    out = {}
+    while (rec := dbe.log_get_generic_record(log, "MPI-IO", dtype="numpy")) is not None:
+        values = np.asarray(rec["counters"]).ravel()
+        out[(int(rec["id"]), int(rec["rank"]))] = dict(zip(wanted, (int(values[c]) for c in cols)))
+    return out
+
+
+def _inferred(mod: str, counters: dict, file_id: int, rank: int, io: str, name: str,
+              notes: list[str]) -> tuple[bool, str | None]:
+    """Whether the rank's ``io`` accesses of the file were collective calls, and what was inferred."""
+    if mod != MPIIO:
+        return False, None
+    c = counters.get((file_id, rank)) or counters.get((file_id, -1))
+    if c is None:
+        return False, None
+    coll_names, indep_names = _CALLS[io]
+    coll, indep = sum(c[n] for n in coll_names), sum(c[n] for n in indep_names)
+    what = ["contiguous"] if c["MPIIO_VIEWS"] else []
+    if coll and indep:
+        note = (f"{name}: {io}s were {coll} collective and {indep} independent calls; "
+                f"all replayed as independent (DXT does not say which were collective)")
+        if note not in notes:
+            notes.append(note)
+    collective = bool(coll) and not indep
+    if collective:
+        what.insert(0, "collective")
+    return collective, ",".join(what) or None
+
+
+def _columns(segs: np.ndarray, rank: int, file_index: int, io: str, mod: str, collective: bool,
+             inferred: str | None) -> dict[str, np.ndarray | pa.Array]:
+    n = len(segs)
+    return {
+        "rank": np.full(n, rank, np.int32), "file": np.full(n, file_index, np.int32),
+        "io": pa.array([io] * 1).take(np.zeros(n, np.int32)),
+        "offset": segs["offset"], "length": segs["length"],
+        "t_start": np.round(segs["start"] * 1e9).astype(np.int64),
+        "t_end": np.round(segs["end"] * 1e9).astype(np.int64),
+        "coll": pa.array(np.arange(n, dtype=np.int64)) if collective else pa.nulls(n, pa.int64()),
+        "origin": pa.array([mod]).take(np.zeros(n, np.int32)),
+        "inferred": pa.array([inferred], pa.string()).take(np.zeros(n, np.int32)),
+    }
+
+
+def _table(parts: list[dict], files: list[str]) -> pa.Table:
+    """One access table from the per-record columns (the file names from their indices)."""
+    cols = {}
+    for col in ACCESS.schema:
+        chunks = [p[col.name] for p in parts]
+        if col.name == "file":
+            idx = pa.array(np.concatenate(chunks))
+            names = pa.array(files, pa.string())
+            cols[col.name] = pa.DictionaryArray.from_arrays(idx, names).cast(pa.string())
+        elif isinstance(chunks[0], np.ndarray):
+            cols[col.name] = pa.array(np.concatenate(chunks), col.type)
+        else:
+            cols[col.name] = pa.concat_arrays(chunks).cast(col.type)
+    return pa.table(cols, schema=ACCESS.schema)

@@ -1,0 +1,234 @@
+"""Turn an access table into a replay schedule: CallIDs, MPI functions and collective calls in order.
+
+Every access becomes one call of its source rank.  The collective calls of all files are numbered
+in the order they began (``coll_seq``); they split each rank's stream into epochs: epoch ``e`` is the
+independent calls a rank makes after its collective call ``e - 1`` (after none, for 0) and before
+its next one.  A replayer runs epoch ``e`` of its ranks, then collective call ``e`` with the other
+replayers, and so on.
+
+Before that (epoch -1) each file is opened once, by the lowest rank that accesses it (the logs
+replayed record no open calls), and a file the source run reads before it writes it is first
+written up to the end of its last read, in pieces of ``PREFILL_PIECE`` bytes, by that rank (so the
+reads find data).  These calls are marked: origin 'replay', inferred 'open' or 'prefill'.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from callid.replay.accesses import ACCESS, READ, WRITE
+from callid_core.config import DEFAULT_CB_BUFFER_SIZE
+from callid_core.errors import BadValue, InputError
+from callid_core.ids import Layout
+from callid_core.schema import Column, Table
+from callid_core.units import parse_duration
+
+__all__ = ["OPEN", "OPTIONS_KEY", "SCHEDULE", "SETUP", "Plan", "make_plan", "parse_ranks", "parse_window",
+           "select"]
+
+OPEN = "open"
+PREFILL = "prefill"
+PREFILL_PIECE = DEFAULT_CB_BUFFER_SIZE  # bytes per prefill write
+SETUP = -1  # the epoch of the opens and prefill writes
+#: Parquet metadata key of a schedule file: the replay's options, JSON (timing, time_scale, hints,
+#: ranks_per_host)
+OPTIONS_KEY = b"callid.replay"
+FUNCS = {(WRITE, False): "MPI_File_write_at", (WRITE, True): "MPI_File_write_at_all",
+         (READ, False): "MPI_File_read_at", (READ, True): "MPI_File_read_at_all",
+         (OPEN, False): "MPI_File_open"}
+
+SCHEDULE = Table("schedule", "one call to replay, in each rank's order", [
+    *ACCESS.columns,
+    Column("path", pa.string(), "the file on the simulated file system (the mount, then the name)",
+           nullable=False),
+    Column("func", pa.string(), "the MPI function replayed", nullable=False),
+    Column("callid", pa.uint64(), "the call's CallID (its source rank, its number on that rank)",
+           nullable=False),
+    Column("epoch", pa.int64(), "the collective calls the rank made before this call", nullable=False),
+    Column("coll_seq", pa.int64(), "a collective call's number among all collective calls (its epoch); "
+           "null: independent"),
+])
+
+
+@dataclass
+class Plan:
+    calls: pa.Table  # SCHEDULE, sorted by rank then order
+    collectives: int  # collective calls (epochs - 1)
+    ranks: int
+    files: int
+
+
+def parse_ranks(text: str) -> set[int]:
+    """``0-63,100`` -> the ranks; raise :class:`BadValue`."""
+    out: set[int] = set()
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        lo, _, hi = part.partition("-")
+        try:
+            a, b = int(lo), int(hi or lo)
+        except ValueError:
+            raise BadValue(f"--ranks: {part!r} is not a rank or a range like 0-63") from None
+        if a < 0 or b < a:
+            raise BadValue(f"--ranks: {part!r} is not a range of ranks")
+        out.update(range(a, b + 1))
+    if not out:
+        raise BadValue("--ranks: no ranks given")
+    return out
+
+
+def parse_window(text: str) -> tuple[float, float]:
+    """``START:END`` (durations from the source run's start; either may be empty) -> ns."""
+    lo, sep, hi = text.partition(":")
+    if not sep:
+        raise BadValue(f"--window: {text!r} is not START:END, e.g. 2s:10s or :500ms")
+    return (parse_duration(lo) if lo else 0.0, parse_duration(hi) if hi else float("inf"))
+
+
+def select(accesses: pa.Table, ranks: set[int] | None = None, files: list[str] | None = None,
+           window: tuple[float, float] | None = None) -> pa.Table:
+    """The accesses of ``ranks``, of files matching one of the ``files`` patterns (fnmatch), starting
+    in ``window`` (ns)."""
+    mask = pa.array(np.ones(accesses.num_rows, bool))
+    if ranks is not None:
+        mask = pc.and_(mask, pc.is_in(accesses["rank"], pa.array(sorted(ranks), pa.int32())))
+    if files:
+        names = pc.unique(accesses["file"]).to_pylist()
+        keep = [n for n in names if any(fnmatch.fnmatchcase(n, p) for p in files)]
+        mask = pc.and_(mask, pc.is_in(accesses["file"], pa.array(keep, pa.string())))
+    if window is not None:
+        lo, hi = window
+        mask = pc.and_(mask, pc.greater_equal(accesses["t_start"], int(lo)))
+        if hi != float("inf"):
+            mask = pc.and_(mask, pc.less(accesses["t_start"], int(hi)))
+    return accesses.filter(mask)
+
+
+def make_plan(accesses: pa.Table, layout: Layout, mount: str, prefill: bool = True) -> Plan:
+    """The schedule of ``accesses`` (see the module's doc); raise :class:`InputError` when the
+    ranks' collective calls cannot be put in one order."""
+    if accesses.num_rows == 0:
+        raise InputError("nothing to replay: no access is left after --ranks, --files and --window")
+    if int(pc.max(accesses["rank"]).as_py()) > layout.max_rank:
+        raise BadValue(f"rank {pc.max(accesses['rank']).as_py()} does not fit CallID layout {layout} "
+                       f"(max rank {layout.max_rank}): choose one with more rank bits")
+    acc = _with_setup(accesses, prefill)
+    order = pc.sort_indices(acc, [("rank", "ascending"), ("t_start", "ascending")])
+    acc = acc.take(order)  # (stable: an open stays before the accesses of its time)
+    rank = acc["rank"].to_numpy()
+    n = len(rank)
+    first = np.r_[True, rank[1:] != rank[:-1]]
+    start_of_rank = np.maximum.accumulate(np.where(first, np.arange(n), 0))
+    counter = np.arange(n) - start_of_rank + 1
+    if counter.max() > layout.max_counter:
+        raise BadValue(f"a rank makes {counter.max()} calls, more than CallID layout {layout} counts "
+                       f"({layout.max_counter}): choose one with fewer rank bits")
+    callid = (rank.astype(np.uint64) << np.uint64(layout.counter_bits)) | counter.astype(np.uint64)
+    coll_seq = _number_collectives(acc)
+    epoch = _epochs(rank, coll_seq)
+    epoch[pc.equal(acc["origin"], "replay").to_numpy(zero_copy_only=False)] = SETUP
+    io = acc["io"].to_numpy(zero_copy_only=False)
+    collective = coll_seq >= 0
+    func = _funcs(io, collective)
+    base = mount.rstrip("/")
+    path = pc.binary_join_element_wise(base, pc.utf8_ltrim(acc["file"], "/"), "/")
+    calls = acc.append_column("path", path).append_column("func", pa.array(func, pa.string()))
+    calls = calls.append_column("callid", pa.array(callid, pa.uint64()))
+    calls = calls.append_column("epoch", pa.array(epoch, pa.int64()))
+    calls = calls.append_column("coll_seq", pa.array(np.where(collective, coll_seq, 0), pa.int64(),
+                                                     mask=~collective))
+    return Plan(calls.cast(SCHEDULE.schema), int(coll_seq.max()) + 1, len(np.unique(rank)),
+                len(pc.unique(acc["file"])))
+
+
+def _with_setup(acc: pa.Table, prefill: bool) -> pa.Table:
+    """``acc`` and, per file, an open by its lowest rank just before the file's first access, then
+    (``prefill``) the writes that give a file read before it is written its data."""
+    firsts = acc.group_by("file").aggregate([("rank", "min"), ("t_start", "min")])
+    k = firsts.num_rows
+    at = pc.subtract(firsts["t_start_min"], 1)
+    setup = [_calls(firsts["rank_min"], firsts["file"], OPEN, np.zeros(k, np.int64), np.zeros(k, np.int64),
+                    at)]
+    if prefill:
+        setup.append(_prefill(acc, firsts))
+    return pa.concat_tables([*setup, acc.cast(ACCESS.schema)])
+
+
+def _prefill(acc: pa.Table, firsts: pa.Table) -> pa.Table:
+    """Writes of ``[0, end of the last read)`` of each file whose first access is a read."""
+    ends = pc.add(acc["offset"], acc["length"])
+    first_write = acc.filter(pc.equal(acc["io"], WRITE)).group_by("file").aggregate([("t_start", "min")])
+    reads = acc.filter(pc.equal(acc["io"], READ)).append_column(
+        "end", ends.filter(pc.equal(acc["io"], READ)))
+    reads = reads.join(first_write.rename_columns(["file", "first_write"]), "file")
+    before = pc.or_kleene(pc.is_null(reads["first_write"]), pc.less(reads["t_start"], reads["first_write"]))
+    files = pc.unique(reads.filter(before)["file"])
+    need = reads.filter(pc.is_in(reads["file"], files)).group_by("file").aggregate([("end", "max")])
+    need = need.join(firsts, "file")
+    end = need["end_max"].to_numpy()
+    pieces = -(-end // PREFILL_PIECE)
+    row = np.repeat(np.arange(need.num_rows), pieces)
+    first = np.repeat(np.cumsum(pieces) - pieces, pieces)
+    offset = (np.arange(len(row)) - first) * PREFILL_PIECE
+    length = np.minimum(PREFILL_PIECE, end[row] - offset)
+    idx = pa.array(row)
+    return _calls(need["rank_min"].take(idx), need["file"].take(idx), WRITE, offset, length,
+                  pc.subtract(need["t_start_min"], 1).take(idx), PREFILL)
+
+
+def _calls(rank, file, io: str, offset: np.ndarray, length: np.ndarray, at, what: str = OPEN) -> pa.Table:
+    """Calls the replay adds (origin 'replay', inferred ``what``)."""
+    k = len(offset)
+    return ACCESS.arrow(k, {
+        "rank": rank, "file": file, "io": pa.repeat(pa.scalar(io), k), "offset": pa.array(offset, pa.int64()),
+        "length": pa.array(length, pa.int64()), "t_start": at, "t_end": at,
+        "origin": pa.repeat(pa.scalar("replay"), k), "inferred": pa.repeat(pa.scalar(what), k)})
+
+
+def _number_collectives(acc: pa.Table) -> np.ndarray:
+    """Each row's collective call number (-1: independent): calls (file, io, coll) in order of their
+    first start."""
+    has = ~pc.is_null(acc["coll"]).to_numpy(zero_copy_only=False)
+    out = np.full(acc.num_rows, -1, np.int64)
+    if not has.any():
+        return out
+    part = acc.filter(pa.array(has)).select(["file", "io", "coll", "t_start"])
+    calls = part.group_by(["file", "io", "coll"]).aggregate([("t_start", "min")])
+    calls = calls.take(pc.sort_indices(calls, [("t_start_min", "ascending"), ("file", "ascending"),
+                                               ("io", "ascending"), ("coll", "ascending")]))
+    calls = calls.append_column("seq", pa.array(np.arange(calls.num_rows, dtype=np.int64)))
+    rows = np.flatnonzero(has)
+    part = part.append_column("row", pa.array(rows))
+    joined = part.join(calls.select(["file", "io", "coll", "seq"]), ["file", "io", "coll"])
+    out[joined["row"].to_numpy()] = joined["seq"].to_numpy()
+    rank = acc["rank"].to_numpy()[rows]
+    seq = out[rows]
+    same = rank[1:] == rank[:-1]
+    bad = np.flatnonzero(same & (seq[1:] <= seq[:-1]))
+    if len(bad):
+        r = int(rank[bad[0]])
+        raise InputError(f"rank {r} makes its collective calls in another order than the other ranks "
+                         f"(file {part['file'][int(bad[0]) + 1]}): they cannot be replayed as collectives")
+    return out
+
+
+def _epochs(rank: np.ndarray, coll_seq: np.ndarray) -> np.ndarray:
+    """Per row: the number of the rank's last collective call before it plus one (0: none); a
+    collective row is in its own call's epoch."""
+    n = len(rank)
+    idx = np.where(coll_seq >= 0, np.arange(n), -1)
+    last = np.maximum.accumulate(np.r_[-1, idx[:-1]]) if n else idx  # the last collective row before
+    valid = (last >= 0) & (rank[np.maximum(last, 0)] == rank)
+    before = np.where(valid, coll_seq[np.maximum(last, 0)] + 1, 0)
+    return np.where(coll_seq >= 0, coll_seq, before)
+
+
+def _funcs(io: np.ndarray, collective: np.ndarray) -> np.ndarray:
+    out = np.empty(len(io), dtype=object)
+    for (kind, coll), name in FUNCS.items():
+        out[(io == kind) & (collective == coll)] = name
+    return out
+

@@ -1,0 +1,136 @@
+"""``callid replay`` of the Darshan logs the darshan wheel ships: every DXT segment one call, real
+servers, real bytes; a log without DXT refused."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from pathlib import Path
+
+import darshan
+import duckdb
+import pytest
+
+from tests.conftest import callid_cmd
+
+LOGS = Path(darshan.__file__).parent
+SIMPLE = LOGS / "tests" / "input" / "sample-dxt-simple.darshan"
+DXT = LOGS / "examples" / "example_logs" / "dxt.darshan"
+NO_DXT = LOGS / "examples" / "example_logs" / "example.darshan"
+
+
+def segments(path: Path) -> Counter:
+    """(module, rank, file, io, offset, length) of every DXT segment the replay takes, read with
+    PyDarshan's record-by-record reader (not the replay's)."""
+    from darshan.backend import cffi_backend as dbe
+
+    log = dbe.log_open(str(path))
+    try:
+        names = dbe.log_get_name_records(log)
+        recs = {}
+        for mod in ("DXT_MPIIO", "DXT_POSIX"):
+            recs[mod] = []
+            while mod in dbe.log_get_modules(log) and (rec := dbe.log_get_dxt_record(log, mod)) is not None:
+                recs[mod].append(rec)
+    finally:
+        dbe.log_close(log)
+    mpiio_files = {r["id"] for r in recs["DXT_MPIIO"]}
+    out = Counter()
+    for mod, rs in recs.items():
+        for r in rs:
+            if mod == "DXT_POSIX" and r["id"] in mpiio_files:
+                continue
+            for io in ("write", "read"):
+                for seg in r[f"{io}_segments"]:
+                    out[(mod, r["rank"], names[r["id"]], io, seg["offset"], seg["length"])] += 1
+    return out
+
+
+def replay_and_merge(log: Path, out: Path, *args: str) -> duckdb.DuckDBPyConnection:
+    res = callid_cmd("replay", log, "-d", out, *args)
+    assert res.returncode == 0, res.stderr
+    assert "Traceback" not in res.stderr
+    res = callid_cmd("merge", out / "client.parquet", out / "server.parquet", "-o", out / "m.duckdb")
+    assert res.returncode == 0, res.stderr
+    return duckdb.connect(str(out / "m.duckdb"), read_only=True)
+
+
+def check_one_call_per_segment(con: duckdb.DuckDBPyConnection, log: Path, mount: str = "/pvfs2") -> None:
+    expected = segments(log)
+    rows = con.execute("""
+        SELECT origin, rank, file, CASE WHEN func LIKE '%write%' THEN 'write' ELSE 'read' END,
+               file_offset, size FROM calls WHERE origin LIKE 'DXT%'""").fetchall()
+    got = Counter((o, r, f.removeprefix(mount), io, off, n) for o, r, f, io, off, n in rows)
+    assert got == expected
+    # every call that moved bytes has arrows to disk operations, and only calls of its rank's CallIDs
+    assert con.execute("""
+        SELECT count(*) FROM calls c WHERE c.bytes > 0 AND c.callid NOT IN (SELECT callid FROM arrows)
+    """).fetchall()[0][0] == 0
+    assert con.execute("SELECT count(*) FROM calls WHERE error IS NOT NULL").fetchall()[0][0] == 0
+    source = dict(con.execute("SELECT key, value FROM run").fetchall())["client.source"]
+    assert source.startswith(f"darshan {log}")
+
+
+@pytest.mark.mpi
+def test_replay_of_a_dxt_mpiio_log(tmp_path):
+    con = replay_and_merge(SIMPLE, tmp_path / "r")
+    check_one_call_per_segment(con, SIMPLE)
+    # the application's MPI-IO write of 4000 bytes reached the servers' disks
+    disk = con.execute("""
+        SELECT sum(a.bytes) FROM arrows a JOIN calls c USING (callid)
+        WHERE c.origin = 'DXT_MPIIO' AND a.op = 'trove_write'""").fetchall()[0][0]
+    assert disk == 4000
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_replay_of_a_dxt_posix_log_with_many_files(tmp_path):
+    con = replay_and_merge(DXT, tmp_path / "r", "--procs", "1", "--servers", "3")
+    check_one_call_per_segment(con, DXT)
+    files, opens, fills = con.execute("""
+        SELECT count(DISTINCT file), count(*) FILTER (WHERE inferred = 'open'),
+               count(*) FILTER (WHERE inferred = 'prefill') FROM calls""").fetchall()[0]
+    assert opens == files == 169
+    assert fills > 0  # the files the job only read were given their data first
+    # reads found that data: they moved bytes from the disks
+    assert con.execute("""
+        SELECT sum(bytes) FROM calls WHERE origin = 'DXT_POSIX' AND func = 'MPI_File_read_at'
+    """).fetchall()[0][0] > 0
+
+
+@pytest.mark.mpi
+def test_a_part_of_a_log_and_a_json_summary(tmp_path):
+    import json
+
+    res = callid_cmd("replay", DXT, "-d", tmp_path / "r", "--files", "*.jar", "--window", ":2s", "--json")
+    assert res.returncode == 0, res.stderr
+    summary = json.loads(res.stdout)
+    assert 0 < summary["calls"] < sum(segments(DXT).values())
+    assert summary["processes"] == 1  # one source rank: one replayer is enough
+    assert os.path.exists(summary["client"])
+
+
+def test_a_log_without_dxt_is_refused_in_one_line(tmp_path):
+    res = callid_cmd("replay", NO_DXT, "-d", tmp_path / "r")
+    assert res.returncode == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no DXT traces" in lines[0] and "DXT_ENABLE_IO_TRACE=1" in lines[0]
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("content,message", [(b"", "not a Darshan log"), (b"x" * 5000, "not a Darshan log"),
+                                             (None, "damaged or truncated")])
+def test_bad_logs_get_one_line(tmp_path, content, message):
+    path = tmp_path / "bad.darshan"
+    path.write_bytes(SIMPLE.read_bytes()[:3000] if content is None else content)
+    res = callid_cmd("replay", path, "-d", tmp_path / "r")
+    assert res.returncode == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0] and str(path) in lines[0], res.stderr
+
+
+def test_bad_options_are_usage_errors(tmp_path):
+    for args, message in ((["--ranks", "7-2"], "--ranks"), (["--window", "5s"], "--window"),
+                          (["--hint", "cb_nodes"], "--hint"), (["--timing", "later"], "timing")):
+        res = callid_cmd("replay", SIMPLE, "-d", tmp_path / "r", *args)
+        assert res.returncode == 2 and message in res.stderr, res.stderr
