@@ -107,9 +107,11 @@ def _layout(value: str) -> str:
     return str(_parsed(Layout.parse, value))
 
 
-def _size_option(help_text: str, default: int) -> typer.models.OptionInfo:
+def _size_option(help_text: str, default: int, was: bool = False) -> typer.models.OptionInfo:
+    """A size option (``was``: None, the traced run's value, is its default)."""
+    shown = format_size(default)
     return typer.Option(parser=_size, metavar="SIZE", help=help_text + " (e.g. 65536, 64KiB, 1MiB)",
-                        show_default=format_size(default))
+                        show_default=f"the traced run's, else {shown}" if was else shown)
 
 
 DbPath = Annotated[Path, typer.Argument(metavar="DB", help="merged output of 'callid merge' (a DuckDB "
@@ -117,17 +119,16 @@ DbPath = Annotated[Path, typer.Argument(metavar="DB", help="merged output of 'ca
 JsonFlag = Annotated[bool, typer.Option(
     "--json", help="print the summary as JSON (for scripts; integers beyond 2^53 as strings)")]
 Ranks = Annotated[int, typer.Option("-n", "--np", min=1, metavar="N", help="MPI ranks")]
-Servers = Annotated[int, typer.Option(min=1, metavar="N", help="I/O servers (plus one metadata server)")]
-StripSize = Annotated[int, _size_option(
-    "simple_stripe strip: bytes of a file each I/O server holds in turn", defaults.DEFAULT_STRIP_SIZE)]
-FlowBuffer = Annotated[int, _size_option(
-    "bytes a server moves per flow buffer (one Trove operation each)", defaults.DEFAULT_FLOW_BUFFER)]
-SmallIo = Annotated[int, _size_option(
-    "largest share per server that travels inside the request (small I/O); 0 disables",
-    defaults.DEFAULT_SMALL_IO)]
-CallidLayout = Annotated[str, typer.Option(
-    parser=_layout, metavar="TOTAL/RANK",
-    help="bits of a CallID and of its rank part, e.g. 64/23 or the thesis' 32/8")]
+_SERVERS_HELP = "I/O servers (plus one metadata server)"
+_STRIP_HELP = "simple_stripe strip: bytes of a file each I/O server holds in turn"
+_FLOW_HELP = "bytes a server moves per flow buffer (one Trove operation each)"
+_SMALL_HELP = "largest share per server that travels inside the request (small I/O); 0 disables"
+_LAYOUT_HELP = "bits of a CallID and of its rank part, e.g. 64/23 or the thesis' 32/8"
+Servers = Annotated[int, typer.Option(min=1, metavar="N", help=_SERVERS_HELP)]
+StripSize = Annotated[int, _size_option(_STRIP_HELP, defaults.DEFAULT_STRIP_SIZE)]
+FlowBuffer = Annotated[int, _size_option(_FLOW_HELP, defaults.DEFAULT_FLOW_BUFFER)]
+SmallIo = Annotated[int, _size_option(_SMALL_HELP, defaults.DEFAULT_SMALL_IO)]
+CallidLayout = Annotated[str, typer.Option(parser=_layout, metavar="TOTAL/RANK", help=_LAYOUT_HELP)]
 #: (the defaults of the file-system options, as the command line reads them)
 _STRIP_SIZE, _FLOW_BUFFER, _SMALL_IO = (format_size(v) for v in (
     defaults.DEFAULT_STRIP_SIZE, defaults.DEFAULT_FLOW_BUFFER, defaults.DEFAULT_SMALL_IO))
@@ -222,7 +223,7 @@ def run(
 def replay(
     source: Annotated[Path, typer.Argument(
         metavar="LOG", help="a Darshan log with DXT traces (DXT_MPIIO, or DXT_POSIX for files without "
-        "MPI-IO records)", show_default=False)],
+        "MPI-IO records), or the client.parquet of a traced run", show_default=False)],
     out_dir: Annotated[Path, typer.Option(
         "-d", "--out-dir", metavar="DIR", help="directory for the logs, the schedule and the file system")
     ] = Path("callid-replay"),
@@ -244,38 +245,55 @@ def replay(
         metavar="START:END", help="replay only accesses that started in this window of the source run, "
         "e.g. 2s:10s or :500ms", show_default="all")] = None,
     hint: Annotated[list[str] | None, typer.Option(
-        metavar="KEY=VALUE", help="MPI_Info hint of every file (repeatable): cb_nodes, cb_buffer_size, "
-        "romio_cb_write, romio_cb_read, striping_factor, striping_unit (Darshan records none)")] = None,
-    servers: Servers = defaults.DEFAULT_IO_SERVERS,
-    strip_size: StripSize = _STRIP_SIZE,
-    flow_buffer: FlowBuffer = _FLOW_BUFFER,
-    small_io: SmallIo = _SMALL_IO,
-    callid_layout: CallidLayout = str(DEFAULT_LAYOUT),
+        metavar="KEY=VALUE", help="MPI_Info hint of every file (repeatable; over a traced run's own, "
+        "Darshan records none): cb_nodes, cb_buffer_size, romio_cb_write, romio_cb_read, striping_factor, "
+        "striping_unit")] = None,
+    servers: Annotated[int | None, typer.Option(
+        min=1, metavar="N", help=_SERVERS_HELP, show_default=f"the traced run's, else "
+        f"{defaults.DEFAULT_IO_SERVERS}")] = None,
+    strip_size: Annotated[int | None, _size_option(
+        _STRIP_HELP, defaults.DEFAULT_STRIP_SIZE, was=True)] = None,
+    flow_buffer: Annotated[int | None, _size_option(
+        _FLOW_HELP, defaults.DEFAULT_FLOW_BUFFER, was=True)] = None,
+    small_io: Annotated[int | None, _size_option(_SMALL_HELP, defaults.DEFAULT_SMALL_IO, was=True)] = None,
+    callid_layout: Annotated[str | None, typer.Option(
+        parser=_layout, metavar="TOTAL/RANK", help=_LAYOUT_HELP,
+        show_default=f"the traced run's, else {DEFAULT_LAYOUT}")] = None,
     mount: Annotated[str, typer.Option(
-        metavar="PREFIX", help="the source's files are put under this prefix, by their full names")
-    ] = defaults.DEFAULT_MOUNT,
+        metavar="PREFIX", help="the source's files are put under this prefix, by their full names (names "
+        "already under it stay)")] = defaults.DEFAULT_MOUNT,
     ranks_per_host: Annotated[int | None, typer.Option(
         min=0, metavar="N", help="ranks per simulated host (the default cb_nodes is one aggregator per "
-        "host)", show_default="from the log's host names")] = None,
+        "host)", show_default="the traced run's, or from a Darshan log's host names")] = None,
+    prefill: Annotated[bool, typer.Option(
+        "--prefill/--no-prefill", help="first write the files the source reads before writing them, up to "
+        "the end of their last read (calls marked inferred 'prefill'), so that reads find data")] = True,
     timeout: Timeout = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Replay the MPI-IO accesses of a Darshan DXT log with CallIDs on the simulated file system.
+    """Replay the MPI-IO accesses of a Darshan DXT log, or of a traced run, with CallIDs.
 
-    Every DXT segment becomes one call of its source rank (same file, offset and
-    length, in each rank's order), so merge, stats, view and export show what the
-    application's I/O does on each storage server.  What DXT does not say is
-    inferred and marked (the calls' 'inferred' column, counted by callid stats):
-    collective calls (when the MPI-IO counters say all of a file's writes, or
-    reads, were collective, the k-th segment of each rank is its part of the k-th
-    collective call), contiguous ranges (after MPI_File_set_view), and one open of
-    each file by its lowest rank.  Calls are MPI_File_write_at / read_at (_all).
-    Darshan records no hint values: give them with --hint.
+    Every access becomes one call of its source rank (same file, offset and
+    length, or the same file ranges of a non-contiguous view, in each rank's
+    order; MPI_File_write_at / read_at, _all for collective calls), so merge,
+    stats, view and export show what the I/O does on each storage server.
+
+    A Darshan log: what DXT does not say is inferred and marked (the calls'
+    'inferred' column, counted by callid stats): collective calls (when the MPI-IO
+    counters say all of a file's writes, or reads, were collective, the k-th
+    segment of each rank is its part of the k-th collective call), contiguous
+    ranges (after MPI_File_set_view), one open of each file by its lowest rank,
+    and prefill writes.  Darshan records no hint values: give them with --hint.
+
+    A traced run (its client.parquet): the same calls, collective grouping and
+    hints, under the run's file-system layout unless options change it, to ask
+    "what if" (compare with: callid stats A.duckdb B.duckdb).
 
     Writes DIR/client.parquet and DIR/server.parquet, as callid run does; the run
-    table of the merged database names the log (client.source).
+    table of the merged database names the source (client.source).
 
-    Example: callid replay app.darshan --procs 2 --servers 4 --hint cb_nodes=4
+    Example: callid replay app.darshan --servers 8 --hint cb_nodes=4
+    Example: callid replay callid-out/client.parquet --servers 8 --strip-size 1MiB -d wide
     """
     from callid.replay.job import ReplayOptions
     from callid.replay.job import replay as do_replay
@@ -292,7 +310,7 @@ def replay(
         ranks=parse_ranks(ranks) if ranks else None, files=files or [],
         window=parse_window(window) if window else None, hints=hints, servers=servers,
         strip_size=strip_size, flow_buffer=flow_buffer, small_io=small_io, callid_layout=callid_layout,
-        mount=mount, ranks_per_host=ranks_per_host, timeout=timeout)
+        mount=mount, ranks_per_host=ranks_per_host, prefill=prefill, timeout=timeout)
     with _bar("replaying", quiet=as_json) as opts.on_progress:
         result = do_replay(opts)
     run = result.run

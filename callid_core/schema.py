@@ -26,7 +26,9 @@ __all__ = [
 #: a Trove data operation (``file_offset``, ``file_end``).
 #: 3: the client log has the phases of collective calls (kind 'phase') and an rpc's CallIDs (callids).
 #: 4: a replayed call says where it came from (``origin``) and what the replay inferred (``inferred``);
-#: the client log's metadata may name the replayed source (``callid.source``).
+#: the client log's metadata may name the replayed source (``callid.source``); a call records the
+#: hints it passed (``hints``) and a non-contiguous access its file ranges (``region_offsets``,
+#: ``region_lengths``), so that a traced run can be replayed.
 SCHEMA_VERSION = "4"
 
 # Key/value metadata every log file carries (bytes keys, as Parquet stores them).
@@ -81,7 +83,8 @@ class Table:
             raise KeyError(f"{self.name}: no column {', '.join(sorted(unknown))}")
         return pa.table({
             c.name: columns[c.name] if c.name in columns
-            else pa.nulls(n, c.type) if c.default is None else pa.repeat(pa.scalar(c.default, c.type), n)
+            else pa.nulls(n, c.type) if c.default is None or not n  # (pyarrow cannot repeat 0 lists)
+            else pa.repeat(pa.scalar(c.default, c.type), n)
             for c in self.columns
         }).cast(self.schema)
 
@@ -138,6 +141,13 @@ CLIENT = Table("client", "one row per traced MPI call ('call'), completion ('wai
     Column("t_end", pa.int64(), "call returned / phase ended / final response received" + _ON_CLOCK, NS,
            nullable=False),
     Column("error", pa.string(), "error message, null on success"),
+    Column("hints", pa.string(), "open, set_view, set_info, delete: the MPI_Info hints passed, "
+           "'key=value;key=value' (null: none)"),
+    Column("region_offsets", pa.list_(pa.int64()), "data access through a non-contiguous view: the "
+           "file offset of each contiguous range accessed, in the order of the buffer; empty: one range, "
+           "[offset, offset + size)", BYTES, nullable=False, default=()),
+    Column("region_lengths", pa.list_(pa.int64()), "the length of each range of region_offsets", BYTES,
+           nullable=False, default=()),
     Column("origin", pa.string(), "where a replayed call comes from: 'DXT_MPIIO' or 'DXT_POSIX' (a "
            "segment of that Darshan module), 'callid' (a call of a traced run), 'replay' (a call the replay "
            "adds, e.g. the open of a file); null: traced as it ran"),

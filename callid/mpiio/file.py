@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from mpi4py import MPI
@@ -37,6 +37,7 @@ class CallSpec:
     access: str | None = None  # "read" / "write" for data access
     position: str | None = None  # at (explicit offset), ind (individual), shared, ordered
     mode: str = "blocking"  # blocking, nonblocking, begin, end (split collective)
+    info_arg: int | None = None  # where the MPI_Info is among the arguments _call gets (its hints logged)
 
 
 def _specs() -> dict[str, CallSpec]:
@@ -49,6 +50,8 @@ def _specs() -> dict[str, CallSpec]:
         ("Get_position", False), ("Get_position_shared", False), ("Get_byte_offset", False),
         ("Get_type_extent", False), ("Get_errhandler", False), ("Set_errhandler", False),
     )}
+    for name, where in (("Open", 4), ("Delete", 2), ("Set_info", 0), ("Set_view", 4)):
+        specs[name] = replace(specs[name], info_arg=where)
     families = {"": ("ind", False), "_at": ("at", False), "_shared": ("shared", False),
                 "_all": ("ind", True), "_at_all": ("at", True), "_ordered": ("ordered", True)}
     for verb in ("Read", "Write"):
@@ -142,6 +145,8 @@ def _call(fh: TracedFile | None, name: str, *args: Any, **kwargs: Any) -> Any:
         return target(fh, *args, **kwargs) if fh is not None else target(*args, **kwargs)
     spec = SPECS[name]
     rec = Record(tr.next_callid(), func=spec.func, collective=spec.collective)
+    if spec.info_arg is not None and len(args) > spec.info_arg:
+        rec.hints = hints_text(args[spec.info_arg])
     if fh is not None:
         rec.file, rec.fid = fh._callid_name, fh._callid_fid
         if spec.collective:
@@ -164,6 +169,13 @@ def _call(fh: TracedFile | None, name: str, *args: Any, **kwargs: Any) -> Any:
     finally:
         rec.t_start, rec.t_end, rec.error = t0, clock.now(), error
         tr.trace.call(rec)
+
+
+def hints_text(info: Any) -> str | None:
+    """``'key=value;key=value'`` of an ``MPI.Info`` (None: no hints)."""
+    if not isinstance(info, MPI.Info) or info == MPI.INFO_NULL:
+        return None
+    return ";".join(f"{k}={info.Get(k)}" for k in info.keys()) or None
 
 
 def _open(tr: Tracer, rec: Record, cls: type, comm: MPI.Intracomm, filename: Any,

@@ -391,6 +391,8 @@ class SimFile:
             pos = self._rank0(lambda: self.sysint.shared_fp(self.attrs, total, call)) + before
         regions = self.view.regions(pos, stream.nbytes)
         rec.offset = regions[0][0] if regions else self.view.byte_offset(pos)
+        if len(regions) > 1:  # (what a replay needs: callid.replay)
+            rec.region_offsets, rec.region_lengths = (list(r) for r in zip(*regions))
         rec.size, rec.count = stream.nbytes, stream.count
         rec.datatype = stream.dtype.Get_name() or "derived"
         two_phase = self._two_phase() if collective else None
@@ -422,7 +424,8 @@ def _check_amode(amode: int) -> None:
         raise SimIOError(MPI.ERR_AMODE, "MODE_SEQUENTIAL with MODE_RDWR")
 
 
-def _int_hint(hints: dict[str, str], key: str) -> int:
+def int_hint(hints: dict[str, str], key: str) -> int:
+    """A whole-number hint (0: absent or not a number)."""
     try:
         return max(0, int(hints.get(key) or 0))
     except ValueError:
@@ -433,7 +436,7 @@ def _lookup_or_create(sysint: SysInt, rec: Record, path: str, amode: int,
                       hints: dict[str, str]) -> FileAttrs:
     call = CallContext.of(rec)
     if amode & MPI.MODE_CREATE:
-        return sysint.create(path, call, dfile_count=_int_hint(hints, "striping_factor"),
-                             strip_size=_int_hint(hints, "striping_unit"),
+        return sysint.create(path, call, dfile_count=int_hint(hints, "striping_factor"),
+                             strip_size=int_hint(hints, "striping_unit"),
                              exclusive=bool(amode & MPI.MODE_EXCL))
     return sysint.lookup(path, call)

@@ -226,14 +226,13 @@ def _columns(segs: np.ndarray, rank: int, file_index: int, io: str, mod: str, co
 def _table(parts: list[dict], files: list[str]) -> pa.Table:
     """One access table from the per-record columns (the file names from their indices)."""
     cols = {}
-    for col in ACCESS.schema:
-        chunks = [p[col.name] for p in parts]
-        if col.name == "file":
+    for name in parts[0]:
+        chunks = [p[name] for p in parts]
+        if name == "file":
             idx = pa.array(np.concatenate(chunks))
-            names = pa.array(files, pa.string())
-            cols[col.name] = pa.DictionaryArray.from_arrays(idx, names).cast(pa.string())
+            cols[name] = pa.DictionaryArray.from_arrays(idx, pa.array(files, pa.string())).dictionary_decode()
         elif isinstance(chunks[0], np.ndarray):
-            cols[col.name] = pa.array(np.concatenate(chunks), col.type)
+            cols[name] = pa.array(np.concatenate(chunks))
         else:
-            cols[col.name] = pa.concat_arrays(chunks).cast(col.type)
-    return pa.table(cols, schema=ACCESS.schema)
+            cols[name] = pa.concat_arrays(chunks)
+    return ACCESS.arrow(len(cols["rank"]), cols)

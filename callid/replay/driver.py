@@ -29,6 +29,7 @@ from mpi4py import MPI
 from callid.mpiio.call import CallContext
 from callid.mpiio.collective import CbHints, TwoPhase, file_domains, overlap
 from callid.mpiio.record import Record
+from callid.mpiio.simfile import int_hint
 from callid.mpiio.sysint import FileAttrs, FsError, SysInt
 from callid.replay.plan import OPEN, OPTIONS_KEY, SETUP
 from callid.trace import ClientTrace
@@ -57,8 +58,9 @@ class Replayer:
         self.scale = float(self.options["time_scale"]) if self.options["timing"] == "original" else None
         self.ranks_per_host = int(self.options["ranks_per_host"])
         nranks = len(set(self.rows["rank"]))
-        hosts = -(-nranks // self.ranks_per_host) if self.ranks_per_host else 1
-        self.hints = CbHints.from_info(self.options["hints"], hosts)
+        self.hosts = -(-nranks // self.ranks_per_host) if self.ranks_per_host else 1
+        self.hints = {path: {**self.options["file_hints"].get(name, {}), **self.options["hints"]}
+                      for name, path in zip(self.rows["file"], self.rows["path"])}
         longest = max(self.rows["length"], default=0)
         self.pattern = memoryview(bytes(range(256)) * (longest // 256 + 1))
         self.scratch = memoryview(bytearray(longest))
@@ -104,14 +106,14 @@ class Replayer:
         rows = self.rows
         return Record(callid=rows["callid"][i], func=rows["func"][i], file=rows["path"][i],
                       offset=rows["offset"][i], size=rows["length"][i], count=rows["length"][i],
-                      datatype="MPI_BYTE", origin=rows["origin"][i], inferred=rows["inferred"][i], **fields)
+                      datatype="MPI_BYTE", region_offsets=rows["region_offsets"][i],
+                      region_lengths=rows["region_lengths"][i], origin=rows["origin"][i],
+                      inferred=rows["inferred"][i], **fields)
 
     def _setup(self, calls: list[int]) -> None:
         """Replayer 0 creates every file (each by the open of its lowest rank) and prefills the
         files read before written; all get the files' layouts."""
         if self.me == 0:
-            stripes = _int(self.options["hints"], "striping_factor")
-            unit = _int(self.options["hints"], "striping_unit")
             for i in calls:
                 if self.rows["io"][i] != OPEN:
                     self._access(i)
@@ -120,9 +122,13 @@ class Replayer:
                 rec = self._record(i, t_start=clock.now(), collective=False)
                 rec.offset = rec.size = rec.count = None
                 path = self.rows["path"][i]
+                hints = self.hints[path]
+                rec.hints = ";".join(f"{k}={v}" for k, v in hints.items()) or None
                 try:
-                    self.attrs[path] = self.sysint.create(path, CallContext((rec.callid,), rec.func),
-                                                          dfile_count=stripes, strip_size=unit)
+                    self.attrs[path] = self.sysint.create(
+                        path, CallContext((rec.callid,), rec.func),
+                        dfile_count=int_hint(hints, "striping_factor"),
+                        strip_size=int_hint(hints, "striping_unit"))
                 except FsError as exc:  # (nothing of the file can be replayed)
                     rec.error = str(exc)
                     raise
@@ -178,13 +184,20 @@ class Replayer:
         self.done += 1
         self._progress()
 
+    def _regions(self, i: int) -> list[tuple[int, int]]:
+        """The file ranges call ``i`` accesses, in the order of its buffer."""
+        rows = self.rows
+        if rows["region_offsets"][i]:
+            return list(zip(rows["region_offsets"][i], rows["region_lengths"][i]))
+        return [(rows["offset"][i], rows["length"][i])] if rows["length"][i] else []
+
     def _io(self, i: int) -> int:
         """Call ``i``'s access, on behalf of its rank; the bytes it moved."""
         rows = self.rows
         length, io = rows["length"][i], _IO[rows["io"][i]]
         self._as(rows["rank"][i])
         buf = self.pattern[:length] if io == P.IoType.WRITE else self.scratch[:length]
-        return self.sysint.io(self.attrs[rows["path"][i]], io, [(rows["offset"][i], length)], buf,
+        return self.sysint.io(self.attrs[rows["path"][i]], io, self._regions(i), buf,
                               CallContext((rows["callid"][i],), rows["func"][i]))
 
     def _access(self, i: int) -> None:
@@ -208,10 +221,11 @@ class Replayer:
         if self.scale is not None:
             self._wait_until(self.t0 + int(min(rows["t_start"][i] for i in calls) * self.scale))
         path, io = rows["path"][calls[0]], _IO[rows["io"][calls[0]]]
-        tp = TwoPhase(self.sysint, None, self.attrs[path], self.hints, ranks, self.ranks_per_host)
-        ranges = [(rows["offset"][i], rows["offset"][i] + rows["length"][i]) if rows["length"][i] else
-                  (None, None) for i in calls]
-        domains = file_domains(ranges, len(tp.aggs), self.hints.mode(io))
+        hints = CbHints.from_info(self.hints[path], self.hosts)
+        tp = TwoPhase(self.sysint, None, self.attrs[path], hints, ranks, self.ranks_per_host)
+        regions = {i: self._regions(i) for i in calls}
+        ranges = [(r[0][0], max(o + n for o, n in r)) if r else (None, None) for r in regions.values()]
+        domains = file_domains(ranges, len(tp.aggs), hints.mode(io))
         error = None
         try:
             if domains is None:  # independent access, each rank its own
@@ -221,7 +235,7 @@ class Replayer:
             else:
                 for agg, (lo, hi) in zip(tp.aggs, domains):
                     if ranks[agg] % self.procs == self.me:
-                        self._aggregate(tp, io, calls, calls[agg], lo, hi)
+                        self._aggregate(tp, io, regions, calls[agg], lo, hi)
         except FsError as exc:
             error = str(exc)
         errors = [e for e in self.comm.allgather(error) if e]
@@ -237,24 +251,19 @@ class Replayer:
             self.trace.call(rec)
             self._ended(i)
 
-    def _aggregate(self, tp: TwoPhase, io: P.IoType, calls: list[int], agg: int, lo: int, hi: int) -> None:
-        """Aggregator ``agg`` (a call of ``calls``) accesses its domain ``[lo, hi)`` for every call."""
+    def _aggregate(self, tp: TwoPhase, io: P.IoType, regions: dict[int, list[tuple[int, int]]], agg: int,
+                   lo: int, hi: int) -> None:
+        """Aggregator ``agg`` (one of the calls, whose file ranges are ``regions``, in rank order)
+        accesses its domain ``[lo, hi)`` for every call."""
         rows = self.rows
         self._as(rows["rank"][agg])
         mine = CallContext((rows["callid"][agg],), rows["func"][agg])
+        parts = {i: [(o, n) for o, n, _ in overlap(r, lo, hi)] for i, r in regions.items()}
         if io == P.IoType.WRITE:
-            received = []
-            for i in calls:
-                runs = [(o, n) for o, n, _ in overlap([(rows["offset"][i], rows["length"][i])], lo, hi)]
-                if runs:
-                    received.append((rows["callid"][i], runs, self.pattern[:sum(n for _, n in runs)]))
-            tp.write_domain(received, mine)
+            tp.write_domain([(rows["callid"][i], runs, self.pattern[:sum(n for _, n in runs)])
+                             for i, runs in parts.items() if runs], mine)
         else:
-            asks = []
-            for i in calls:
-                runs = [(o, n) for o, n, _ in overlap([(rows["offset"][i], rows["length"][i])], lo, hi)]
-                asks.append((rows["callid"][i], runs) if runs else None)
-            tp.read_domain(asks, mine)
+            tp.read_domain([(rows["callid"][i], runs) if runs else None for i, runs in parts.items()], mine)
 
     def _progress(self, force: bool = False) -> None:
         """Tell ``callid replay`` how many calls are done (a small file, replaced)."""
@@ -264,13 +273,6 @@ class Replayer:
             tmp = self.progress_file.with_suffix(".tmp")
             tmp.write_text(str(self.done))
             os.replace(tmp, self.progress_file)
-
-
-def _int(hints: dict[str, str], key: str) -> int:
-    try:
-        return max(0, int(hints.get(key) or 0))
-    except ValueError:
-        return 0
 
 
 def main(argv: list[str] | None = None) -> int:

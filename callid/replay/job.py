@@ -8,10 +8,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from callid.replay.darshan import read_log
 from callid.replay.plan import OPTIONS_KEY, make_plan, select
+from callid.replay.runlog import is_parquet, read_run_log
 from callid.run import RunOptions, RunResult, run
 from callid_core import config as defaults
 from callid_core.atomic import replacing
@@ -25,7 +27,7 @@ __all__ = ["ReplayOptions", "ReplayResult", "replay"]
 class ReplayOptions:
     """The parameters of ``callid replay``."""
 
-    source: str  # a Darshan log with DXT traces
+    source: str  # a Darshan log with DXT traces, or the client log of a traced run
     out: str = "callid-replay"
     procs: int = 2  # replayer processes (each drives the source ranks r with r % procs == its number)
     timing: Timing = Timing.ASAP
@@ -34,13 +36,15 @@ class ReplayOptions:
     files: list[str] = field(default_factory=list)  # fnmatch patterns of the source's file names
     window: tuple[float, float] | None = None  # ns from the source run's start
     hints: dict[str, str] = field(default_factory=dict)  # MPI_Info hints of every file
-    servers: int = defaults.DEFAULT_IO_SERVERS
-    strip_size: int = defaults.DEFAULT_STRIP_SIZE
-    flow_buffer: int = defaults.DEFAULT_FLOW_BUFFER
-    small_io: int = defaults.DEFAULT_SMALL_IO
-    callid_layout: str = str(DEFAULT_LAYOUT)
+    # The file system; None: the traced run's (a client log), else the defaults of callid run
+    servers: int | None = None
+    strip_size: int | None = None
+    flow_buffer: int | None = None
+    small_io: int | None = None
+    callid_layout: str | None = None
+    ranks_per_host: int | None = None  # None: the run's, or from a Darshan log's host names
     mount: str = defaults.DEFAULT_MOUNT
-    ranks_per_host: int | None = None  # None: from the source's host names
+    prefill: bool = True  # write the files read before written first (callid.replay.plan)
     timeout: float | None = None
     on_progress: Callable[[int, int], None] | None = None  # (calls done, calls in all)
 
@@ -60,21 +64,20 @@ class ReplayResult:
 
 def replay(opts: ReplayOptions) -> ReplayResult:
     """Replay ``opts.source``; raise ``InputError`` for a bad source, ``RunError`` for a failed run."""
-    log = read_log(opts.source)
-    accesses = select(log.accesses, opts.ranks, opts.files, opts.window)
-    plan = make_plan(accesses, Layout.parse(opts.callid_layout), os.path.abspath(opts.mount))
+    source = _read_source(opts.source)
+    was = source.config
+    layout = opts.callid_layout or was.get("callid_layout") or str(DEFAULT_LAYOUT)
+    accesses = select(source.accesses, opts.ranks, opts.files, opts.window)
+    plan = make_plan(accesses, Layout.parse(layout), os.path.abspath(opts.mount), opts.prefill)
     out = Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
-    rph = log.ranks_per_host() if opts.ranks_per_host is None else opts.ranks_per_host
+    rph = _pick(opts.ranks_per_host, was.get("ranks_per_host"), source.ranks_per_host)
     options = {"timing": Timing(opts.timing).value, "time_scale": opts.time_scale, "hints": opts.hints,
-               "ranks_per_host": rph}
+               "file_hints": source.file_hints, "ranks_per_host": rph}
     schedule = out / "schedule.parquet"
     with replacing(schedule) as tmp:
         pq.write_table(plan.calls.replace_schema_metadata({OPTIONS_KEY: json.dumps(options).encode()}), tmp)
     procs = max(1, min(opts.procs, plan.ranks))
-    modules = ", ".join(f"{n} {m} segments" for m, n in log.segments.items() if n)
-    source = (f"darshan {os.path.abspath(opts.source)} ({log.nprocs} ranks, {modules}; "
-              f"{plan.calls.num_rows} calls replayed, {plan.collectives} collective)")
     parts = out / "parts"
     total = plan.calls.num_rows
 
@@ -83,14 +86,50 @@ def replay(opts: ReplayOptions) -> ReplayResult:
             done = sum(_read_int(p) for p in parts.glob("progress-*") if p.suffix != ".tmp")
             opts.on_progress(done, total)
 
+    io_servers = [s for s in was.get("servers", []) if defaults.ROLE_IO in s.get("roles", ())]
     result = run(RunOptions(
-        target=[str(schedule.resolve())], np=procs, launcher="callid.replay.driver", servers=opts.servers,
-        strip_size=opts.strip_size, flow_buffer=opts.flow_buffer, small_io=opts.small_io,
-        callid_layout=opts.callid_layout, mount=[opts.mount], ranks_per_host=rph, out=str(out),
-        timeout=opts.timeout, stdout_to_stderr=True, source=source, on_wait=progress))
+        target=[str(schedule.resolve())], np=procs, launcher="callid.replay.driver",
+        servers=_pick(opts.servers, len(io_servers) or None, defaults.DEFAULT_IO_SERVERS),
+        strip_size=_pick(opts.strip_size, was.get("strip_size"), defaults.DEFAULT_STRIP_SIZE),
+        flow_buffer=_pick(opts.flow_buffer, was.get("flow_buffer"), defaults.DEFAULT_FLOW_BUFFER),
+        small_io=_pick(opts.small_io, was.get("small_io"), defaults.DEFAULT_SMALL_IO),
+        callid_layout=layout, mount=[opts.mount], ranks_per_host=rph, out=str(out), timeout=opts.timeout,
+        stdout_to_stderr=True, on_wait=progress,
+        source=f"{source.description}; {total} calls replayed, {plan.collectives} collective"))
     progress()
     return ReplayResult(result, total, plan.collectives, plan.ranks, plan.files, procs, rph,
-                        dict(log.segments), list(log.notes))
+                        dict(source.segments), list(source.notes))
+
+
+@dataclass
+class _Source:
+    """What any source gives a replay."""
+
+    accesses: pa.Table
+    description: str  # for the run table's client.source
+    config: dict = field(default_factory=dict)  # a traced run's configuration
+    file_hints: dict[str, dict[str, str]] = field(default_factory=dict)
+    ranks_per_host: int = 0
+    segments: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def _read_source(path: str) -> _Source:
+    """A traced run's client log (a Parquet file) or a Darshan log."""
+    if is_parquet(path):
+        log = read_run_log(path)
+        notes = [f"{log.skipped} failed calls left out"] if log.skipped else []
+        return _Source(log.accesses, f"callid {os.path.abspath(path)} ({log.ranks} ranks)", log.config,
+                       log.file_hints, notes=notes)
+    dxt = read_log(path)
+    modules = ", ".join(f"{n} {m} segments" for m, n in dxt.segments.items() if n)
+    return _Source(dxt.accesses, f"darshan {os.path.abspath(path)} ({dxt.nprocs} ranks, {modules})",
+                   ranks_per_host=dxt.ranks_per_host(), segments=dxt.segments, notes=dxt.notes)
+
+
+def _pick(given: int | None, was: int | None, default: int) -> int:
+    """The option given, else the traced run's value, else the default."""
+    return given if given is not None else was if was is not None else default
 
 
 def _read_int(path: Path) -> int:

@@ -43,10 +43,11 @@ FUNCS = {(WRITE, False): "MPI_File_write_at", (WRITE, True): "MPI_File_write_at_
          (OPEN, False): "MPI_File_open"}
 
 SCHEDULE = Table("schedule", "one call to replay, in each rank's order", [
-    *ACCESS.columns,
-    Column("path", pa.string(), "the file on the simulated file system (the mount, then the name)",
-           nullable=False),
-    Column("func", pa.string(), "the MPI function replayed", nullable=False),
+    *(c for c in ACCESS.columns if c.name != "func"),
+    Column("path", pa.string(), "the file on the simulated file system: the mount, then the name (a name "
+           "under the mount stays as it is)", nullable=False),
+    Column("func", pa.string(), "the MPI function: the source's, else MPI_File_write_at/read_at (_all when "
+           "collective)", nullable=False),
     Column("callid", pa.uint64(), "the call's CallID (its source rank, its number on that rank)",
            nullable=False),
     Column("epoch", pa.int64(), "the collective calls the rank made before this call", nullable=False),
@@ -132,10 +133,11 @@ def make_plan(accesses: pa.Table, layout: Layout, mount: str, prefill: bool = Tr
     epoch[pc.equal(acc["origin"], "replay").to_numpy(zero_copy_only=False)] = SETUP
     io = acc["io"].to_numpy(zero_copy_only=False)
     collective = coll_seq >= 0
-    func = _funcs(io, collective)
+    func = pc.coalesce(acc["func"], pa.array(_funcs(io, collective), pa.string()))
     base = mount.rstrip("/")
-    path = pc.binary_join_element_wise(base, pc.utf8_ltrim(acc["file"], "/"), "/")
-    calls = acc.append_column("path", path).append_column("func", pa.array(func, pa.string()))
+    path = pc.if_else(pc.starts_with(acc["file"], base + "/"), acc["file"],  # (already under the mount)
+                      pc.binary_join_element_wise(base, pc.utf8_ltrim(acc["file"], "/"), "/"))
+    calls = acc.drop_columns(["func"]).append_column("path", path).append_column("func", func)
     calls = calls.append_column("callid", pa.array(callid, pa.uint64()))
     calls = calls.append_column("epoch", pa.array(epoch, pa.int64()))
     calls = calls.append_column("coll_seq", pa.array(np.where(collective, coll_seq, 0), pa.int64(),
@@ -160,9 +162,10 @@ def _with_setup(acc: pa.Table, prefill: bool) -> pa.Table:
 def _prefill(acc: pa.Table, firsts: pa.Table) -> pa.Table:
     """Writes of ``[0, end of the last read)`` of each file whose first access is a read."""
     ends = pc.add(acc["offset"], acc["length"])
-    first_write = acc.filter(pc.equal(acc["io"], WRITE)).group_by("file").aggregate([("t_start", "min")])
-    reads = acc.filter(pc.equal(acc["io"], READ)).append_column(
-        "end", ends.filter(pc.equal(acc["io"], READ)))
+    writes = acc.select(["file", "t_start"]).filter(pc.equal(acc["io"], WRITE))
+    first_write = writes.group_by("file").aggregate([("t_start", "min")])
+    is_read = pc.equal(acc["io"], READ)
+    reads = acc.select(["file", "t_start"]).filter(is_read).append_column("end", ends.filter(is_read))
     reads = reads.join(first_write.rename_columns(["file", "first_write"]), "file")
     before = pc.or_kleene(pc.is_null(reads["first_write"]), pc.less(reads["t_start"], reads["first_write"]))
     files = pc.unique(reads.filter(before)["file"])
