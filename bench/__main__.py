@@ -11,6 +11,7 @@ BENCHMARKS = {
     "clocks": "clock alignment on synthetic 1 M-call traces and a real skewed run, against the truth",
     "overhead": "traced (--callid) vs untraced (--no-callid) runs, interleaved, and the cost per call",
     "fs": "simulated file system bandwidth against raw socket + pwrite, its protocol floor and plain MPI-IO",
+    "replay": "callid replay of a traced run against the run, and of Darshan DXT logs of 384 and 4096 ranks",
 }
 
 

@@ -3,12 +3,14 @@ servers, real bytes; a log without DXT refused."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections import Counter
 from pathlib import Path
 
 import darshan
 import duckdb
+import pyarrow.parquet as pq
 import pytest
 
 from tests.conftest import callid_cmd
@@ -100,8 +102,6 @@ def test_replay_of_a_dxt_posix_log_with_many_files(tmp_path):
 
 @pytest.mark.mpi
 def test_a_part_of_a_log_and_a_json_summary(tmp_path):
-    import json
-
     res = callid_cmd("replay", DXT, "-d", tmp_path / "r", "--files", "*.jar", "--window", ":2s", "--json")
     assert res.returncode == 0, res.stderr
     summary = json.loads(res.stdout)
@@ -134,3 +134,53 @@ def test_bad_options_are_usage_errors(tmp_path):
                           (["--hint", "cb_nodes"], "--hint"), (["--timing", "later"], "timing")):
         res = callid_cmd("replay", SIMPLE, "-d", tmp_path / "r", *args)
         assert res.returncode == 2 and message in res.stderr, res.stderr
+
+
+def synthetic(tmp_path: Path, **options) -> Path:
+    """A Darshan log written by bench.darshan_log (IOR-like: every rank writes, then reads back)."""
+    from bench.darshan_log import synthetic_dxt_log
+
+    path = tmp_path / "synthetic.darshan"
+    synthetic_dxt_log(path, **options)
+    return path
+
+
+@pytest.mark.mpi
+def test_collective_calls_inferred_from_the_counters_replay_two_phase(tmp_path):
+    log = synthetic(tmp_path, ranks=8, accesses=3, size=64 * 1024, collective=True, ranks_per_node=4)
+    con = replay_and_merge(log, tmp_path / "r", "--hint", "romio_cb_write=enable",
+                           "--hint", "romio_cb_read=enable")
+    check_one_call_per_segment(con, log)
+    # the k-th write of every rank is one collective call: 3 writes and 3 reads, 8 ranks each
+    groups = con.execute("""
+        SELECT coll_seq, func, count(*), count(DISTINCT rank) FROM calls WHERE origin = 'DXT_MPIIO'
+        GROUP BY ALL ORDER BY coll_seq""").fetchall()
+    assert [(f, n, r) for _, f, n, r in groups] == [("MPI_File_write_at_all", 8, 8)] * 3 + [
+        ("MPI_File_read_at_all", 8, 8)] * 3
+    assert con.execute("SELECT count(*) FROM calls WHERE origin = 'DXT_MPIIO' AND inferred <> 'collective'"
+                       ).fetchall()[0][0] == 0
+    # two hosts of 4 ranks (from the log's host names): two aggregators, ranks 0 and 4, moved every
+    # call's bytes, each call's exactly once
+    aggregators = con.execute("SELECT DISTINCT rank FROM rpcs WHERE op = 'io' ORDER BY 1").fetchall()
+    assert aggregators == [(0,), (4,)]
+    assert con.execute("""
+        SELECT count(*) FROM calls c LEFT JOIN (SELECT callid, sum(bytes) AS b FROM arrows
+                                                WHERE op IN ('trove_write', 'trove_read') GROUP BY 1) a
+            USING (callid)
+        WHERE c.origin = 'DXT_MPIIO' AND coalesce(a.b, 0) <> c.size""").fetchall()[0][0] == 0
+    stats = json.loads(callid_cmd("stats", tmp_path / "r" / "m.duckdb", "--json").stdout)
+    assert stats["inferred_calls"] == {"collective": 48, "open": 1}
+    assert stats["replayed_calls"] == 49
+
+
+@pytest.mark.mpi
+def test_original_timing_keeps_each_ranks_gaps(tmp_path):
+    log = synthetic(tmp_path, ranks=2, accesses=4, size=4096, collective=False, reads=False, gap=0.1)
+    res = callid_cmd("replay", log, "-d", tmp_path / "r", "--timing", "original", "--time-scale", "2")
+    assert res.returncode == 0, res.stderr
+    rows = [r for r in pq.read_table(tmp_path / "r" / "client.parquet").to_pylist()
+            if r["kind"] == "call" and r["origin"] == "DXT_MPIIO"]
+    for rank in (0, 1):
+        starts = sorted(r["t_start"] for r in rows if r["rank"] == rank)
+        gaps = [b - a for a, b in zip(starts, starts[1:])]
+        assert len(gaps) == 3 and min(gaps) >= 2 * 0.05e9  # the source's gaps (0.05-0.15 s), times 2
