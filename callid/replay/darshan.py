@@ -28,6 +28,7 @@ from typing import IO
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from callid.replay.accesses import ACCESS, READ, WRITE
 from callid_core.errors import InputError
@@ -123,7 +124,12 @@ def read_log(path: str | os.PathLike[str]) -> DarshanLog:
                     parts.append(_columns(segs, rec.rank, index[rec.file_id], io, mod, *inferred))
     if not out.segments or not any(out.segments.values()):
         raise InputError(f"{path}: the log's DXT traces hold no accesses: {ENABLE_DXT}")
-    out.accesses = _table(parts, files)
+    table = _table(parts, files)
+    valid = pc.and_(pc.greater_equal(table["offset"], 0), pc.greater_equal(table["length"], 0))
+    bad = table.num_rows - pc.sum(valid).as_py()
+    if bad:
+        out.notes.append(f"{bad} segments with a negative offset or length left out")
+    out.accesses = table.filter(valid)
     return out
 
 

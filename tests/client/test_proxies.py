@@ -97,6 +97,7 @@ def test_macsio_mif_groups_write_one_file_each_in_turn_passing_the_baton(tmp_pat
     assert sorted(c["file"] for c in run.of("MPI_File_get_size")) == sorted(sizes)  # once per file
 
 
+@pytest.mark.slow
 def test_macsio_sif_writes_one_shared_file_per_dump_with_collective_writes(tmp_path):
     run = run_example(tmp_path, "macsio.py", "--parallel-file-mode", "SIF", *MACSIO)
     total = 2 * 100 + 18 * 4000 + 18 * 6000
@@ -129,7 +130,7 @@ def ior_offsets(rank: int, fpp: bool) -> list[int]:
 
 
 @pytest.mark.parametrize("flags", [
-    [],
+    pytest.param([], marks=pytest.mark.slow),
     pytest.param(["-F", "-C"], marks=pytest.mark.slow),
     pytest.param(["-c", "-e", "-i", "2"], marks=pytest.mark.slow),
 ], ids=["shared", "file-per-process-reordered", "collective-fsync-2-iterations"])

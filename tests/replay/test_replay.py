@@ -101,6 +101,7 @@ def test_replay_of_a_dxt_posix_log_with_many_files(tmp_path):
 
 
 @pytest.mark.mpi
+@pytest.mark.slow
 def test_a_part_of_a_log_and_a_json_summary(tmp_path):
     res = callid_cmd("replay", DXT, "-d", tmp_path / "r", "--files", "*.jar", "--window", ":2s", "--json")
     assert res.returncode == 0, res.stderr
@@ -146,6 +147,7 @@ def synthetic(tmp_path: Path, **options) -> Path:
 
 
 @pytest.mark.mpi
+@pytest.mark.slow
 def test_collective_calls_inferred_from_the_counters_replay_two_phase(tmp_path):
     log = synthetic(tmp_path, ranks=8, accesses=3, size=64 * 1024, collective=True, ranks_per_node=4)
     con = replay_and_merge(log, tmp_path / "r", "--hint", "romio_cb_write=enable",
@@ -174,6 +176,7 @@ def test_collective_calls_inferred_from_the_counters_replay_two_phase(tmp_path):
 
 
 @pytest.mark.mpi
+@pytest.mark.slow
 def test_original_timing_keeps_each_ranks_gaps(tmp_path):
     log = synthetic(tmp_path, ranks=2, accesses=4, size=4096, collective=False, reads=False, gap=0.1)
     res = callid_cmd("replay", log, "-d", tmp_path / "r", "--timing", "original", "--time-scale", "2")

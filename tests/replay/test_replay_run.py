@@ -49,6 +49,7 @@ def test_a_non_contiguous_collective_run_replays_to_the_same_calls_and_trove_ope
     assert sum(trove(original).values()) > 0
 
 
+@pytest.mark.slow
 def test_what_if_another_layout_compared_side_by_side(collective_fanin, tmp_path):
     out = tmp_path / "wide"
     replay(collective_fanin.out, out, "--servers", "4", "--strip-size", "1KiB", "--hint", "cb_nodes=2")
@@ -63,6 +64,7 @@ def test_what_if_another_layout_compared_side_by_side(collective_fanin, tmp_path
     assert aggregators.endswith("0-1 (2 ranks)")  # cb_nodes=2 in the replay, 1 in the original
 
 
+@pytest.mark.slow
 def test_the_demo_replays_with_its_reads_after_its_writes(demo, tmp_path):
     summary = replay(demo.out, tmp_path / "again")
     assert summary["collective_calls"] == 0
@@ -70,3 +72,11 @@ def test_the_demo_replays_with_its_reads_after_its_writes(demo, tmp_path):
     assert trove(tmp_path / "again") == trove(demo.out)
     inferred = pq.read_table(tmp_path / "again" / "client.parquet", columns=["inferred"])["inferred"]
     assert set(inferred.to_pylist()) == {None, "open"}  # nothing inferred but the open; no prefill
+
+
+def test_a_server_log_is_not_a_source(collective_fanin, tmp_path):
+    res = callid_cmd("replay", collective_fanin.out / "server.parquet", "-d", tmp_path / "r")
+    assert res.returncode == 2
+    assert res.stderr.strip().splitlines() == [
+        f"callid: error: {collective_fanin.out / 'server.parquet'}: not a callid client log "
+        "(a client.parquet of callid run)"]
