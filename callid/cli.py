@@ -407,6 +407,64 @@ def stats(
 
 
 @app.command(cls=_Command)
+def check(
+    db: Annotated[Path | None, typer.Argument(
+        metavar="DB", help="merged output of 'callid merge'", show_default=False)] = None,
+    code: Annotated[list[str] | None, typer.Option(
+        "--code", metavar="CODE", help="run only this check (repeatable), e.g. D502",
+        show_default="all")] = None,
+    list_checks: Annotated[bool, typer.Option(
+        "--list", help="list the checks (code, severity, what each detects) and exit")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Check the traced MPI-IO calls against MARMOT's catalogue of usage errors and consistency races.
+
+    Every check is a SQL query over the merged tables (see --list, and docs/checks.md):
+    collective calls in different order or with different arguments on the ranks,
+    files deleted while open or left open, pending operations at close, hints,
+    access modes, views, reads of never-written regions, and consistency races
+    (overlapping accesses of two ranks, one writing, in non-atomic mode, without
+    sync-barrier-sync between them).  Findings are grouped by code with counts.
+
+    Exit status: 0 no error found, 1 an error-severity finding, 2 bad usage or input.
+
+    Example: callid check merged.duckdb --json
+    """
+    from pipeline.checks import all_checks, count_findings, render_findings, run_checks
+
+    if list_checks:
+        rows = [{"code": c.code, "severity": c.severity, "marmot": c.marmot, "title": c.title}
+                for c in all_checks()]
+        if as_json:
+            _echo_json(rows)
+        else:
+            for r in rows:
+                typer.echo(f"{r['code']}  {r['severity']:7}  {r['title']}  [MARMOT {r['marmot']}]")
+        return
+    if db is None:
+        raise BadValue("give the merged database to check (or --list)")
+    findings = run_checks(str(db), code)
+    if as_json:
+        _echo_json({"counts": count_findings(findings), "findings": findings})
+    else:
+        typer.echo(render_findings(findings, _layout_of(db)))
+    if count_findings(findings)["error"]:
+        raise typer.Exit(EXIT_FAILED)
+
+
+def _layout_of(db: Path):
+    """The CallID layout of a merged database (to print CallIDs as rank_counter)."""
+    from callid_core.ids import Layout
+    from pipeline.query import connect
+
+    con = connect(str(db))
+    try:
+        return Layout.parse(con.execute("SELECT value FROM run WHERE key = 'layout'").fetchall()[0][0])
+    finally:
+        con.close()
+
+
+@app.command(cls=_Command)
 def sql(
     db: Annotated[Path | None, typer.Argument(
         metavar="DB", help="merged output of 'callid merge' (a DuckDB file, or a directory with --storage "

@@ -28,7 +28,9 @@ __all__ = [
 #: 4: a replayed call says where it came from (``origin``) and what the replay inferred (``inferred``);
 #: the client log's metadata may name the replayed source (``callid.source``); a call records the
 #: hints it passed (``hints``) and a non-contiguous access its file ranges (``region_offsets``,
-#: ``region_lengths``), so that a traced run can be replayed.
+#: ``region_lengths``), so that a traced run can be replayed; what the usage checks need (``callid
+#: check``): the access mode of an open, a call's communicator, a view's types, a seek's whence,
+#: the atomicity set, and the non-I/O MPI collectives (kind 'mpi', e.g. MPI_Barrier).
 SCHEMA_VERSION = "4"
 
 # Key/value metadata every log file carries (bytes keys, as Parquet stores them).
@@ -122,13 +124,16 @@ CLIENT = Table("client", "one row per traced MPI call ('call'), completion ('wai
     Column("clock", pa.string(), "clock domain of the times", nullable=False),
     Column("kind", pa.string(), "'call': one traced MPI call; 'wait': completion of a non-blocking "
            "call (same rid); 'phase': one phase of a collective call on this rank (op names it, callid is "
-           "the call's); 'rpc': one client->server exchange", nullable=False, default="call"),
+           "the call's); 'rpc': one client->server exchange; 'mpi': one collective MPI call without I/O on a "
+           "traced communicator (e.g. MPI_Barrier; not stamped)", nullable=False, default="call"),
     Column("func", pa.string(), "MPI function, e.g. MPI_File_write_at", nullable=False),
     Column("file", pa.string(), "file name as opened"),
     Column("fid", pa.int64(), "per-rank id of the open file"),
     Column("offset", pa.int64(), "absolute file offset of the first byte accessed (phase 'io': of the "
-           "cycle's extent)", BYTES),
-    Column("size", pa.int64(), "bytes requested (phase 'io': the length of the cycle's extent)", BYTES),
+           "cycle's extent; set_view: the displacement; a call with explicit offset that failed: the offset "
+           "passed)", BYTES),
+    Column("size", pa.int64(), "bytes requested (phase 'io': the length of the cycle's extent; set_size, "
+           "preallocate: the size passed)", BYTES),
     Column("count", pa.int64(), "count argument"),
     Column("datatype", pa.string(), "datatype argument"),
     Column("bytes", pa.int64(), "bytes transferred (phase 'exchange': data bytes this rank sent to "
@@ -143,11 +148,25 @@ CLIENT = Table("client", "one row per traced MPI call ('call'), completion ('wai
     Column("error", pa.string(), "error message, null on success"),
     Column("hints", pa.string(), "open, set_view, set_info, delete: the MPI_Info hints passed, "
            "'key=value;key=value' (null: none)"),
+    Column("amode", pa.string(), "open: the access mode passed, its MPI_MODE_* flags without the prefix, "
+           "e.g. 'RDWR,CREATE'"),
+    Column("comm_size", pa.int32(), "collective call: the size of its communicator (the file's, for "
+           "file calls)"),
+    Column("comm_id", pa.int64(), "collective call: its communicator's group, the same id on every rank "
+           "of it (a hash of its MPI_COMM_WORLD ranks)"),
+    Column("etype", pa.string(), "set_view: the etype (its name, or its combiner for a derived type)"),
+    Column("filetype", pa.string(), "set_view: the filetype (its name, or its combiner); its typemap is "
+           "in region_offsets/region_lengths"),
+    Column("extent", pa.int64(), "set_view: the filetype's extent", BYTES),
+    Column("datarep", pa.string(), "set_view: the data representation"),
+    Column("whence", pa.string(), "seek: 'SET', 'CUR' or 'END' (MPI_SEEK_*)"),
+    Column("atomicity", pa.bool_(), "set_atomicity: the flag"),
     Column("region_offsets", pa.list_(pa.int64()), "data access through a non-contiguous view: the "
-           "file offset of each contiguous range accessed, in the order of the buffer; empty: one range, "
-           "[offset, offset + size)", BYTES, nullable=False, default=()),
-    Column("region_lengths", pa.list_(pa.int64()), "the length of each range of region_offsets", BYTES,
-           nullable=False, default=()),
+           "file offset of each contiguous range accessed, in the order of the buffer (empty: one range, "
+           "[offset, offset + size)); set_view: the byte displacement of each block of the filetype's "
+           "typemap, in typemap order", BYTES, nullable=False, default=()),
+    Column("region_lengths", pa.list_(pa.int64()), "the length of each range (block) of "
+           "region_offsets", BYTES, nullable=False, default=()),
     Column("origin", pa.string(), "where a replayed call comes from: 'DXT_MPIIO' or 'DXT_POSIX' (a "
            "segment of that Darshan module), 'callid' (a call of a traced run), 'replay' (a call the replay "
            "adds, e.g. the open of a file); null: traced as it ran"),

@@ -69,6 +69,19 @@ RPCS = Table("rpcs", "one row per client->server exchange, ordered by start", _t
              "error"),
 ]))
 
+WAITS = Table("waits", "one row per completion of a non-blocking call (MPI_File_iwrite, ...), when the "
+              "program waited for it or tested it complete, ordered by time", _times([
+    Column("callid", pa.uint64(), "CallID of the non-blocking call completed (null: not stamped)"),
+    CALLID_HEX,
+    *_client("rank", "clock", "func", "file", "fid", "rid", "bytes", "t_start", "t_end"),
+]))
+
+MPI_CALLS = Table("mpi_calls", "one row per collective MPI call without I/O (MPI_Barrier, MPI_Bcast, "
+                  "MPI_Allreduce, ...) on MPI_COMM_WORLD or a communicator made from it, ordered by start: "
+                  "the synchronisation between ranks", _times([
+    *_client("rank", "clock", "func", "comm_size", "comm_id", "t_start", "t_end"),
+]))
+
 PHASES = Table("phases", "one row per phase of a collective data access on each rank, ordered by start: "
                "the ranks' file ranges gathered ('plan'), data exchanged between ranks and aggregators "
                "('exchange'), each cycle of an aggregator's I/O ('io'), waiting for the aggregators "
@@ -188,7 +201,8 @@ EVENTS = Table("events", "(view) one timeline of calls, exchanges and server eve
 ])
 
 #: every table and view of a merged database, in the order they are documented
-MERGED = {t.name: t for t in (CALLS, RPCS, PHASES, SERVER_OPS, ARROWS, FANOUT, CLOCKS, RUN, EVENTS)}
+MERGED = {t.name: t for t in (CALLS, WAITS, MPI_CALLS, RPCS, PHASES, SERVER_OPS, ARROWS, FANOUT, CLOCKS, RUN,
+                              EVENTS)}
 
 
 def _type(t: pa.DataType) -> str:

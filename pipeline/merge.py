@@ -21,7 +21,18 @@ from callid_core import schema as S
 from callid_core.choices import ClockSync, Storage, listed
 from callid_core.errors import Failed, InputError
 from callid_core.schema import Table
-from callid_core.tables import ARROWS, CALLS, DERIVED, FANOUT, MERGED, PHASES, RPCS, SERVER_OPS
+from callid_core.tables import (
+    ARROWS,
+    CALLS,
+    DERIVED,
+    FANOUT,
+    MERGED,
+    MPI_CALLS,
+    PHASES,
+    RPCS,
+    SERVER_OPS,
+    WAITS,
+)
 from pipeline import clocks
 from pipeline.load import LogInfo, validate_log
 
@@ -204,8 +215,8 @@ def _timed_source(source: str, times: dict[str, str], mode: str,
 
 
 def build_tables(con: duckdb.DuckDBPyConnection) -> None:
-    """``calls``, ``rpcs``, ``phases``, ``server_ops`` (times on the reference clock; CallIDs NULL where
-    absent), the run's start (macro ``run_start()``) and the ``events`` view."""
+    """``calls``, ``waits``, ``mpi_calls``, ``rpcs``, ``phases``, ``server_ops`` (times on the reference
+    clock; CallIDs NULL where absent), the run's start (macro ``run_start()``) and the ``events`` view."""
     mode = clocks.create_clock_map(con)
     callid = "NULLIF(x.callid, no_callid())"
     src, t = _timed_source("client_log", {"t_start": "x.clock", "t_end": "x.clock"}, mode)
@@ -221,6 +232,9 @@ def build_tables(con: duckdb.DuckDBPyConnection) -> None:
     _store(con, RPCS, f"SELECT {_select(RPCS, t, callid=callid, callids=callids)} {src} "
                       "WHERE x.kind = 'rpc' ORDER BY t_start")
     src, t = _timed_source("client_log", {"t_start": "x.clock", "t_end": "x.clock"}, mode)
+    _store(con, WAITS, f"SELECT {_select(WAITS, t, callid=callid)} {src} WHERE x.kind = 'wait' "
+                       "ORDER BY t_start")
+    _store(con, MPI_CALLS, f"SELECT {_select(MPI_CALLS, t)} {src} WHERE x.kind = 'mpi' ORDER BY t_start")
     columns = _select(PHASES, t, callid=callid, phase="x.op", file_offset="x.offset")
     _store(con, PHASES, f"SELECT {columns} {src} WHERE x.kind = 'phase' ORDER BY t_start")
     src, t = _timed_source("server_log", {"t_start": "x.clock", "t_end": "x.clock"}, mode)
@@ -236,7 +250,7 @@ def build_tables(con: duckdb.DuckDBPyConnection) -> None:
     start = con.execute("SELECT least((SELECT min(t_start) FROM _calls), (SELECT min(t_start) FROM _rpcs), "
                         "(SELECT min(t_start) FROM _server_ops))").fetchall()[0][0]
     con.execute(f"CREATE MACRO run_start() AS {int(start or 0)}::BIGINT")
-    for table in (CALLS, RPCS, PHASES, SERVER_OPS):
+    for table in (CALLS, WAITS, MPI_CALLS, RPCS, PHASES, SERVER_OPS):
         _show(con, table)
     con.execute(f"""
         CREATE VIEW events AS

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from callid_core import schema as S
 from callid_core.ids import Layout
+from pipeline.checks import count_findings, run_checks
 from pipeline.query import connect, format_rows, named_query, ranks_text
 
 
@@ -165,6 +166,7 @@ def compute_stats(db: str) -> dict:
         stats["rank_imbalance"] = {k: _imbalance(stats["time_by_rank"], k) for k in ("io_ns", "bytes")}
     finally:
         con.close()
+    stats["findings"] = count_findings(run_checks(db))
     return stats
 
 
@@ -186,6 +188,8 @@ def render_stats(stats: dict) -> str:
         f"(at most {stats['fanin']['max_calls_per_disk_op']}); aggregator ranks: "
         f"{ranks_text(stats['aggregators'])}",
     ]
+    lines.append(f"  callid check: {stats['findings']['error']} errors, {stats['findings']['warning']} "
+                 "warnings of MPI-IO usage (callid check DB lists them)")
     if stats["source"]:
         inferred = ", ".join(f"{k} {v}" for k, v in stats["inferred_calls"].items()) or "nothing"
         lines += [f"  replay of {stats['source']}",
@@ -233,6 +237,7 @@ def render_comparison(names: list[str], all_stats: list[dict]) -> str:
     """Several runs' figures side by side: scalars, fan-in, aggregators, fan-out per function."""
     rows = [(key, *(s[key] for s in all_stats)) for key in COMPARED]
     rows += [(f"fanin.{k}", *(s["fanin"][k] for s in all_stats)) for k in all_stats[0]["fanin"]]
+    rows += [(f"findings.{k}", *(s["findings"][k] for s in all_stats)) for k in all_stats[0]["findings"]]
     rows.append(("aggregators", *(ranks_text(s["aggregators"]) for s in all_stats)))
     rows += [(f"server_imbalance.{k}", *(s["server_imbalance"][k] for s in all_stats))
              for k in all_stats[0]["server_imbalance"]]

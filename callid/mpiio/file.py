@@ -7,14 +7,17 @@ MPI library, and logs one row with what was asked and what was done.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
 from mpi4py import MPI
 
+from callid.mpiio import comm as traced_comm
+from callid.mpiio.datatypes import flatten
 from callid.mpiio.errors import SimIOError
 from callid.mpiio.record import Record
 from callid.mpiio.simfile import SimFile, buffer_spec
@@ -37,7 +40,66 @@ class CallSpec:
     access: str | None = None  # "read" / "write" for data access
     position: str | None = None  # at (explicit offset), ind (individual), shared, ordered
     mode: str = "blocking"  # blocking, nonblocking, begin, end (split collective)
-    info_arg: int | None = None  # where the MPI_Info is among the arguments _call gets (its hints logged)
+    #: fills in what the call's arguments say beyond the common columns (the arguments _call gets)
+    describe: Callable[[Record, tuple], None] | None = None
+
+
+def hints_text(info: Any) -> str | None:
+    """``'key=value;key=value'`` of an ``MPI.Info`` (None: no hints)."""
+    if not isinstance(info, MPI.Info) or info == MPI.INFO_NULL:
+        return None
+    return ";".join(f"{k}={info.Get(k)}" for k in info.keys()) or None
+
+
+def _hints_at(where: int) -> Callable[[Record, tuple], None]:
+    def describe(rec: Record, args: tuple) -> None:
+        rec.hints = hints_text(args[where]) if len(args) > where else None
+    return describe
+
+
+def type_name(dtype: Any) -> str | None:
+    """A datatype's name, or its combiner (lower case) for a derived type without one."""
+    if not isinstance(dtype, MPI.Datatype) or dtype == MPI.DATATYPE_NULL:
+        return None
+    return dtype.Get_name() or dtype.decode()[1].lower()
+
+
+def _view(rec: Record, args: tuple) -> None:
+    """set_view: displacement, types, datarep, hints; the filetype's typemap and extent."""
+    disp, etype, filetype, datarep, info = args
+    filetype = etype if filetype is None else filetype
+    rec.offset, rec.etype, rec.filetype, rec.datarep = disp, type_name(etype), type_name(filetype), datarep
+    rec.hints = hints_text(info)
+    try:
+        flat = flatten(filetype)
+    except MPI.Exception:  # (a bad type: the call will say so)
+        return
+    rec.extent = flat.extent
+    if flat.runs:
+        rec.region_offsets, rec.region_lengths = (list(r) for r in zip(*flat.runs))
+
+
+def flags_text(value: int, prefix: str) -> str:
+    """The MPI constants ``prefix*`` whose bits are set in ``value``, without the prefix: 'RDWR,CREATE'."""
+    return ",".join(name[len(prefix):] for name, bit in _flags(prefix) if value & bit)
+
+
+@functools.cache
+def _flags(prefix: str) -> tuple[tuple[str, int], ...]:
+    return tuple(sorted(((n, getattr(MPI, n)) for n in dir(MPI) if n.startswith(prefix)), key=lambda f: f[1]))
+
+
+def _whence(rec: Record, args: tuple) -> None:
+    whence = args[1] if len(args) > 1 else MPI.SEEK_SET
+    rec.whence = next((n[len("SEEK_"):] for n, v in _flags("SEEK_") if v == whence), str(whence))
+
+
+def _size(rec: Record, args: tuple) -> None:
+    rec.size = args[0] if args else None
+
+
+def _atomicity(rec: Record, args: tuple) -> None:
+    rec.atomicity = bool(args[0]) if args else None
 
 
 def _specs() -> dict[str, CallSpec]:
@@ -50,8 +112,10 @@ def _specs() -> dict[str, CallSpec]:
         ("Get_position", False), ("Get_position_shared", False), ("Get_byte_offset", False),
         ("Get_type_extent", False), ("Get_errhandler", False), ("Set_errhandler", False),
     )}
-    for name, where in (("Open", 4), ("Delete", 2), ("Set_info", 0), ("Set_view", 4)):
-        specs[name] = replace(specs[name], info_arg=where)
+    for name, describe in (("Delete", _hints_at(2)), ("Set_info", _hints_at(0)), ("Set_view", _view),
+                           ("Seek", _whence), ("Seek_shared", _whence), ("Set_atomicity", _atomicity),
+                           ("Set_size", _size), ("Preallocate", _size)):
+        specs[name] = replace(specs[name], describe=describe)
     families = {"": ("ind", False), "_at": ("at", False), "_shared": ("shared", False),
                 "_all": ("ind", True), "_at_all": ("at", True), "_ordered": ("ordered", True)}
     for verb in ("Read", "Write"):
@@ -123,18 +187,29 @@ _ERRHANDLER_FNS: dict[int, Any] = {}
 
 
 def install(tracer: Tracer) -> None:
-    """Make :class:`TracedFile` the ``MPI.File`` of the running program."""
+    """Make :class:`TracedFile` the ``MPI.File`` of the running program, and trace the collectives of
+    ``MPI.COMM_WORLD`` and the communicators made from it (:mod:`callid.mpiio.comm`)."""
     global _tracer
     _tracer = tracer
     MPI.File = TracedFile
+    traced_comm.install(_mpi_call)
 
 
 def uninstall() -> None:
     global _tracer
+    traced_comm.uninstall()
     MPI.File = _BaseFile
     if _tracer is not None:
         _tracer.close()
     _tracer = None
+
+
+def _mpi_call(func: str, comm_size: int, comm_id: int, t0: int) -> None:
+    """Log a collective MPI call without I/O (e.g. MPI_Barrier) that began at ``t0`` and ends now."""
+    tr = _tracer
+    if tr is not None:
+        tr.trace.call(Record(tr.stamper.layout.sentinel, kind="mpi", func=func, collective=True,
+                             comm_size=comm_size, comm_id=comm_id, t_start=t0, t_end=clock.now()))
 
 
 def _call(fh: TracedFile | None, name: str, *args: Any, **kwargs: Any) -> Any:
@@ -145,12 +220,13 @@ def _call(fh: TracedFile | None, name: str, *args: Any, **kwargs: Any) -> Any:
         return target(fh, *args, **kwargs) if fh is not None else target(*args, **kwargs)
     spec = SPECS[name]
     rec = Record(tr.next_callid(), func=spec.func, collective=spec.collective)
-    if spec.info_arg is not None and len(args) > spec.info_arg:
-        rec.hints = hints_text(args[spec.info_arg])
+    if spec.describe is not None:
+        spec.describe(rec, args)
     if fh is not None:
         rec.file, rec.fid = fh._callid_name, fh._callid_fid
         if spec.collective:
             rec.coll_seq = fh._callid_coll_seq()
+            rec.comm_size, rec.comm_id = fh._callid_comm
     error = None
     t0 = clock.now()
     try:
@@ -163,6 +239,8 @@ def _call(fh: TracedFile | None, name: str, *args: Any, **kwargs: Any) -> Any:
         return _real(fh, name, spec, rec, args, kwargs)
     except BaseException as exc:
         error = f"{type(exc).__name__}: {exc}"
+        if spec.position == "at" and rec.offset is None:  # (e.g. a negative offset: logged as passed)
+            rec.offset = args[0] if args else kwargs.get("offset")
         if isinstance(exc, MPI.Exception) and fh is not None and fh._sim is not None:
             _sim_error(tr, fh, exc.Get_error_code())
         raise
@@ -171,17 +249,13 @@ def _call(fh: TracedFile | None, name: str, *args: Any, **kwargs: Any) -> Any:
         tr.trace.call(rec)
 
 
-def hints_text(info: Any) -> str | None:
-    """``'key=value;key=value'`` of an ``MPI.Info`` (None: no hints)."""
-    if not isinstance(info, MPI.Info) or info == MPI.INFO_NULL:
-        return None
-    return ";".join(f"{k}={info.Get(k)}" for k in info.keys()) or None
-
-
 def _open(tr: Tracer, rec: Record, cls: type, comm: MPI.Intracomm, filename: Any,
           amode: int = MPI.MODE_RDONLY, info: MPI.Info = MPI.INFO_NULL) -> TracedFile:
     rec.file = os.fsdecode(filename)
     rec.fid = next(tr.fids)
+    rec.amode, rec.hints = flags_text(amode, "MODE_"), hints_text(info)
+    comm = traced_comm.untraced(comm)  # (the open's own collectives are not the program's)
+    rec.comm_size, rec.comm_id = ident = traced_comm.ident(comm)
     # The ranks of the open agree on a base, so each collective call on this file has one
     # coll_seq on every rank: (root's world rank, its open count) << 20 | calls on the file.
     base = comm.bcast((MPI.COMM_WORLD.Get_rank() << 20 | next(tr.opens) & 0xFFFFF)
@@ -193,7 +267,7 @@ def _open(tr: Tracer, rec: Record, cls: type, comm: MPI.Intracomm, filename: Any
     else:
         fh = cls()
         fh._sim = SimFile.open(tr.sysint, rec, comm, path, amode, info)
-    fh._callid_name, fh._callid_fid = rec.file, rec.fid
+    fh._callid_name, fh._callid_fid, fh._callid_comm = rec.file, rec.fid, ident
     fh._callid_colls = itertools.count(rec.coll_seq + 1)
     return fh
 
@@ -259,19 +333,57 @@ def _set_status(status: MPI.Status | None, nbytes: int) -> None:
         status.Set_elements(MPI.BYTE, nbytes)
 
 
+def _log_wait(tr: Tracer, rec: Record, nbytes: int) -> None:
+    """Log the completion of the non-blocking call ``rec`` (kind 'wait', its CallID and rid)."""
+    now = clock.now()
+    tr.trace.call(Record(rec.callid, kind="wait", func=rec.func, file=rec.file, fid=rec.fid,
+                         offset=rec.offset, size=rec.size, count=rec.count, datatype=rec.datatype,
+                         bytes=nbytes, collective=False, rid=rec.rid, t_start=now, t_end=now))
+
+
 def _completed_request(tr: Tracer, rec: Record, nbytes: int) -> MPI.Grequest:
     """A real (generalized) request for I/O already done; its completion is logged when waited for."""
 
     def query(status: MPI.Status) -> None:
         _set_status(status, nbytes)
-        now = clock.now()
-        tr.trace.call(Record(rec.callid, kind="wait", func=rec.func, file=rec.file, fid=rec.fid,
-                             offset=rec.offset, size=rec.size, count=rec.count, datatype=rec.datatype,
-                             bytes=nbytes, collective=False, rid=rec.rid, t_start=now, t_end=now))
+        _log_wait(tr, rec, nbytes)
 
     request = MPI.Grequest.Start(query)
     request.Complete()
     return request
+
+
+class _RealRequest(MPI.Request):
+    """The request of a non-blocking call on the real MPI-IO: its completion is logged when it is
+    waited for, or tested complete, through this object (``MPI.Request.Waitall`` of a list is not
+    seen: MPI completes those without calling back)."""
+
+    _callid_done: Callable[[MPI.Status], None] | None = None
+
+    def _callid_complete(self, status: MPI.Status) -> None:
+        done, self._callid_done = self._callid_done, None
+        if done is not None:
+            done(status)
+
+    def Wait(self, status: MPI.Status | None = None) -> bool:
+        status = status if status is not None else MPI.Status()
+        super().Wait(status)
+        self._callid_complete(status)
+        return True
+
+    def Test(self, status: MPI.Status | None = None) -> bool:
+        status = status if status is not None else MPI.Status()
+        flag = super().Test(status)
+        if flag:
+            self._callid_complete(status)
+        return flag
+
+
+def _real_request(tr: Tracer, rec: Record, request: MPI.Request) -> _RealRequest:
+    rec.rid = next(tr.rids)
+    traced = _RealRequest(request)
+    traced._callid_done = lambda status: _log_wait(tr, rec, status.Get_count(MPI.BYTE))
+    return traced
 
 
 def _real(fh: TracedFile, name: str, spec: CallSpec, rec: Record, args: tuple, kwargs: dict) -> Any:
@@ -296,6 +408,8 @@ def _real(fh: TracedFile, name: str, spec: CallSpec, rec: Record, args: tuple, k
         rec.offset = _BaseFile.Get_byte_offset(fh, position)
     except MPI.Exception:
         rec.offset = None
+    if spec.mode == "nonblocking":
+        return _real_request(_tracer, rec, method(fh, *args, **kwargs))
     if spec.mode != "blocking":
         return method(fh, *args, **kwargs)
     status = status if status is not None else MPI.Status()
@@ -325,6 +439,7 @@ class TracedFile(MPI.File):
     _callid_name: str | None = None
     _callid_fid: int | None = None
     _callid_colls: Iterator[int] | None = None
+    _callid_comm: tuple[int, int] = (0, 0)  # (size, id) of the communicator it was opened on
 
     def _callid_coll_seq(self) -> int | None:
         return next(self._callid_colls) if self._callid_colls is not None else None

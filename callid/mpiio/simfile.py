@@ -224,7 +224,6 @@ class SimFile:
             raise SimIOError(MPI.ERR_ARG, f"negative size {size}")
         if self.amode & MPI.MODE_RDONLY:
             raise SimIOError(MPI.ERR_READ_ONLY, "file opened read-only")
-        rec.size = size
 
     def Set_size(self, rec: Record, size: int) -> None:
         self._check_resize(rec, size)

@@ -104,8 +104,8 @@ def _columns(db, table):
 
 def test_merge_returns_row_counts(logs, tmp_path):
     counts = merge(str(logs[0]), str(logs[1]), str(tmp_path / "c.duckdb"))
-    assert counts == {"calls": 4, "rpcs": 1, "phases": 0, "server_ops": 8, "arrows": 6, "fanout": 4,
-                      "clocks": 4, "run": 16}
+    assert counts == {"calls": 4, "waits": 0, "mpi_calls": 0, "rpcs": 1, "phases": 0, "server_ops": 8,
+                      "arrows": 6, "fanout": 4, "clocks": 4, "run": 16}
 
 
 def test_arrows_are_one_row_per_call_and_disk_operation_including_fan_in(merged):
@@ -394,7 +394,7 @@ def test_stats_and_sql_refuse_what_is_not_a_merged_database(logs, tmp_path):
     con.close()
     (tmp_path / "empty.duckdb").write_bytes(b"")
     cases = [(tmp_path / "none.duckdb", "none.duckdb: no such file"),
-             (other, "other.duckdb: not a database written by 'callid merge' (no table 'rpcs')"),
+             (other, "other.duckdb: not a database written by 'callid merge' (no table 'waits')"),
              (logs[0], "client.parquet: not a database written by 'callid merge' (a Parquet file: "
                        "merge the logs with 'callid merge' first)"),
              (tmp_path / "empty.duckdb", "empty.duckdb: not a database written by 'callid merge' "
