@@ -172,7 +172,8 @@ CLIENT = Table("client", "one row per traced MPI call ('call'), completion ('wai
            "adds, e.g. the open of a file); null: traced as it ran"),
     Column("inferred", pa.string(), "what a replay inferred rather than read, comma-separated: "
            "'collective' (grouped into a collective call from the MPI-IO counters), 'contiguous' (one "
-           "file range, the view unknown), 'open' (an open the log does not record); null: nothing"),
+           "file range, the view unknown), 'open' (an open the log does not record), 'prefill' (a write "
+           "giving a file the source reads before writing it its data); null: nothing"),
     Column("server", pa.string(), "rpc: server name"),
     Column("op", pa.string(), "rpc: request operation; phase: 'plan' (the allgather of the ranks' file "
            "ranges), 'exchange' (data between ranks and aggregators), 'io' (one cycle of an aggregator's "
