@@ -155,6 +155,7 @@ CLIENT = Table("client", "one row per traced MPI call ('call'), completion ('wai
     Column("comm_id", pa.int64(), "collective call: its communicator's group, the same id on every rank "
            "of it (a hash of its MPI_COMM_WORLD ranks)"),
     Column("etype", pa.string(), "set_view: the etype (its name, or its combiner for a derived type)"),
+    Column("etype_extent", pa.int64(), "set_view: the etype's extent", BYTES),
     Column("filetype", pa.string(), "set_view: the filetype (its name, or its combiner); its typemap is "
            "in region_offsets/region_lengths"),
     Column("extent", pa.int64(), "set_view: the filetype's extent", BYTES),

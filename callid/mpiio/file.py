@@ -7,7 +7,6 @@ MPI library, and logs one row with what was asked and what was done.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import os
 from collections.abc import Callable, Iterator
@@ -70,6 +69,8 @@ def _view(rec: Record, args: tuple) -> None:
     filetype = etype if filetype is None else filetype
     rec.offset, rec.etype, rec.filetype, rec.datarep = disp, type_name(etype), type_name(filetype), datarep
     rec.hints = hints_text(info)
+    if isinstance(etype, MPI.Datatype) and etype != MPI.DATATYPE_NULL:
+        rec.etype_extent = etype.Get_extent()[1]
     try:
         flat = flatten(filetype)
     except MPI.Exception:  # (a bad type: the call will say so)
@@ -79,19 +80,21 @@ def _view(rec: Record, args: tuple) -> None:
         rec.region_offsets, rec.region_lengths = (list(r) for r in zip(*flat.runs))
 
 
-def flags_text(value: int, prefix: str) -> str:
-    """The MPI constants ``prefix*`` whose bits are set in ``value``, without the prefix: 'RDWR,CREATE'."""
-    return ",".join(name[len(prefix):] for name, bit in _flags(prefix) if value & bit)
+#: the access-mode flags of MPI_File_open and the seek modes (other MPI_MODE_* constants, of RMA,
+#: may share their bits)
+AMODES = ("RDONLY", "WRONLY", "RDWR", "CREATE", "EXCL", "DELETE_ON_CLOSE", "UNIQUE_OPEN", "SEQUENTIAL",
+          "APPEND")
+WHENCES = ("SET", "CUR", "END")
 
 
-@functools.cache
-def _flags(prefix: str) -> tuple[tuple[str, int], ...]:
-    return tuple(sorted(((n, getattr(MPI, n)) for n in dir(MPI) if n.startswith(prefix)), key=lambda f: f[1]))
+def amode_text(amode: int) -> str:
+    """The access-mode flags set in ``amode``, without their prefix: 'RDWR,CREATE'."""
+    return ",".join(name for name in AMODES if amode & getattr(MPI, "MODE_" + name))
 
 
 def _whence(rec: Record, args: tuple) -> None:
     whence = args[1] if len(args) > 1 else MPI.SEEK_SET
-    rec.whence = next((n[len("SEEK_"):] for n, v in _flags("SEEK_") if v == whence), str(whence))
+    rec.whence = next((n for n in WHENCES if getattr(MPI, "SEEK_" + n) == whence), str(whence))
 
 
 def _size(rec: Record, args: tuple) -> None:
@@ -224,6 +227,8 @@ def _call(fh: TracedFile | None, name: str, *args: Any, **kwargs: Any) -> Any:
         spec.describe(rec, args)
     if fh is not None:
         rec.file, rec.fid = fh._callid_name, fh._callid_fid
+        if fh._callid_pending:
+            _completed_elsewhere(fh)
         if spec.collective:
             rec.coll_seq = fh._callid_coll_seq()
             rec.comm_size, rec.comm_id = fh._callid_comm
@@ -253,7 +258,7 @@ def _open(tr: Tracer, rec: Record, cls: type, comm: MPI.Intracomm, filename: Any
           amode: int = MPI.MODE_RDONLY, info: MPI.Info = MPI.INFO_NULL) -> TracedFile:
     rec.file = os.fsdecode(filename)
     rec.fid = next(tr.fids)
-    rec.amode, rec.hints = flags_text(amode, "MODE_"), hints_text(info)
+    rec.amode, rec.hints = amode_text(amode), hints_text(info)
     comm = traced_comm.untraced(comm)  # (the open's own collectives are not the program's)
     rec.comm_size, rec.comm_id = ident = traced_comm.ident(comm)
     # The ranks of the open agree on a base, so each collective call on this file has one
@@ -268,6 +273,7 @@ def _open(tr: Tracer, rec: Record, cls: type, comm: MPI.Intracomm, filename: Any
         fh = cls()
         fh._sim = SimFile.open(tr.sysint, rec, comm, path, amode, info)
     fh._callid_name, fh._callid_fid, fh._callid_comm = rec.file, rec.fid, ident
+    fh._callid_pending = []
     fh._callid_colls = itertools.count(rec.coll_seq + 1)
     return fh
 
@@ -333,7 +339,7 @@ def _set_status(status: MPI.Status | None, nbytes: int) -> None:
         status.Set_elements(MPI.BYTE, nbytes)
 
 
-def _log_wait(tr: Tracer, rec: Record, nbytes: int) -> None:
+def _log_wait(tr: Tracer, rec: Record, nbytes: int | None) -> None:
     """Log the completion of the non-blocking call ``rec`` (kind 'wait', its CallID and rid)."""
     now = clock.now()
     tr.trace.call(Record(rec.callid, kind="wait", func=rec.func, file=rec.file, fid=rec.fid,
@@ -355,35 +361,50 @@ def _completed_request(tr: Tracer, rec: Record, nbytes: int) -> MPI.Grequest:
 
 class _RealRequest(MPI.Request):
     """The request of a non-blocking call on the real MPI-IO: its completion is logged when it is
-    waited for, or tested complete, through this object (``MPI.Request.Waitall`` of a list is not
-    seen: MPI completes those without calling back)."""
+    waited for, or tested complete, through this object; one completed otherwise (``Waitall`` of a
+    list: MPI does not call back) is logged at the next call on its file, when callid sees its
+    handle is null (that row's time is then an upper bound)."""
 
-    _callid_done: Callable[[MPI.Status], None] | None = None
+    _callid_done: Callable[[int | None], None] | None = None  # logs the completion (the bytes moved)
 
-    def _callid_complete(self, status: MPI.Status) -> None:
+    def _callid_complete(self, nbytes: int | None) -> None:
         done, self._callid_done = self._callid_done, None
         if done is not None:
-            done(status)
+            done(nbytes)
 
     def Wait(self, status: MPI.Status | None = None) -> bool:
         status = status if status is not None else MPI.Status()
         super().Wait(status)
-        self._callid_complete(status)
+        self._callid_complete(status.Get_count(MPI.BYTE))
         return True
 
     def Test(self, status: MPI.Status | None = None) -> bool:
         status = status if status is not None else MPI.Status()
         flag = super().Test(status)
         if flag:
-            self._callid_complete(status)
+            self._callid_complete(status.Get_count(MPI.BYTE))
         return flag
 
 
-def _real_request(tr: Tracer, rec: Record, request: MPI.Request) -> _RealRequest:
+def _real_request(tr: Tracer, fh: TracedFile, rec: Record, request: MPI.Request) -> _RealRequest:
     rec.rid = next(tr.rids)
     traced = _RealRequest(request)
-    traced._callid_done = lambda status: _log_wait(tr, rec, status.Get_count(MPI.BYTE))
+    traced._callid_done = lambda nbytes: _log_wait(tr, rec, nbytes)
+    fh._callid_pending.append(traced)
     return traced
+
+
+def _completed_elsewhere(fh: TracedFile) -> None:
+    """Log the real requests of ``fh`` that MPI completed without this object (e.g. by ``Waitall``)."""
+    pending = []
+    for request in fh._callid_pending:
+        if request._callid_done is None:
+            continue
+        if request == MPI.REQUEST_NULL:
+            request._callid_complete(None)  # (its bytes are not known any more)
+        else:
+            pending.append(request)
+    fh._callid_pending = pending
 
 
 def _real(fh: TracedFile, name: str, spec: CallSpec, rec: Record, args: tuple, kwargs: dict) -> Any:
@@ -409,7 +430,7 @@ def _real(fh: TracedFile, name: str, spec: CallSpec, rec: Record, args: tuple, k
     except MPI.Exception:
         rec.offset = None
     if spec.mode == "nonblocking":
-        return _real_request(_tracer, rec, method(fh, *args, **kwargs))
+        return _real_request(_tracer, fh, rec, method(fh, *args, **kwargs))
     if spec.mode != "blocking":
         return method(fh, *args, **kwargs)
     status = status if status is not None else MPI.Status()
@@ -440,12 +461,27 @@ class TracedFile(MPI.File):
     _callid_fid: int | None = None
     _callid_colls: Iterator[int] | None = None
     _callid_comm: tuple[int, int] = (0, 0)  # (size, id) of the communicator it was opened on
+    _callid_pending: list[_RealRequest] = []  # (real MPI-IO) requests not seen complete; set per file
 
     def _callid_coll_seq(self) -> int | None:
         return next(self._callid_colls) if self._callid_colls is not None else None
 
     def __bool__(self) -> bool:
         return self._sim is not None and not self._sim.closed or super().__bool__()
+
+    def _callid_open_sim(self) -> bool:
+        return self._sim is not None and not self._sim.closed
+
+    def __eq__(self, other: object) -> bool:
+        # An open simulated file has no MPI handle (it would equal MPI.FILE_NULL): it equals itself only.
+        if self._callid_open_sim() or (isinstance(other, TracedFile) and other._callid_open_sim()):
+            return self is other
+        return super().__eq__(other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = MPI.File.__hash__
 
     def __reduce__(self) -> Any:
         if self._sim is not None and not self._sim.closed:

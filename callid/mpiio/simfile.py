@@ -285,14 +285,22 @@ class SimFile:
                  filetype: MPI.Datatype | None = None, datarep: str = "native",
                  info: MPI.Info = MPI.INFO_NULL) -> None:
         self._check_open()
+        view, error = None, None
         if datarep != "native":
-            raise SimIOError(MPI.ERR_UNSUPPORTED_DATAREP, f"data representation {datarep!r}")
-        if self.amode & MPI.MODE_SEQUENTIAL and disp == MPI.DISPLACEMENT_CURRENT:
-            disp = self.view.byte_offset(self.position)
-        view = View(disp, etype, filetype, datarep)
-        if view.ft.size and view.ft.size % view.esize:
-            view.free()
-            raise SimIOError(MPI.ERR_ARG, "the filetype is not made of whole etypes")
+            error = (MPI.ERR_UNSUPPORTED_DATAREP, f"data representation {datarep!r}")
+        else:
+            if self.amode & MPI.MODE_SEQUENTIAL and disp == MPI.DISPLACEMENT_CURRENT:
+                disp = self.view.byte_offset(self.position)
+            view = View(disp, etype, filetype, datarep)
+            if view.ft.size and view.ft.size % view.esize:
+                error = (MPI.ERR_ARG, "the filetype is not made of whole etypes")
+        # (all ranks fail together, before anything changes: the collectives stay in step)
+        errors = [e for e in self.comm.allgather(error) if e is not None]
+        if errors:
+            if view is not None:
+                view.free()
+            code, message = error or errors[0]
+            raise SimIOError(code, message if error else f"set_view failed on another rank: {message}")
         self.view.free()
         self.view, self.position = view, 0
         rec.offset = disp
