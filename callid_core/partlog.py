@@ -110,6 +110,10 @@ def column(values: Sequence, type_: pa.DataType) -> pa.Array:
     """An Arrow array of ``type_`` from Python values (None: null), without per-value Python code."""
     n = len(values)
     validity = None
+    if pa.types.is_list(type_) and not any(values) and values.count(None) == 0:
+        # (the usual list column: every list empty)
+        offsets = pa.py_buffer(np.zeros(n + 1, np.int32))
+        return pa.Array.from_buffers(type_, n, [None, offsets], children=[pa.nulls(0, type_.value_type)])
     if (n and values[0] is None) or pa.types.is_boolean(type_) or pa.types.is_list(type_):
         # (often a column of nulls: counted at once; numpy would take None for False)
         nulls = values.count(None)
