@@ -82,8 +82,10 @@ def test_thesis_layout_32_8(tmp_path):
     run = traced(tmp_path, "out", "--callid-layout", "32/8", *DEMO)
     out, stats = run.out, run.stats
     assert stats["distinct_callids"] == 16 and stats["arrows"] == 66
-    ids = set(pq.read_table(out / "client.parquet").column("callid").to_pylist())
-    assert ids == {r << 24 | c for r in (0, 1) for c in range(1, 9)}
+    rows = pq.read_table(out / "client.parquet", columns=["kind", "callid"]).to_pylist()
+    stamped = {r["callid"] for r in rows if r["kind"] != "mpi"}
+    assert stamped == {r << 24 | c for r in (0, 1) for c in range(1, 9)}
+    assert {r["callid"] for r in rows if r["kind"] == "mpi"} == {2**32 - 1}  # (MPI_Barrier: not stamped)
 
 
 REAL_FILE_APP = textwrap.dedent("""
