@@ -60,7 +60,7 @@ class Replayer:
         nranks = len(set(self.rows["rank"]))
         self.hosts = -(-nranks // self.ranks_per_host) if self.ranks_per_host else 1
         self.hints = {path: {**self.options["file_hints"].get(name, {}), **self.options["hints"]}
-                      for name, path in zip(self.rows["file"], self.rows["path"])}
+                      for name, path in set(zip(self.rows["file"], self.rows["path"]))}
         longest = max(self.rows["length"], default=0)
         self.pattern = memoryview(bytes(range(256)) * (longest // 256 + 1))
         self.scratch = memoryview(bytearray(longest))
