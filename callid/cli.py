@@ -447,7 +447,7 @@ def check(
     if as_json:
         _echo_json({"counts": count_findings(findings), "findings": findings})
     else:
-        typer.echo(render_findings(findings, _layout_of(db)))
+        typer.echo(render_findings(findings, len(set(code)) if code else len(all_checks()), _layout_of(db)))
     if count_findings(findings)["error"]:
         raise typer.Exit(EXIT_FAILED)
 

@@ -19,37 +19,13 @@ import argparse
 import statistics
 import sys
 from dataclasses import dataclass
-from typing import IO, NoReturn
 
 import numpy as np
 from mpi4py import MPI
-
-from callid_core.units import parse_size
+from mpi_options import Parser, size_arg
 
 COMM = MPI.COMM_WORLD
 MIB = 1 << 20
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse that prints from rank 0 only and reports a bad option in one line (exit status 2)."""
-
-    def _print_message(self, message: str, file: IO[str] | None = None) -> None:
-        if COMM.Get_rank() == 0:
-            super()._print_message(message, file)
-
-    def error(self, message: str) -> NoReturn:
-        if COMM.Get_rank() == 0:
-            print(f"{self.prog}: error: {message}", file=sys.stderr, flush=True)
-        COMM.Barrier()  # every rank fails the same way: let rank 0 print before any rank exits
-        raise SystemExit(2)
-
-
-def size_arg(text: str) -> int:
-    """A byte count as IOR takes it: 1048576, 256k, 1m, 1g, 1MiB."""
-    try:
-        return parse_size(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def pattern(task: int, offset: int, n: int) -> np.ndarray:

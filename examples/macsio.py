@@ -32,39 +32,15 @@ import os
 import sys
 import time
 from dataclasses import dataclass
-from typing import IO, NoReturn
 
 import numpy as np
 from mpi4py import MPI
-
-from callid_core.units import parse_size
+from mpi_options import Parser, size_arg
 
 COMM = MPI.COMM_WORLD
 BATON_TAG = 3
 _MIX1 = np.uint64(0x9E3779B97F4A7C15)
 _MIX2 = np.uint64(0xBF58476D1CE4E5B9)
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse that prints from rank 0 only and reports a bad option in one line (exit status 2)."""
-
-    def _print_message(self, message: str, file: IO[str] | None = None) -> None:
-        if COMM.Get_rank() == 0:
-            super()._print_message(message, file)
-
-    def error(self, message: str) -> NoReturn:
-        if COMM.Get_rank() == 0:
-            print(f"{self.prog}: error: {message}", file=sys.stderr, flush=True)
-        COMM.Barrier()  # every rank fails the same way: let rank 0 print before any rank exits
-        raise SystemExit(2)
-
-
-def size_arg(text: str) -> int:
-    """A byte count: 80000, 40KiB, 1m."""
-    try:
-        return parse_size(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def pattern(n: int, *key: int) -> np.ndarray:

@@ -6,7 +6,8 @@ Each check is one file ``pipeline/check_sql/CODE_name.sql``: a header of ``-- ke
 paper; ``title``: what it detects; ``rule``: the MPI standard's rule, one line; ``columns``: the
 columns it decides from), then one query over the merged tables returning a finding per row:
 ``ranks`` (INTEGER[]), ``callids`` (UBIGINT[]), ``funcs`` (VARCHAR[]), ``file`` (VARCHAR) and
-``detail`` (VARCHAR, one line).  ``python -m pipeline.checks`` prints the table of checks
+``detail`` (VARCHAR, one line).  ``check_sql/_views.sql`` defines the temporary views several checks
+share (created before they run).  ``python -m pipeline.checks`` prints the table of checks
 (docs/checks.md).
 """
 
@@ -62,10 +63,14 @@ class Check:
 def all_checks() -> list[Check]:
     """Every check, by code."""
     out = []
-    for entry in sorted(resources.files("pipeline").joinpath("check_sql").iterdir(), key=lambda e: e.name):
-        if entry.name.endswith(".sql"):
+    for entry in sorted(_sql_dir().iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".sql") and not entry.name.startswith("_"):
             out.append(_parse(entry.name, entry.read_text()))
     return out
+
+
+def _sql_dir():
+    return resources.files("pipeline").joinpath("check_sql")
 
 
 def _parse(name: str, text: str) -> Check:
@@ -92,10 +97,12 @@ def _select(checks: list[Check], codes: list[str] | None) -> list[Check]:
 
 def run_checks(db: str, codes: list[str] | None = None) -> list[dict]:
     """The findings of the checks (all, or those of ``codes``) on the merged database ``db``, by code."""
+    checks = _select(all_checks(), codes)
     con = connect(db)
     try:
+        con.execute(_sql_dir().joinpath("_views.sql").read_text())
         out = []
-        for check in _select(all_checks(), codes):
+        for check in checks:
             try:
                 rows = con.execute(check.sql).fetchall()
             except duckdb.Error as exc:
@@ -115,13 +122,14 @@ def count_findings(findings: list[dict]) -> dict[str, int]:
     return {s: counts.get(s, 0) for s in SEVERITIES}
 
 
-def render_findings(findings: list[dict], layout: Layout | None = None) -> str:
-    """The findings grouped by code, with counts, each with its calls and one line of detail."""
+def render_findings(findings: list[dict], ran: int, layout: Layout | None = None) -> str:
+    """The findings of ``ran`` checks grouped by code, with counts, each with its calls and one line of
+    detail."""
     checks = {c.code: c for c in all_checks()}
     counts = count_findings(findings)
     if not findings:
-        return f"callid check: no findings ({len(checks)} checks)"
-    lines = [f"callid check: {counts['error']} errors, {counts['warning']} warnings ({len(checks)} checks)"]
+        return f"callid check: no findings ({ran} checks)"
+    lines = [f"callid check: {counts['error']} errors, {counts['warning']} warnings ({ran} checks)"]
     for code, group in itertools.groupby(sorted(findings, key=lambda f: f["code"]), key=lambda f: f["code"]):
         group = list(group)
         check = checks[code]

@@ -219,13 +219,13 @@ def _columns(segs: np.ndarray, rank: int, file_index: int, io: str, mod: str, co
     n = len(segs)
     return {
         "rank": np.full(n, rank, np.int32), "file": np.full(n, file_index, np.int32),
-        "io": pa.array([io] * 1).take(np.zeros(n, np.int32)),
+        "io": pa.repeat(pa.scalar(io), n),
         "offset": segs["offset"], "length": segs["length"],
         "t_start": np.round(segs["start"] * 1e9).astype(np.int64),
         "t_end": np.round(segs["end"] * 1e9).astype(np.int64),
         "coll": pa.array(np.arange(n, dtype=np.int64)) if collective else pa.nulls(n, pa.int64()),
-        "origin": pa.array([mod]).take(np.zeros(n, np.int32)),
-        "inferred": pa.array([inferred], pa.string()).take(np.zeros(n, np.int32)),
+        "origin": pa.repeat(pa.scalar(mod), n),
+        "inferred": pa.repeat(pa.scalar(inferred, pa.string()), n),
     }
 
 

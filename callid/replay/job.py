@@ -16,9 +16,11 @@ from callid.replay.plan import OPTIONS_KEY, make_plan, select
 from callid.replay.runlog import is_parquet, read_run_log
 from callid.run import RunOptions, RunResult, run
 from callid_core import config as defaults
+from callid_core import schema as S
 from callid_core.atomic import replacing
 from callid_core.choices import Timing
 from callid_core.ids import DEFAULT_LAYOUT, Layout
+from pipeline.load import validate_log
 
 __all__ = ["ReplayOptions", "ReplayResult", "replay"]
 
@@ -117,7 +119,7 @@ class _Source:
 def _read_source(path: str) -> _Source:
     """A traced run's client log (a Parquet file) or a Darshan log."""
     if is_parquet(path):
-        log = read_run_log(path)
+        log = read_run_log(path, validate_log(path, S.KIND_CLIENT).config)
         notes = [f"{log.skipped} failed calls left out"] if log.skipped else []
         return _Source(log.accesses, f"callid {os.path.abspath(path)} ({log.ranks} ranks)", log.config,
                        log.file_hints, notes=notes)

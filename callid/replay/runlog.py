@@ -16,10 +16,8 @@ from dataclasses import dataclass, field
 
 import duckdb
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from callid.replay.accesses import ACCESS, READ, WRITE
-from callid_core import schema as S
 from callid_core.errors import InputError
 
 __all__ = ["RunLog", "is_parquet", "read_run_log"]
@@ -48,18 +46,10 @@ def is_parquet(path: str | os.PathLike[str]) -> bool:
         return False
 
 
-def read_run_log(path: str | os.PathLike[str]) -> RunLog:
-    """The accesses of the client log at ``path``; raise :class:`InputError`."""
+def read_run_log(path: str | os.PathLike[str], config_json: str) -> RunLog:
+    """The accesses of the client log at ``path`` (validated by the caller; ``config_json``: its run's
+    configuration); raise :class:`InputError`."""
     path = os.fspath(path)
-    try:
-        meta = {k.decode(): v.decode() for k, v in (pq.read_schema(path).metadata or {}).items()}
-    except (OSError, pa.ArrowException) as exc:
-        raise InputError(f"{path}: not a Parquet file ({str(exc).splitlines()[0]})") from None
-    if meta.get(S.META_KIND) != S.KIND_CLIENT:
-        raise InputError(f"{path}: not a callid client log (a client.parquet of callid run)")
-    if meta.get(S.META_SCHEMA_VERSION) != S.SCHEMA_VERSION:
-        raise InputError(f"{path}: client log of schema {meta.get(S.META_SCHEMA_VERSION)}, this callid "
-                         f"reads {S.SCHEMA_VERSION}: trace the run again")
     con = duckdb.connect()
     try:
         quoted = path.replace("'", "''")
@@ -67,7 +57,7 @@ def read_run_log(path: str | os.PathLike[str]) -> RunLog:
         con.execute(f"""CREATE VIEW access AS SELECT * FROM log
                         WHERE regexp_matches(func, '{DATA_ACCESS}') AND "offset" IS NOT NULL""")
         t0 = con.execute("SELECT coalesce(min(t_start), 0) FROM log").fetchall()[0][0]
-        config = json.loads(meta.get(S.META_CONFIG) or "{}")
+        config = json.loads(config_json or "{}")
         on_sim = " OR ".join(["a.file LIKE 'pvfs2:%'"] + [
             f"a.file = '{m}' OR a.file LIKE '{m.rstrip('/')}/%'" for m in config.get("mount", [])
             if "'" not in m])

@@ -3,20 +3,8 @@
 -- title: a file view set with a non-blocking call or a split collective still pending on the handle
 -- rule: MPI 3.1 13.3: setting a view is erroneous while requests or split collectives on the handle pend
 -- columns: calls.func, calls.rank, calls.fid, calls.rid, calls.error, calls.t_start, waits.rid, waits.t_start
--- Pending at the set_view: a non-blocking call (its rid) with no `waits` row before the set_view
--- began, or a split collective _begin (successful) with no _end on the handle before it (begin and
--- end pair up in order on a rank's handle: the real MPI-IO's split calls carry no rid).
-WITH pending AS (
-    SELECT n.rank, n.fid, n.callid, n.func, n.t_start, 'not waited for' AS why,
-           (SELECT min(w.t_start) FROM waits w WHERE w.rank = n.rank AND w.rid = n.rid) AS t_done
-    FROM calls n WHERE starts_with(n.func, 'MPI_File_i') AND n.rid IS NOT NULL
-    UNION ALL
-    SELECT b.rank, b.fid, b.callid, b.func, b.t_start, 'not ended',
-           (SELECT min(e.t_start) FROM calls e WHERE e.rank = b.rank AND e.fid = b.fid
-              AND ends_with(e.func, '_end') AND e.t_start > b.t_start)
-    FROM calls b WHERE ends_with(b.func, '_begin') AND b.error IS NULL
-),
-per_rank AS (
+-- Pending at the set_view: what the view `pending` (_views.sql) says was outstanding when it began.
+WITH per_rank AS (
     SELECT v.rank, v.coll_seq, v.file, min(v.t_start) AS t_start,
            [v.callid] || list(p.callid ORDER BY p.t_start) AS callids,
            [v.func] || list(p.func ORDER BY p.t_start) AS funcs,

@@ -8,18 +8,7 @@
 -- words. file_perm is a string whose valid values the implementation defines: taken as the integer
 -- (permission bits) every implementation expects. filename and io_node_list are free strings.
 -- One finding per (key, call): a collective call is one call on all its ranks (its coll_seq).
-WITH hinted AS (
-    SELECT rank, callid, func, file, coll_seq, t_start, hints,
-           row_number() OVER (ORDER BY rank, t_start, callid) AS rn
-    FROM calls
-    WHERE func IN ('MPI_File_open', 'MPI_File_set_info', 'MPI_File_set_view', 'MPI_File_delete')
-      AND hints IS NOT NULL
-), pairs AS (
-    SELECT * EXCLUDE (pair), split_part(pair, '=', 1) AS key,
-           trim(substr(pair, strpos(pair, '=') + 1)) AS value
-    FROM (SELECT *, unnest(string_split(hints, ';')) AS pair FROM hinted)
-    WHERE pair <> ''
-), typed AS (
+WITH typed AS (
     SELECT *,
            CASE WHEN key IN ('cb_block_size', 'cb_buffer_size', 'cb_nodes', 'nb_proc', 'num_io_nodes',
                              'striping_factor', 'striping_unit', 'file_perm')
@@ -37,7 +26,7 @@ WITH hinted AS (
                          || 'sequential, reverse_sequential, random'
            END AS wanted,
            '''' || value || '''' AS quoted
-    FROM pairs
+    FROM hint_items
 )
 SELECT list(rank ORDER BY rank) AS ranks, list(callid ORDER BY rank) AS callids,
        list(func ORDER BY rank) AS funcs, any_value(file) AS file,
@@ -45,5 +34,5 @@ SELECT list(rank ORDER BY rank) AS ranks, list(callid ORDER BY rank) AS callids,
            || ' passed to ' || any_value(func) || ': the value must be ' || any_value(wanted) AS detail
 FROM typed
 WHERE wanted IS NOT NULL
-GROUP BY key, coll_seq, CASE WHEN coll_seq IS NULL THEN rn END
+GROUP BY key, coll_seq, CASE WHEN coll_seq IS NULL THEN call_no END
 ORDER BY min(t_start), key

@@ -10,12 +10,8 @@ WITH coll AS (
     FROM calls
     WHERE func IN ('MPI_File_open', 'MPI_File_set_info', 'MPI_File_set_view') AND coll_seq IS NOT NULL
 ), pairs AS (
-    SELECT coll_seq, rank, split_part(pair, '=', 1) AS key, trim(substr(pair, strpos(pair, '=') + 1)) AS value
-    FROM (SELECT coll_seq, rank, unnest(string_split(hints, ';')) AS pair FROM coll WHERE hints IS NOT NULL)
-    WHERE split_part(pair, '=', 1) IN ('cb_block_size', 'cb_buffer_size', 'cb_nodes', 'chunked',
-                                       'chunked_item', 'chunked_size', 'collective_buffering', 'file_perm',
-                                       'io_node_list', 'nb_proc', 'num_io_nodes', 'striping_factor',
-                                       'striping_unit')
+    SELECT coll_seq, rank, key, value FROM hint_items
+    WHERE coll_seq IS NOT NULL AND key IN (SELECT key FROM reserved_hints WHERE same)
 ), per_rank AS (  -- every rank of the call, for every [SAME] key some rank of it passed
     SELECT c.*, k.key, coalesce('''' || p.value || '''', 'not set') AS value
     FROM (SELECT DISTINCT coll_seq, key FROM pairs) k

@@ -5,26 +5,15 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest
 
 from pipeline.checks import all_checks, reference_markdown
+from tests.check import checked
 from tests.conftest import ROOT, callid_cmd
 
 PROGRAMS = sorted((Path(__file__).parent / "programs").glob("*.py"))
-
-
-def findings(out: Path, program: Path, np: int) -> dict:
-    """``callid run`` (the program may fail: what it logged is kept), merge, ``check --json``."""
-    callid_cmd("run", "-n", np, "-d", out, "--timeout", "60", program, timeout=120)
-    assert (out / "client.parquet").exists(), f"{program.name} logged nothing"
-    res = callid_cmd("merge", out / "client.parquet", out / "server.parquet", "-o", out / "m.duckdb")
-    assert res.returncode == 0, res.stderr
-    res = callid_cmd("check", out / "m.duckdb", "--json")
-    assert res.returncode in (0, 1), res.stderr
-    return json.loads(res.stdout) | {"returncode": res.returncode}
 
 
 @pytest.mark.mpi
@@ -32,8 +21,7 @@ def findings(out: Path, program: Path, np: int) -> dict:
 @pytest.mark.parametrize("program", PROGRAMS, ids=[p.stem for p in PROGRAMS])
 def test_each_program_gets_exactly_its_finding(program, tmp_path):
     code = program.name.split("_", 1)[0]
-    np = int(re.search(r"^NP = (\d+)", program.read_text(), re.M).group(1))
-    result = findings(tmp_path / "out", program, np)
+    result = checked(tmp_path / "out", program)
     assert {f["code"] for f in result["findings"]} == {code}, json.dumps(result["findings"], indent=1)
     severity = next(c.severity for c in all_checks() if c.code == code)
     assert result["returncode"] == (1 if severity == "error" else 0)

@@ -5,33 +5,20 @@ finding; run with the argument that removes what orders them, they get exactly D
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import callid_cmd
+from tests.check import checked
 
 CLEAN = Path(__file__).parent / "clean"
-
-
-def check(out: Path, program: Path, *args: str) -> dict:
-    """``callid run`` the program with ``args``, merge, ``check --json``."""
-    np = int(re.search(r"^NP = (\d+)", program.read_text(), re.M).group(1))
-    run = callid_cmd("run", "-n", np, "-d", out, "--timeout", "60", program, *args, timeout=120)
-    assert run.returncode == 0, run.stderr[-3000:]
-    res = callid_cmd("merge", out / "client.parquet", out / "server.parquet", "-o", out / "m.duckdb")
-    assert res.returncode == 0, res.stderr
-    res = callid_cmd("check", out / "m.duckdb", "--json")
-    assert res.returncode in (0, 1), res.stderr
-    return json.loads(res.stdout) | {"returncode": res.returncode}
 
 
 @pytest.mark.mpi
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["sync_barrier_sync", "atomic_mode"])
 def test_ordered_accesses_have_no_error_finding(name, tmp_path):
-    result = check(tmp_path / "out", CLEAN / f"{name}.py")
+    result = checked(tmp_path / "out", CLEAN / f"{name}.py", must_run=True)
     assert result["counts"]["error"] == 0, json.dumps(result["findings"], indent=1)
     assert result["returncode"] == 0
 
@@ -43,7 +30,7 @@ def test_ordered_accesses_have_no_error_finding(name, tmp_path):
     ("atomic_mode", "--nonatomic", "/pvfs2/atomic_mode"),
 ])
 def test_without_the_ordering_they_race(name, arg, file, tmp_path):
-    result = check(tmp_path / "out", CLEAN / f"{name}.py", arg)
+    result = checked(tmp_path / "out", CLEAN / f"{name}.py", arg, must_run=True)
     races = [f for f in result["findings"] if f["code"] == "D502"]
     assert [f["code"] for f in result["findings"]] == ["D502"], json.dumps(result["findings"], indent=1)
     assert races[0]["file"].endswith(file) and not races[0]["file"].startswith("/pvfs2/sync")

@@ -78,5 +78,4 @@ def test_a_server_log_is_not_a_source(collective_fanin, tmp_path):
     res = callid_cmd("replay", collective_fanin.out / "server.parquet", "-d", tmp_path / "r")
     assert res.returncode == 2
     assert res.stderr.strip().splitlines() == [
-        f"callid: error: {collective_fanin.out / 'server.parquet'}: not a callid client log "
-        "(a client.parquet of callid run)"]
+        f"callid: error: {collective_fanin.out / 'server.parquet'}: is a server log, expected a client log"]
