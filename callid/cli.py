@@ -452,6 +452,67 @@ def check(
         raise typer.Exit(EXIT_FAILED)
 
 
+@app.command(cls=_Command)
+def insights(
+    dbs: Annotated[list[Path] | None, typer.Argument(
+        metavar="DB...", help="merged output of 'callid merge'; two are compared (what appeared, what "
+        "disappeared)", show_default=False)] = None,
+    code: Annotated[list[str] | None, typer.Option(
+        "--code", metavar="CODE", help="run only this insight (repeatable), e.g. S801",
+        show_default="all")] = None,
+    list_insights: Annotated[bool, typer.Option(
+        "--list", help="list the insights (code, family, what each finds) and exit")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Diagnose the run: findings with severity, the numbers behind them and what to change.
+
+    Client-side insights use Drishti's triggers and thresholds (small, misaligned and random
+    requests, read/write mix, rank imbalance and stragglers, no collective I/O, metadata
+    time); server-side insights use every disk operation and the call that caused it
+    (server load imbalance and the layout behind it, strip crossings, partial flow buffers,
+    disk-operation size, aggregator hot spots, read-modify-write, redundant reads, the
+    metadata server's share, client-dominated calls, stragglers with the slow disk operation).
+    Severities are Drishti's: high, warning, ok, info.  docs/insights.md lists them all with
+    their thresholds.  With two databases, prints the insights that appeared or disappeared.
+
+    Exit status: 0 done (whatever was found), 2 bad usage or input.
+
+    Example: callid insights merged.duckdb --json
+    """
+    from pipeline.insights import (
+        all_insights,
+        compare_insights,
+        count_insights,
+        render_comparison,
+        render_insights,
+        run_insights,
+    )
+
+    if list_insights:
+        rows = [{"code": i.code, "family": i.family, "title": i.title, "thresholds": list(i.thresholds)}
+                for i in all_insights()]
+        if as_json:
+            _echo_json(rows)
+        else:
+            for r in rows:
+                typer.echo(f"{r['code']}  {r['family']:6}  {r['title']}")
+        return
+    if not dbs or len(dbs) > 2:
+        raise BadValue("give one merged database (or two to compare; or --list)")
+    found = [run_insights(str(db), code) for db in dbs]
+    if len(dbs) == 2:
+        if as_json:
+            _echo_json({"runs": [str(db) for db in dbs], **compare_insights(*found)})
+        else:
+            typer.echo(render_comparison([str(db) for db in dbs], *found, _layout_of(dbs[0])))
+        return
+    if as_json:
+        _echo_json({"counts": count_insights(found[0]), "findings": found[0]})
+    else:
+        ran = len(set(code)) if code else len(all_insights())
+        typer.echo(render_insights(found[0], ran, _layout_of(dbs[0])))
+
+
 def _layout_of(db: Path):
     """The CallID layout of a merged database (to print CallIDs as rank_counter)."""
     from callid_core.ids import Layout

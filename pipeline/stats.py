@@ -5,9 +5,12 @@
 
 from __future__ import annotations
 
+import itertools
+
 from callid_core import schema as S
 from callid_core.ids import Layout
 from pipeline.checks import count_findings, run_checks
+from pipeline.insights import compare_insights, count_insights, run_insights
 from pipeline.query import connect, format_rows, named_query, ranks_text
 
 
@@ -167,6 +170,10 @@ def compute_stats(db: str) -> dict:
     finally:
         con.close()
     stats["findings"] = count_findings(run_checks(db))
+    found = run_insights(db)
+    stats["insights"] = count_insights(found)
+    kept = ("code", "severity", "title", "detail", "files", "servers")
+    stats["insight_findings"] = [{k: f[k] for k in kept} for f in found]
     return stats
 
 
@@ -190,6 +197,8 @@ def render_stats(stats: dict) -> str:
     ]
     lines.append(f"  callid check: {stats['findings']['error']} errors, {stats['findings']['warning']} "
                  "warnings of MPI-IO usage (callid check DB lists them)")
+    lines.append(f"  callid insights: {stats['insights']['high']} high, {stats['insights']['warning']} "
+                 "warnings (callid insights DB says what to change)")
     if stats["source"]:
         inferred = ", ".join(f"{k} {v}" for k, v in stats["inferred_calls"].items()) or "nothing"
         lines += [f"  replay of {stats['source']}",
@@ -238,6 +247,7 @@ def render_comparison(names: list[str], all_stats: list[dict]) -> str:
     rows = [(key, *(s[key] for s in all_stats)) for key in COMPARED]
     rows += [(f"fanin.{k}", *(s["fanin"][k] for s in all_stats)) for k in all_stats[0]["fanin"]]
     rows += [(f"findings.{k}", *(s["findings"][k] for s in all_stats)) for k in all_stats[0]["findings"]]
+    rows += [(f"insights.{k}", *(s["insights"][k] for s in all_stats)) for k in all_stats[0]["insights"]]
     rows.append(("aggregators", *(ranks_text(s["aggregators"]) for s in all_stats)))
     rows += [(f"server_imbalance.{k}", *(s["server_imbalance"][k] for s in all_stats))
              for k in all_stats[0]["server_imbalance"]]
@@ -248,4 +258,11 @@ def render_comparison(names: list[str], all_stats: list[dict]) -> str:
                           ("fanout_by_func", "servers_mean")):
             rows.append((f"{func}.{key}", *(next((r[key] for r in s[part] if r["func"] == func), "-")
                                             for s in all_stats)))
-    return format_rows(["figure", *names], rows, "table")
+    lines = [format_rows(["figure", *names], rows, "table")]
+    for (a, sa), (b, sb) in itertools.pairwise(zip(names, all_stats)):
+        diff = compare_insights(sa["insight_findings"], sb["insight_findings"])
+        lines += ["", f"Insights from {a} to {b}: {len(diff['appeared'])} appeared, "
+                  f"{len(diff['disappeared'])} disappeared"]
+        lines += [f"  {sign} [{f['severity'].upper()}] {f['code']} {f['detail']}"
+                  for sign, what in (("+", "appeared"), ("-", "disappeared")) for f in diff[what]]
+    return "\n".join(lines)

@@ -1,0 +1,293 @@
+"""``callid insights``: what slows the I/O down and what to change, decided in SQL over a merged database.
+
+Two families: client-side insights use Drishti's triggers and thresholds, so that users of
+Darshan see familiar results; server-side insights use what only callid has, every disk
+operation on every server and the call that caused it.  Each insight is one file
+``pipeline/insight_sql/CODE_name.sql``: a header of ``-- key: value`` lines (``family``: client
+or server; ``title``: what it finds; ``thresholds``: the names of the thresholds it uses, or
+``-``; ``columns``: the columns it decides from), then one query returning one finding per row:
+``severity`` ('high', 'warning', 'ok' or 'info', as Drishti grades them), ``detail`` (one line),
+``recommendation`` (one line naming the option or hint to change; null for ok and info),
+``numbers`` (a struct: the numbers behind the finding, key names ending in their unit),
+``ranks``, ``callids``, ``files``, ``servers`` (lists: at most :data:`DETAILS_MAX` each, the most
+significant first).  The thresholds are :data:`THRESHOLDS`, read in SQL as ``getvariable(name)``;
+``insight_sql/_views.sql`` defines what several insights share.  ``python -m pipeline.insights``
+prints the table of insights (docs/insights.md).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from decimal import Decimal
+from importlib import resources
+
+import duckdb
+
+from callid_core import config as C
+from callid_core.errors import BadValue, InputError
+from callid_core.ids import Layout
+from pipeline.query import connect
+
+__all__ = ["DETAILS_MAX", "FAMILIES", "SEVERITIES", "THRESHOLDS", "Insight", "Threshold", "all_insights",
+           "compare_insights", "count_insights", "reference_markdown", "render_comparison",
+           "render_insights", "run_insights"]
+
+SEVERITIES = ("high", "warning", "ok", "info")
+FAMILIES = ("client", "server")
+HEADER_KEYS = ("family", "title", "thresholds", "columns")
+_CODE = re.compile(r"^[PS]\d{3}$")
+
+#: at most this many ranks, calls, files and servers are named per finding (Drishti's DETAILS_MAX_SIZE)
+DETAILS_MAX = 10
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """A named threshold: its value, unit, and where the value comes from."""
+
+    value: float
+    unit: str
+    source: str
+
+
+_DRISHTI = "Drishti's thresholds['{}'] (drishti/includes/config.py)"
+
+#: every threshold an insight uses, by the name its SQL reads with ``getvariable``
+THRESHOLDS: dict[str, Threshold] = {
+    # client side: Drishti's values, so that findings match what Darshan users know
+    "small_bytes": Threshold(1 << 20, "bytes", _DRISHTI.format("small_bytes") +
+                             ": a request under 1 MiB is small"),
+    "small_share": Threshold(0.1, "share", _DRISHTI.format("small_requests")),
+    "small_count": Threshold(1000, "requests", _DRISHTI.format("small_requests_absolute")),
+    "misaligned_share": Threshold(0.1, "share", _DRISHTI.format("misaligned_requests")),
+    "random_share": Threshold(0.2, "share", _DRISHTI.format("random_operations")),
+    "random_count": Threshold(1000, "requests", _DRISHTI.format("random_operations_absolute")),
+    "rw_imbalance": Threshold(0.1, "share", _DRISHTI.format("imbalance_operations") +
+                              ": reads and writes differ by more than this share of all"),
+    "rank_imbalance": Threshold(0.15, "share", _DRISHTI.format("imbalance_stragglers") +
+                                ": slowest and fastest rank differ by more than this share of the total"),
+    "metadata_rank_ns": Threshold(30e9, "ns", _DRISHTI.format("metadata_time_rank") + ": 30 s"),
+    "independent_share": Threshold(0.5, "share", _DRISHTI.format("collective_operations")),
+    "independent_count": Threshold(1000, "requests", _DRISHTI.format("collective_operations_absolute")),
+    # server side: callid's own, each tied to the nearest Drishti margin or to the simulated file system
+    "server_imbalance": Threshold(0.15, "share", "Drishti's imbalance_stragglers margin, applied to the "
+                                  "I/O servers: busiest and idlest differ by more than this share"),
+    "crossing_share": Threshold(0.1, "share", "Drishti's misaligned_requests share, applied to accesses "
+                                "that touch more strips than their size needs"),
+    "partial_share": Threshold(0.1, "share", "Drishti's misaligned_requests share, applied to disk "
+                               "operations that fill only part of a flow buffer"),
+    "disk_size_ratio": Threshold(0.25, "ratio", "disk operations a quarter of the requested size or less: "
+                                 "each request costs at least 4 disk operations on its servers"),
+    "aggregator_imbalance": Threshold(0.15, "share", "Drishti's imbalance_stragglers margin, applied to "
+                                      "the bytes of a collective's aggregators"),
+    "rmw_share": Threshold(0.1, "share", "Drishti's small_requests share, applied to the bytes read back "
+                           "for read-modify-write against the bytes written"),
+    "redundant_share": Threshold(0.1, "share", "Drishti's small_requests share, applied to bytes read from "
+                                 "disk more than once"),
+    "meta_share": Threshold(0.3, "share", "Drishti flags metadata time of 30 s per rank; here 30% of the "
+                            "servers' requests or busy time on the metadata server"),
+    "client_share": Threshold(0.5, "share", "more than half of a call's time outside the servers"),
+    "straggler_factor": Threshold(2.0, "ratio", "a call twice as slow as the median of its peers"),
+}
+
+
+@dataclass(frozen=True)
+class Insight:
+    """One insight: its header and its query."""
+
+    code: str
+    family: str
+    title: str
+    thresholds: tuple[str, ...]
+    columns: str
+    sql: str
+
+
+def all_insights() -> list[Insight]:
+    """Every insight, by code."""
+    return [_parse(e.name, e.read_text()) for e in sorted(_sql_dir().iterdir(), key=lambda e: e.name)
+            if e.name.endswith(".sql") and not e.name.startswith("_")]
+
+
+def _sql_dir():
+    return resources.files("pipeline").joinpath("insight_sql")
+
+
+def _parse(name: str, text: str) -> Insight:
+    code = name.split("_", 1)[0]
+    head = [ln[2:].strip() for ln in itertools.takewhile(lambda ln: ln.startswith("--"), text.splitlines())]
+    fields = {k.strip(): v.strip() for k, v in (ln.split(":", 1) for ln in head if ":" in ln)}
+    missing = [k for k in HEADER_KEYS if not fields.get(k)]
+    names = tuple(t.strip() for t in fields.get("thresholds", "-").split(",") if t.strip() not in ("", "-"))
+    if not _CODE.match(code) or missing or fields["family"] not in FAMILIES or set(names) - set(THRESHOLDS):
+        raise ValueError(f"insight_sql/{name}: a header with {', '.join(HEADER_KEYS)} (family client or "
+                         f"server, thresholds named in THRESHOLDS) and a name CODE_*.sql are needed")
+    return Insight(code, fields["family"], fields["title"], names, fields["columns"], text)
+
+
+def _select(insights: list[Insight], codes: list[str] | None) -> list[Insight]:
+    if not codes:
+        return insights
+    known = {i.code for i in insights}
+    unknown = [c for c in codes if c not in known]
+    if unknown:
+        raise BadValue(f"no insight {', '.join(unknown)} (insights: {', '.join(sorted(known))})")
+    return [i for i in insights if i.code in codes]
+
+
+def _run_variables(con: duckdb.DuckDBPyConnection) -> dict[str, float]:
+    """The run's layout figures the insights need (its config, else callid's defaults)."""
+    run = dict(con.execute("SELECT key, value FROM run").fetchall())
+    try:
+        config = json.loads(run.get("client.config") or run.get("server.config") or "{}")
+    except ValueError:
+        config = {}
+    return {"strip_size": config.get("strip_size") or C.DEFAULT_STRIP_SIZE,
+            "flow_buffer": config.get("flow_buffer") or C.DEFAULT_FLOW_BUFFER,
+            "cb_buffer_size": C.DEFAULT_CB_BUFFER_SIZE}
+
+
+def _servers(con: duckdb.DuckDBPyConnection) -> None:
+    """Temp tables io_servers and meta_servers: from the run's config, else from the events."""
+    run = dict(con.execute("SELECT key, value FROM run").fetchall())
+    try:
+        servers = json.loads(run.get("client.config") or "{}").get("servers")
+    except (ValueError, AttributeError):
+        servers = None
+    if not isinstance(servers, list):
+        servers = []
+    roles = {role: sorted({s["name"] for s in servers if isinstance(s, dict) and role in s.get("roles", ())})
+             for role in ("io", "meta")}
+    con.execute("CREATE TEMP TABLE io_servers (server VARCHAR)")
+    con.execute("CREATE TEMP TABLE meta_servers (server VARCHAR)")
+    if roles["io"]:
+        con.executemany("INSERT INTO io_servers VALUES (?)", [[s] for s in roles["io"]])
+    else:
+        con.execute("INSERT INTO io_servers SELECT DISTINCT server FROM server_ops WHERE layer = 'trove'")
+    if roles["meta"]:
+        con.executemany("INSERT INTO meta_servers VALUES (?)", [[s] for s in roles["meta"]])
+    else:
+        con.execute("INSERT INTO meta_servers SELECT DISTINCT server FROM server_ops WHERE layer = 'meta'")
+
+
+def run_insights(db: str, codes: list[str] | None = None) -> list[dict]:
+    """The findings of the insights (all, or those of ``codes``) on the merged database ``db``, by code."""
+    insights = _select(all_insights(), codes)
+    con = connect(db)
+    try:
+        values = {name: t.value for name, t in THRESHOLDS.items()} | _run_variables(con)
+        for name, value in values.items():
+            con.execute(f"SET VARIABLE {name} = {float(value)!r}::DOUBLE")
+        _servers(con)
+        con.execute(_sql_dir().joinpath("_views.sql").read_text())
+        out = []
+        for insight in insights:
+            try:
+                cur = con.execute(insight.sql)
+                names = [d[0] for d in cur.description]
+                rows = cur.fetchall()
+            except duckdb.Error as exc:
+                why = str(exc).splitlines()[0]
+                raise InputError(f"{db}: insight {insight.code} cannot run ({why})") from None
+            for row in rows:
+                f = dict(zip(names, row))
+                out.append({"code": insight.code, "family": insight.family, "severity": f["severity"],
+                            "title": insight.title, "detail": f["detail"],
+                            "recommendation": f["recommendation"], "numbers": _plain(f["numbers"] or {}),
+                            **{k: list(f[k] or [])[:DETAILS_MAX] for k in ("ranks", "callids", "files",
+                                                                           "servers")}})
+        return out
+    finally:
+        con.close()
+
+
+def _plain(numbers: dict) -> dict:
+    """The numbers as JSON-ready values (DuckDB hands decimals back as Decimal)."""
+    return {k: float(v) if isinstance(v, Decimal) else v for k, v in numbers.items()}
+
+
+def count_insights(findings: list[dict]) -> dict[str, int]:
+    """Findings per severity (every severity present, 0 if none)."""
+    counts = Counter(f["severity"] for f in findings)
+    return {s: counts.get(s, 0) for s in SEVERITIES}
+
+
+def _key(f: dict) -> tuple:
+    return f["code"], f["severity"], tuple(f["files"]), tuple(f["servers"])
+
+
+def compare_insights(a: list[dict], b: list[dict]) -> dict[str, list[dict]]:
+    """The findings of run ``b`` that run ``a`` does not have ('appeared') and those it loses
+    ('disappeared'), matched by code, severity, files and servers."""
+    ka, kb = {_key(f) for f in a}, {_key(f) for f in b}
+    return {"appeared": [f for f in b if _key(f) not in ka],
+            "disappeared": [f for f in a if _key(f) not in kb]}
+
+
+_ORDER = {s: i for i, s in enumerate(SEVERITIES)}
+
+
+def _line(f: dict, layout: Layout | None) -> list[str]:
+    where = [("files", f["files"]), ("servers", f["servers"]), ("ranks", [str(r) for r in f["ranks"]]),
+             ("calls", [layout.format(c) if layout else str(c) for c in f["callids"]])]
+    lines = [f"  [{f['severity'].upper()}] {f['code']} {f['detail']}"]
+    lines += [f"      {name}: {', '.join(map(str, items))}" for name, items in where if items]
+    if f["recommendation"]:
+        lines.append(f"      -> {f['recommendation']}")
+    return lines
+
+
+def render_insights(findings: list[dict], ran: int, layout: Layout | None = None) -> str:
+    """The findings of ``ran`` insights, client side then server side, most severe first."""
+    counts = count_insights(findings)
+    lines = [f"callid insights: {counts['high']} high, {counts['warning']} warnings, {counts['ok']} ok, "
+             f"{counts['info']} info ({ran} insights)"]
+    titles = {"client": "What the program does (client side, Drishti's thresholds)",
+              "server": "What it caused on the servers (server side)"}
+    for family in FAMILIES:
+        group = sorted((f for f in findings if f["family"] == family),
+                       key=lambda f: (_ORDER[f["severity"]], f["code"]))
+        if group:
+            lines += ["", titles[family]]
+            for f in group:
+                lines += _line(f, layout)
+    return "\n".join(lines)
+
+
+def render_comparison(names: list[str], a: list[dict], b: list[dict], layout: Layout | None = None) -> str:
+    """What changed from run ``names[0]`` to run ``names[1]``: the insights that appeared and disappeared."""
+    diff = compare_insights(a, b)
+    lines = [f"insights from {names[0]} to {names[1]}: {len(diff['appeared'])} appeared, "
+             f"{len(diff['disappeared'])} disappeared"]
+    for what in ("appeared", "disappeared"):
+        if diff[what]:
+            lines += ["", f"{what} in {names[1] if what == 'appeared' else names[0]}:"]
+            for f in sorted(diff[what], key=lambda f: (_ORDER[f["severity"]], f["code"])):
+                lines += _line(f, layout)
+    return "\n".join(lines)
+
+
+def reference_markdown() -> str:
+    """The table of insights and thresholds, generated from the insight files (docs/insights.md)."""
+    lines = ["# The insights of `callid insights`", "",
+             "Generated from `pipeline/insight_sql/*.sql` and `pipeline/insights.py` by `python -m "
+             "pipeline.insights`; do not edit by hand.",
+             "Each insight is one SQL query over the merged tables ([tables.md](tables.md)); "
+             "`callid insights merged.duckdb` runs them all (`--json` for scripts).  Severities are "
+             "Drishti's: high, warning, ok, info.", "",
+             "| code | family | finds | thresholds | decided from |", "| --- | --- | --- | --- | --- |"]
+    lines += [f"| `{i.code}` | {i.family} | {i.title} | {', '.join(f'`{t}`' for t in i.thresholds) or '-'} | "
+              f"{i.columns} |" for i in all_insights()]
+    lines += ["", "## Thresholds", "", "| name | value | unit | where the value comes from |",
+              "| --- | --- | --- | --- |"]
+    lines += [f"| `{n}` | {t.value:g} | {t.unit} | {t.source} |" for n, t in THRESHOLDS.items()]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.stdout.write(reference_markdown())
