@@ -636,6 +636,38 @@ def view(
 
 
 @app.command(cls=_Command)
+def report(
+    dbs: Annotated[list[Path], typer.Argument(
+        metavar="DB...", help="merged output(s) of 'callid merge'; two are compared side by side",
+        show_default=False)],
+    output: Annotated[Path, typer.Option(
+        "-o", "--output", metavar="FILE", help="HTML page to write")] = Path("report.html"),
+    as_json: JsonFlag = False,
+) -> None:
+    """Write the one page to read first: the run, its time and bytes, and what to change.
+
+    One self-contained HTML page (no network needed): the run (ranks, servers, layout,
+    duration, bytes, bandwidth), time per function and per rank, the slowest calls with
+    their latency breakdown, access-size histograms, rank x time and server x time
+    heatmaps, per-file and per-server tables, fan-out and fan-in distributions, the
+    insights (callid insights), the usage findings (callid check) and the clock alignment.
+    With two databases (e.g. before and after changing a hint) the page puts them side by
+    side, with the insights that appeared or disappeared.
+
+    Example: callid report merged.duckdb -o report.html
+    """
+    from pipeline.report import write_report
+
+    if len(dbs) > 2:
+        raise BadValue("give one merged database, or two to compare")
+    summary = write_report([str(db) for db in dbs], str(output))
+    if as_json:
+        _echo_json(summary)
+    else:
+        typer.echo(f"callid: wrote {output} ({summary.get('bytes', 0) / 1024:.0f} KiB); open it in a browser")
+
+
+@app.command(cls=_Command)
 def export(
     db: DbPath,
     output: Annotated[Path, typer.Option(
@@ -750,7 +782,8 @@ def demo(
         _echo_json(figures)
         return
     typer.echo(render_stats(figures))
-    typer.echo(f"\nmerged database: {db}   (try: callid sql {db} \"SELECT * FROM fanout\")", err=True)
+    typer.echo(f"\nmerged database: {db}   (try: callid insights {db}; callid report {db} -o report.html; "
+               f"callid sql {db} \"SELECT * FROM fanout\")", err=True)
 
 
 def main() -> None:
