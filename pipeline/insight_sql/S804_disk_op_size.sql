@@ -1,0 +1,50 @@
+-- family: server
+-- title: disk operations much smaller (or larger) than the requests after aggregation
+-- thresholds: disk_size_ratio
+-- columns: calls.size, calls.func, server_ops.op, server_ops.size
+-- Per direction: the mean (and median) size the data calls request against the mean size of the
+-- servers' disk data operations (trove_read, trove_write); ratio = disk / requested.  Warning when the
+-- ratio is disk_size_ratio or less (each request costs that many disk operations or more: flow buffers
+-- or strips smaller than the accesses); ok when it is 1 or more (aggregation, e.g. collective
+-- buffering, made the disk operations at least as large as the requests); info in between.
+WITH req AS (
+    SELECT direction, count(*) AS calls, avg(size) AS mean, median(size) AS med, sum(size)::BIGINT AS bytes
+    FROM data_calls GROUP BY direction
+), disk AS (
+    SELECT direction, count(*) AS ops, avg(size) AS mean, median(size) AS med, sum(size)::BIGINT AS bytes
+    FROM disk_data GROUP BY direction
+), top_files AS (
+    SELECT direction, list(file ORDER BY n DESC, file)[:10] AS files
+    FROM (SELECT direction, file, sum(size) AS n FROM data_calls GROUP BY ALL) GROUP BY direction
+), top_servers AS (
+    SELECT direction, list(server ORDER BY n DESC, server)[:10] AS servers
+    FROM (SELECT direction, server, count(*) AS n FROM disk_data GROUP BY ALL) GROUP BY direction
+), g AS (
+    SELECT r.direction, r.calls, r.mean AS r_mean, r.med AS r_med, d.ops, d.mean AS d_mean, d.med AS d_med,
+           d.mean / r.mean AS ratio,
+           CASE WHEN d.mean / r.mean <= getvariable('disk_size_ratio') THEN 'warning'
+                WHEN d.mean / r.mean >= 1 THEN 'ok' ELSE 'info' END AS severity
+    FROM req r JOIN disk d USING (direction)
+)
+SELECT g.severity,
+       printf('%s: %d calls request %s on average (median %s); the servers'' %d disk ops move %s on average '
+              || '(median %s): %s of the request', g.direction, g.calls, format_bytes(round(g.r_mean)::BIGINT),
+              format_bytes(round(g.r_med)::BIGINT), g.ops, format_bytes(round(g.d_mean)::BIGINT),
+              format_bytes(round(g.d_med)::BIGINT), fmt_pct(g.ratio))
+       || CASE g.severity
+              WHEN 'warning' THEN printf(', %.1f disk ops per request', 1 / g.ratio)
+              WHEN 'ok' THEN ' (the disk operations are as large as the requests or larger)'
+              ELSE '' END AS detail,
+       CASE WHEN g.severity = 'warning'
+            THEN printf('a --flow-buffer and a striping_unit (hint, or --strip-size) at least the access size (%s; '
+                        || 'now %s and %s), or collective buffering (cb_buffer_size) to combine requests',
+                        format_bytes(round(g.r_mean)::BIGINT), format_bytes(getvariable('flow_buffer')::BIGINT),
+                        format_bytes(getvariable('strip_size')::BIGINT)) END AS recommendation,
+       {'direction': g.direction, 'calls': g.calls, 'mean_request_bytes': round(g.r_mean)::BIGINT,
+        'median_request_bytes': round(g.r_med)::BIGINT, 'disk_ops': g.ops,
+        'mean_disk_op_bytes': round(g.d_mean)::BIGINT, 'median_disk_op_bytes': round(g.d_med)::BIGINT,
+        'size_ratio': round(g.ratio, 4)} AS numbers,
+       []::INTEGER[] AS ranks, []::UBIGINT[] AS callids, coalesce(f.files, []) AS files,
+       coalesce(s.servers, []) AS servers
+FROM g LEFT JOIN top_files f USING (direction) LEFT JOIN top_servers s USING (direction)
+ORDER BY g.direction

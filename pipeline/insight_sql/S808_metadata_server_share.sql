@@ -1,0 +1,67 @@
+-- family: server
+-- title: the metadata server's share of the servers' requests and busy time
+-- thresholds: meta_share
+-- columns: server_ops.layer, server_ops.op, server_ops.server, server_ops.rank, server_ops.t_start, server_ops.t_end, arrows.file
+-- The requests (layer 'req' events) the metadata servers served (lookup, getattr, create, remove,
+-- shared_fp: opens, deletes, shared file pointers, views) against those of all servers, and their busy
+-- time (the union of their requests' intervals) against all servers'.  Warning when both shares are
+-- above meta_share; info otherwise.  Both, because each alone misleads: a collective moves its data in
+-- a few large requests (one create is then a third of the requests), and on a short run one slow
+-- sqlite commit of the metadata server is a large part of the busy time.
+WITH reqs AS (
+    SELECT server, op, rank, t_start, t_end, server IN (SELECT server FROM meta_servers) AS meta
+    FROM server_ops WHERE layer = 'req'
+), ordered AS (  -- busy time per server: the union of its requests' intervals
+    SELECT server, meta, t_start, t_end,
+           max(t_end) OVER (PARTITION BY server ORDER BY t_start, t_end
+                            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before
+    FROM reqs
+), islands AS (
+    SELECT server, meta, t_start, t_end,
+           sum(CASE WHEN before IS NULL OR t_start > before THEN 1 ELSE 0 END)
+               OVER (PARTITION BY server ORDER BY t_start, t_end ROWS UNBOUNDED PRECEDING) AS island
+    FROM ordered
+), busy AS (
+    SELECT coalesce(sum(e - s) FILTER (WHERE meta), 0)::BIGINT AS meta_busy,
+           coalesce(sum(e - s), 0)::BIGINT AS busy
+    FROM (SELECT island, server, any_value(meta) AS meta, min(t_start) AS s, max(t_end) AS e
+          FROM islands GROUP BY ALL)
+), t AS (
+    SELECT count(*) AS requests, count(*) FILTER (WHERE meta) AS meta_requests,
+           count(*) FILTER (WHERE meta AND op = 'lookup') AS lookup,
+           count(*) FILTER (WHERE meta AND op = 'getattr') AS getattr,
+           count(*) FILTER (WHERE meta AND op = 'create') AS "create",
+           count(*) FILTER (WHERE meta AND op = 'remove') AS remove,
+           count(*) FILTER (WHERE meta AND op = 'shared_fp') AS shared_fp,
+           (SELECT string_agg(op || ' ' || n, ', ' ORDER BY n DESC, op)
+            FROM (SELECT op, count(*) AS n FROM reqs WHERE meta GROUP BY op)) AS by_op
+    FROM reqs
+), top_ranks AS (
+    SELECT list(rank ORDER BY n DESC, rank)[:10] AS ranks
+    FROM (SELECT rank, count(*) AS n FROM reqs WHERE meta AND rank >= 0 GROUP BY rank)
+), top_files AS (  -- the files of the metadata servers' operations
+    SELECT list(file ORDER BY n DESC, file)[:10] AS files
+    FROM (SELECT file, count(DISTINCT (server, event_id)) AS n FROM arrows
+          WHERE server IN (SELECT server FROM meta_servers) AND file IS NOT NULL GROUP BY file)
+), top_servers AS (
+    SELECT list(server ORDER BY n DESC, server)[:10] AS servers
+    FROM (SELECT server, count(*) AS n FROM reqs WHERE meta GROUP BY server)
+)
+SELECT CASE WHEN flagged THEN 'warning' ELSE 'info' END AS severity,
+       printf('the metadata server served %d of the %d requests (%s: %s) and %s of the servers'' busy time '
+              || '(%s of %s)', meta_requests, requests, fmt_pct(meta_requests / requests), by_op,
+              fmt_pct(meta_busy / nullif(busy, 0)), fmt_ns(meta_busy), fmt_ns(busy)) AS detail,
+       CASE WHEN flagged
+            THEN 'open, create and delete fewer files: one shared file instead of a file per process, open '
+                 || 'once and keep it open, fewer shared file pointer calls and views' END AS recommendation,
+       {'requests': requests, 'meta_requests': meta_requests, 'lookup': lookup, 'getattr': getattr,
+        'create': "create", 'remove': remove, 'shared_fp': shared_fp, 'meta_busy_ns': meta_busy,
+        'busy_ns': busy,
+        'request_share': round(meta_requests / requests, 4),
+        'busy_share': round(coalesce(meta_busy / nullif(busy, 0), 0), 4)} AS numbers,
+       coalesce(r.ranks, []) AS ranks, []::UBIGINT[] AS callids, coalesce(f.files, []) AS files,
+       coalesce(s.servers, []) AS servers
+FROM (SELECT *, meta_requests > getvariable('meta_share') * requests
+                AND meta_busy > getvariable('meta_share') * busy AS flagged
+      FROM t, busy), top_ranks r, top_files f, top_servers s
+WHERE meta_requests > 0
