@@ -660,7 +660,8 @@ def report(
 
     if len(dbs) > 2:
         raise BadValue("give one merged database, or two to compare")
-    summary = write_report([str(db) for db in dbs], str(output))
+    with _steps("report", quiet=as_json) as on_step:
+        summary = write_report([str(db) for db in dbs], str(output), on_step)
     if as_json:
         _echo_json(summary)
     else:

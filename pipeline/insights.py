@@ -18,7 +18,6 @@ prints the table of insights (docs/insights.md).
 from __future__ import annotations
 
 import itertools
-import json
 import re
 import sys
 from collections import Counter
@@ -31,7 +30,7 @@ import duckdb
 from callid_core import config as C
 from callid_core.errors import BadValue, InputError
 from callid_core.ids import Layout
-from pipeline.query import connect
+from pipeline.query import DATA_CALLS_SQL, DISK_DATA_SQL, connect, run_config, server_roles
 
 __all__ = ["DETAILS_MAX", "FAMILIES", "SEVERITIES", "THRESHOLDS", "Insight", "Threshold", "all_insights",
            "compare_insights", "count_insights", "reference_markdown", "render_comparison",
@@ -140,39 +139,21 @@ def _select(insights: list[Insight], codes: list[str] | None) -> list[Insight]:
     return [i for i in insights if i.code in codes]
 
 
-def _run_variables(con: duckdb.DuckDBPyConnection) -> dict[str, float]:
-    """The run's layout figures the insights need (its config, else callid's defaults)."""
-    run = dict(con.execute("SELECT key, value FROM run").fetchall())
-    try:
-        config = json.loads(run.get("client.config") or run.get("server.config") or "{}")
-    except ValueError:
-        config = {}
-    return {"strip_size": config.get("strip_size") or C.DEFAULT_STRIP_SIZE,
-            "flow_buffer": config.get("flow_buffer") or C.DEFAULT_FLOW_BUFFER,
-            "cb_buffer_size": C.DEFAULT_CB_BUFFER_SIZE}
-
-
-def _servers(con: duckdb.DuckDBPyConnection) -> None:
-    """Temp tables io_servers and meta_servers: from the run's config, else from the events."""
-    run = dict(con.execute("SELECT key, value FROM run").fetchall())
-    try:
-        servers = json.loads(run.get("client.config") or "{}").get("servers")
-    except (ValueError, AttributeError):
-        servers = None
-    if not isinstance(servers, list):
-        servers = []
-    roles = {role: sorted({s["name"] for s in servers if isinstance(s, dict) and role in s.get("roles", ())})
-             for role in ("io", "meta")}
-    con.execute("CREATE TEMP TABLE io_servers (server VARCHAR)")
-    con.execute("CREATE TEMP TABLE meta_servers (server VARCHAR)")
-    if roles["io"]:
-        con.executemany("INSERT INTO io_servers VALUES (?)", [[s] for s in roles["io"]])
-    else:
-        con.execute("INSERT INTO io_servers SELECT DISTINCT server FROM server_ops WHERE layer = 'trove'")
-    if roles["meta"]:
-        con.executemany("INSERT INTO meta_servers VALUES (?)", [[s] for s in roles["meta"]])
-    else:
-        con.execute("INSERT INTO meta_servers SELECT DISTINCT server FROM server_ops WHERE layer = 'meta'")
+def _prepare(con: duckdb.DuckDBPyConnection) -> None:
+    """What the insights read besides the merged tables: the thresholds and the run's layout figures
+    as variables, the servers by role, the data calls and disk data operations, the shared views."""
+    config = run_config(con)
+    values = {name: t.value for name, t in THRESHOLDS.items()} | {
+        "strip_size": config.get("strip_size") or C.DEFAULT_STRIP_SIZE,
+        "flow_buffer": config.get("flow_buffer") or C.DEFAULT_FLOW_BUFFER,
+        "cb_buffer_size": C.DEFAULT_CB_BUFFER_SIZE}
+    for name, value in values.items():
+        con.execute(f"SET VARIABLE {name} = {float(value)!r}::DOUBLE")
+    for role, servers in server_roles(con, config).items():
+        con.execute(f"CREATE TEMP TABLE {role}_servers AS SELECT unnest(?::VARCHAR[]) AS server", [servers])
+    con.execute(f"CREATE TEMP VIEW data_calls AS {DATA_CALLS_SQL}")
+    con.execute(f"CREATE TEMP VIEW disk_data AS {DISK_DATA_SQL}")
+    con.execute(_sql_dir().joinpath("_views.sql").read_text())
 
 
 def run_insights(db: str, codes: list[str] | None = None) -> list[dict]:
@@ -180,11 +161,7 @@ def run_insights(db: str, codes: list[str] | None = None) -> list[dict]:
     insights = _select(all_insights(), codes)
     con = connect(db)
     try:
-        values = {name: t.value for name, t in THRESHOLDS.items()} | _run_variables(con)
-        for name, value in values.items():
-            con.execute(f"SET VARIABLE {name} = {float(value)!r}::DOUBLE")
-        _servers(con)
-        con.execute(_sql_dir().joinpath("_views.sql").read_text())
+        _prepare(con)
         out = []
         for insight in insights:
             try:

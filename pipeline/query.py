@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import itertools
+import json
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -15,6 +16,42 @@ from callid_core import jsonout
 from callid_core.choices import RowFormat, listed
 from callid_core.errors import InputError
 from pipeline.merge import TABLES, VIEWS
+
+#: the calls that move data (a split collective's data is its _begin's), with their direction
+DATA_CALLS_SQL = ("SELECT *, CASE WHEN func LIKE '%read%' THEN 'read' ELSE 'write' END AS direction "
+                  "FROM calls WHERE size > 0 "
+                  "AND (func LIKE 'MPI_File_%read%' OR func LIKE 'MPI_File_%write%') "
+                  "AND func NOT LIKE '%\\_end' ESCAPE '\\'")
+#: the Trove data operations (the servers' disk reads and writes), with their direction
+DISK_DATA_SQL = ("SELECT *, CASE op WHEN 'trove_read' THEN 'read' ELSE 'write' END AS direction "
+                 "FROM server_ops WHERE op IN ('trove_read', 'trove_write')")
+
+
+def run_config(con: duckdb.DuckDBPyConnection) -> dict:
+    """The run's configuration (the client log's, else the server log's; {} if none)."""
+    run = dict(con.execute("SELECT key, value FROM run WHERE key IN ('client.config', 'server.config')")
+               .fetchall())
+    for key in ("client.config", "server.config"):
+        try:
+            config = json.loads(run.get(key) or "{}")
+        except ValueError:
+            continue
+        if isinstance(config, dict) and config:
+            return config
+    return {}
+
+
+def server_roles(con: duckdb.DuckDBPyConnection, config: dict) -> dict[str, list[str]]:
+    """Server names by role ('io', 'meta'): from the run's configuration, else from the events they
+    logged (disk data: an I/O server; metadata operations: a metadata server)."""
+    servers = [s for s in config.get("servers") or [] if isinstance(s, dict)]
+    roles = {r: sorted(s["name"] for s in servers if r in s.get("roles", ())) for r in ("io", "meta")}
+    found = {"io": f"SELECT DISTINCT server FROM ({DISK_DATA_SQL})",
+             "meta": "SELECT DISTINCT server FROM server_ops WHERE layer = 'meta'"}
+    for role, sql in found.items():
+        if not roles[role]:
+            roles[role] = sorted(s for (s,) in con.execute(sql).fetchall())
+    return roles
 
 
 def connect(db: str) -> duckdb.DuckDBPyConnection:

@@ -92,8 +92,9 @@ def _imbalance(rows: list[dict], key: str) -> float | None:
     return round(max(values) / mean, 3) if mean else None
 
 
-def compute_stats(db: str) -> dict:
-    """All figures of ``callid stats`` as one JSON-ready dict."""
+def compute_stats(db: str, findings: list[dict] | None = None, insights: list[dict] | None = None) -> dict:
+    """All figures of ``callid stats`` as one JSON-ready dict (``findings`` and ``insights``: those of
+    :func:`run_checks` and :func:`run_insights` on ``db``, if the caller has them already)."""
     con = connect(db)
     try:
         one = lambda sql: con.execute(sql).fetchall()[0][0]  # noqa: E731
@@ -169,8 +170,8 @@ def compute_stats(db: str) -> dict:
         stats["rank_imbalance"] = {k: _imbalance(stats["time_by_rank"], k) for k in ("io_ns", "bytes")}
     finally:
         con.close()
-    stats["findings"] = count_findings(run_checks(db))
-    found = run_insights(db)
+    stats["findings"] = count_findings(run_checks(db) if findings is None else findings)
+    found = run_insights(db) if insights is None else insights
     stats["insights"] = count_insights(found)
     kept = ("code", "severity", "title", "detail", "files", "servers")
     stats["insight_findings"] = [{k: f[k] for k in kept} for f in found]

@@ -7,7 +7,7 @@
 -- inside a strip.
 WITH d AS (
     SELECT c.*, s.strip_size, c.file_offset % s.strip_size <> 0 AS misaligned
-    FROM data_calls c JOIN file_strip s USING (file)
+    FROM data_calls c JOIN file_layout s USING (file)
     WHERE c.file_offset IS NOT NULL
 ), totals AS (
     SELECT count(*) AS requests, count(*) FILTER (WHERE misaligned) AS misaligned,

@@ -43,18 +43,10 @@ WITH ops AS (
 ), handles AS (  -- the file of each datafile, from the calls whose disk operations it holds
     SELECT handle, any_value(file) AS file FROM arrows
     WHERE op IN ('trove_read', 'trove_write') AND file IS NOT NULL GROUP BY handle
-), opens AS (  -- the layout hints of each file's first open that gave them
-    SELECT file,
-           arg_min(nullif(regexp_extract(hints, '(^|;)\s*striping_factor=(\d+)', 2), '')::BIGINT, t_start)
-               FILTER (WHERE regexp_matches(hints, '(^|;)\s*striping_factor=\d')) AS factor,
-           arg_min(nullif(regexp_extract(hints, '(^|;)\s*striping_unit=(\d+)', 2), '')::BIGINT, t_start)
-               FILTER (WHERE regexp_matches(hints, '(^|;)\s*striping_unit=\d')) AS unit
-    FROM calls WHERE func = 'MPI_File_open' AND hints IS NOT NULL GROUP BY file
 ), files AS (
     SELECT h.file, count(DISTINCT d.server) AS used, sum(d.size)::BIGINT AS bytes, max(d.file_end) AS extent,
-           any_value(o.factor) AS factor,
-           coalesce(any_value(o.unit), getvariable('strip_size'))::BIGINT AS strip
-    FROM disk_data d JOIN handles h USING (handle) LEFT JOIN opens o USING (file)
+           any_value(o.factor) AS factor, any_value(o.strip_size) AS strip
+    FROM disk_data d JOIN handles h USING (handle) LEFT JOIN file_layout o USING (file)
     GROUP BY h.file
 ), narrow AS (
     SELECT f.*, i.n,

@@ -8,18 +8,13 @@
 -- crossing calls are more than crossing_share of the calls, info otherwise.  Their disk operations
 -- (fanout.disk_ops) are set against those of the aligned calls (offset a multiple of the strip) of
 -- the same sizes, where there are any.
-WITH units AS (
-    SELECT file, arg_min(nullif(regexp_extract(hints, '(^|;)\s*striping_unit=(\d+)', 2), '')::BIGINT, t_start)
-                     FILTER (WHERE regexp_matches(hints, '(^|;)\s*striping_unit=[1-9]')) AS unit
-    FROM calls WHERE func = 'MPI_File_open' AND hints IS NOT NULL GROUP BY file
-), c AS (
+WITH c AS (
     SELECT d.callid, d.rank, d.file, d.direction, d.size, d.file_offset, s.strip,
            (d.file_offset + d.size - 1) // s.strip - d.file_offset // s.strip + 1 AS touched,
            (d.size + s.strip - 1) // s.strip AS needed,
            d.file_offset % s.strip = 0 AS aligned, f.disk_ops
     FROM data_calls d
-    LEFT JOIN units u USING (file)
-    CROSS JOIN LATERAL (SELECT coalesce(u.unit, getvariable('strip_size')::BIGINT) AS strip) s
+    JOIN (SELECT file, strip_size AS strip FROM file_layout) s USING (file)
     LEFT JOIN fanout f ON f.callid = d.callid
     WHERE coalesce(len(d.region_offsets), 0) = 0 AND NOT coalesce(d.collective, false) AND d.file_offset >= 0
 ), crossing AS (
