@@ -44,7 +44,8 @@ def run_config(con: duckdb.DuckDBPyConnection) -> dict:
 def server_roles(con: duckdb.DuckDBPyConnection, config: dict) -> dict[str, list[str]]:
     """Server names by role ('io', 'meta'): from the run's configuration, else from the events they
     logged (disk data: an I/O server; metadata operations: a metadata server)."""
-    servers = [s for s in config.get("servers") or [] if isinstance(s, dict)]
+    listed = config.get("servers")
+    servers = [s for s in listed if isinstance(s, dict)] if isinstance(listed, list) else []
     roles = {r: sorted(s["name"] for s in servers if r in s.get("roles", ())) for r in ("io", "meta")}
     found = {"io": f"SELECT DISTINCT server FROM ({DISK_DATA_SQL})",
              "meta": "SELECT DISTINCT server FROM server_ops WHERE layer = 'meta'"}
@@ -52,6 +53,25 @@ def server_roles(con: duckdb.DuckDBPyConnection, config: dict) -> dict[str, list
         if not roles[role]:
             roles[role] = sorted(s for (s,) in con.execute(sql).fetchall())
     return roles
+
+
+#: Table macros every connection has.  ``islands(t)``: the rows of the table, view or CTE named ``t``
+#: (columns ``k``, ``lo``, ``hi``: a key and a range [lo, hi), times or bytes; any others kept), each
+#: with ``island``: ranges of one key that overlap share an island, numbered from 1 by ``lo``.
+#: ``covered(t)``: per key, the length of the union of its ranges (e.g. a server's busy time).
+MACROS_SQL = """
+CREATE OR REPLACE TEMP MACRO islands(t) AS TABLE
+    SELECT * EXCLUDE (before),
+           sum(CASE WHEN before IS NULL OR lo >= before THEN 1 ELSE 0 END)
+               OVER (PARTITION BY k ORDER BY lo, hi ROWS UNBOUNDED PRECEDING) AS island
+    FROM (SELECT *, max(hi) OVER (PARTITION BY k ORDER BY lo, hi
+                                  ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before
+          FROM query_table(t));
+CREATE OR REPLACE TEMP MACRO covered(t) AS TABLE
+    SELECT k, sum(e - s)::BIGINT AS covered
+    FROM (SELECT k, island, min(lo) AS s, max(hi) AS e FROM islands(t) GROUP BY k, island)
+    GROUP BY k;
+"""
 
 
 def connect(db: str) -> duckdb.DuckDBPyConnection:
@@ -78,6 +98,7 @@ def connect(db: str) -> duckdb.DuckDBPyConnection:
             raise InputError(f"{db}: not a database written by 'callid merge' "
                              f"({str(exc).splitlines()[0]})") from None
     con.execute("SET enable_progress_bar = false")  # (DuckDB would draw it into stdout, amid the results)
+    con.execute(MACROS_SQL)
     names = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
     missing = [t for t in (*TABLES, *VIEWS) if t not in names]
     if missing:

@@ -51,22 +51,10 @@ TIME_BY_RANK_SQL = """
 # per server: disk operations, bytes and busy time (the union of its disk operations' intervals)
 SERVERS_SQL = f"""
     WITH ops AS (
-        SELECT server, t_start, t_end, size,
-               max(t_end) OVER (PARTITION BY server ORDER BY t_start, t_end
-                                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before
-        FROM server_ops WHERE layer IN ({S.DISK_LAYERS_SQL})
-    ), islands AS (
-        SELECT server, t_start, t_end,
-               sum(CASE WHEN before IS NULL OR t_start > before THEN 1 ELSE 0 END)
-                   OVER (PARTITION BY server ORDER BY t_start, t_end ROWS UNBOUNDED PRECEDING) AS island
-        FROM ops
-    ), busy AS (
-        SELECT server, sum(e - s)::BIGINT AS busy_ns
-        FROM (SELECT server, island, min(t_start) AS s, max(t_end) AS e FROM islands GROUP BY ALL)
-        GROUP BY server
-    )
-    SELECT server, count(*) AS ops, sum(size)::BIGINT AS bytes, any_value(busy_ns) AS busy_ns
-    FROM ops JOIN busy USING (server) GROUP BY server ORDER BY server"""
+        SELECT server, t_start, t_end, size FROM server_ops WHERE layer IN ({S.DISK_LAYERS_SQL})
+    ), spans AS (SELECT server AS k, t_start AS lo, t_end AS hi FROM ops)
+    SELECT server, count(*) AS ops, sum(size)::BIGINT AS bytes, any_value(b.covered) AS busy_ns
+    FROM ops JOIN covered('spans') b ON b.k = ops.server GROUP BY server ORDER BY server"""
 
 def slowest_sql(limit: int) -> str:
     """The shipped query ``latency_breakdown`` (where each call's time went, in parts that never

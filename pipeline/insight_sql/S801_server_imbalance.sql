@@ -9,20 +9,9 @@
 -- a few operations stalled by the scheduler), ok when none is.  Why: the files whose data landed on
 -- fewer I/O servers than exist (a striping_factor hint below the server count, a file smaller than
 -- one stripe, else its accesses); none: the access pattern.
-WITH ops AS (
-    SELECT server, t_start, t_end, size,
-           max(t_end) OVER (PARTITION BY server ORDER BY t_start, t_end
-                            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before
-    FROM disk_data
-), islands AS (
-    SELECT server, t_start, t_end,
-           sum(CASE WHEN before IS NULL OR t_start > before THEN 1 ELSE 0 END)
-               OVER (PARTITION BY server ORDER BY t_start, t_end ROWS UNBOUNDED PRECEDING) AS island
-    FROM ops
+WITH spans AS (SELECT server AS k, t_start AS lo, t_end AS hi FROM disk_data
 ), busy AS (
-    SELECT server, sum(e - s)::BIGINT AS busy_ns
-    FROM (SELECT server, island, min(t_start) AS s, max(t_end) AS e FROM islands GROUP BY ALL)
-    GROUP BY server
+    SELECT k AS server, covered AS busy_ns FROM covered('spans')
 ), load AS (
     SELECT server, count(*) AS ops, sum(size)::BIGINT AS bytes FROM disk_data GROUP BY server
 ), per_server AS (

@@ -13,21 +13,15 @@ WITH rmw AS (
     SELECT server, event_id, handle, disk_offset AS lo, disk_offset + size AS hi, size
     FROM disk_data d WHERE op = 'trove_read' AND size > 0 AND NOT EXISTS
         (SELECT 1 FROM rmw WHERE rmw.server = d.server AND rmw.event_id = d.event_id)
-), reach AS (  -- the furthest end of the ranges before each (by start): a range starting before it overlaps
-    SELECT *, max(hi) OVER (PARTITION BY server, handle ORDER BY lo, hi, event_id
-                            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before
-    FROM reads
-), islands AS (
-    SELECT *, sum(CASE WHEN before IS NULL OR lo >= before THEN 1 ELSE 0 END)
-                  OVER (PARTITION BY server, handle ORDER BY lo, hi, event_id ROWS UNBOUNDED PRECEDING)
-               AS island
-    FROM reach
+), spans AS (SELECT {'server': server, 'handle': handle} AS k, * FROM reads
+), grouped AS (  -- overlapping ranges of one datafile on one server share an island
+    SELECT * FROM islands('spans')
 ), per_island AS (
     SELECT server, handle, island, count(*) AS ops, sum(size) AS read, max(hi) - min(lo) AS once
-    FROM islands GROUP BY ALL
+    FROM grouped GROUP BY ALL
 ), shared AS (  -- the reads that overlap another, with their island's redundant bytes
     SELECT i.server, i.event_id, i.size, p.read - p.once AS redundant
-    FROM islands i JOIN per_island p USING (server, handle, island) WHERE p.ops > 1
+    FROM grouped i JOIN per_island p USING (server, handle, island) WHERE p.ops > 1
 ), t AS (
     SELECT (SELECT count(*) FROM reads) AS reads, (SELECT count(*) FROM shared) AS overlapping,
            sum(read)::BIGINT AS read_bytes, sum(once)::BIGINT AS unique_bytes

@@ -11,21 +11,11 @@
 WITH reqs AS (
     SELECT server, op, rank, t_start, t_end, server IN (SELECT server FROM meta_servers) AS meta
     FROM server_ops WHERE layer = 'req'
-), ordered AS (  -- busy time per server: the union of its requests' intervals
-    SELECT server, meta, t_start, t_end,
-           max(t_end) OVER (PARTITION BY server ORDER BY t_start, t_end
-                            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before
-    FROM reqs
-), islands AS (
-    SELECT server, meta, t_start, t_end,
-           sum(CASE WHEN before IS NULL OR t_start > before THEN 1 ELSE 0 END)
-               OVER (PARTITION BY server ORDER BY t_start, t_end ROWS UNBOUNDED PRECEDING) AS island
-    FROM ordered
-), busy AS (
-    SELECT coalesce(sum(e - s) FILTER (WHERE meta), 0)::BIGINT AS meta_busy,
-           coalesce(sum(e - s), 0)::BIGINT AS busy
-    FROM (SELECT island, server, any_value(meta) AS meta, min(t_start) AS s, max(t_end) AS e
-          FROM islands GROUP BY ALL)
+), spans AS (SELECT server AS k, t_start AS lo, t_end AS hi FROM reqs
+), busy AS (  -- busy time: per server, the union of its requests' intervals
+    SELECT coalesce(sum(covered) FILTER (WHERE k IN (SELECT server FROM meta_servers)), 0)::BIGINT AS meta_busy,
+           coalesce(sum(covered), 0)::BIGINT AS busy
+    FROM covered('spans')
 ), t AS (
     SELECT count(*) AS requests, count(*) FILTER (WHERE meta) AS meta_requests,
            count(*) FILTER (WHERE meta AND op = 'lookup') AS lookup,

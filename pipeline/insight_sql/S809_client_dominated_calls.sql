@@ -25,17 +25,9 @@ WITH c AS (
 ), clipped AS (
     SELECT * FROM (SELECT x.call, greatest(x.t_start, c.t_start) AS s, least(x.t_end, c.t_end) AS e
                    FROM spans x JOIN c ON c.callid = x.call) WHERE s < e
-), ordered AS (
-    SELECT *, max(e) OVER (PARTITION BY call ORDER BY s, e ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
-                  AS before
-    FROM clipped
-), islands AS (
-    SELECT call, s, e, sum(CASE WHEN before IS NULL OR s > before THEN 1 ELSE 0 END)
-                           OVER (PARTITION BY call ORDER BY s, e ROWS UNBOUNDED PRECEDING) AS island
-    FROM ordered
+), server_spans AS (SELECT call AS k, s AS lo, e AS hi FROM clipped
 ), server_part AS (
-    SELECT call, sum(e - s)::BIGINT AS server_ns
-    FROM (SELECT call, island, min(s) AS s, max(e) AS e FROM islands GROUP BY ALL) GROUP BY call
+    SELECT k AS call, covered AS server_ns FROM covered('server_spans')
 ), split AS (
     SELECT c.*, coalesce(p.server_ns, 0) AS server_ns, c.call_ns - coalesce(p.server_ns, 0) AS client_ns
     FROM c LEFT JOIN server_part p ON p.call = c.callid
