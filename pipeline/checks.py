@@ -23,10 +23,10 @@ from importlib import resources
 import duckdb
 import pyarrow as pa
 
-from callid_core.errors import BadValue, InputError
+from callid_core.errors import InputError
 from callid_core.ids import Layout
 from callid_core.schema import Column, Table
-from pipeline.query import connect, ranks_text
+from pipeline.query import connect, header_fields, ranks_text, select_codes
 
 __all__ = ["FINDING", "SEVERITIES", "Check", "all_checks", "count_findings", "reference_markdown",
            "render_findings", "run_checks"]
@@ -75,9 +75,7 @@ def _sql_dir():
 
 def _parse(name: str, text: str) -> Check:
     code = name.split("_", 1)[0]
-    head = [ln[2:].strip() for ln in itertools.takewhile(lambda ln: ln.startswith("--"), text.splitlines())]
-    fields = dict(ln.split(":", 1) for ln in head if ":" in ln)
-    fields = {k.strip(): v.strip() for k, v in fields.items()}
+    fields = header_fields(text)
     missing = [k for k in HEADER_KEYS if not fields.get(k)]
     if not _CODE.match(code) or missing or fields["severity"] not in SEVERITIES:
         raise ValueError(f"check_sql/{name}: a header with {', '.join(HEADER_KEYS)} (severity error or "
@@ -85,19 +83,9 @@ def _parse(name: str, text: str) -> Check:
     return Check(code, *(fields[k] for k in HEADER_KEYS), text)
 
 
-def _select(checks: list[Check], codes: list[str] | None) -> list[Check]:
-    if not codes:
-        return checks
-    known = {c.code for c in checks}
-    unknown = [c for c in codes if c not in known]
-    if unknown:
-        raise BadValue(f"no check {', '.join(unknown)} (checks: {', '.join(sorted(known))})")
-    return [c for c in checks if c.code in codes]
-
-
 def run_checks(db: str, codes: list[str] | None = None) -> list[dict]:
     """The findings of the checks (all, or those of ``codes``) on the merged database ``db``, by code."""
-    checks = _select(all_checks(), codes)
+    checks = select_codes(all_checks(), codes, "check")
     con = connect(db)
     try:
         con.execute(_sql_dir().joinpath("_views.sql").read_text())

@@ -17,7 +17,6 @@ prints the table of insights (docs/insights.md).
 
 from __future__ import annotations
 
-import itertools
 import re
 import sys
 from collections import Counter
@@ -28,9 +27,17 @@ from importlib import resources
 import duckdb
 
 from callid_core import config as C
-from callid_core.errors import BadValue, InputError
+from callid_core.errors import InputError
 from callid_core.ids import Layout
-from pipeline.query import DATA_CALLS_SQL, DISK_DATA_SQL, connect, run_config, server_roles
+from pipeline.query import (
+    DATA_CALLS_SQL,
+    DISK_DATA_SQL,
+    connect,
+    header_fields,
+    run_config,
+    select_codes,
+    server_roles,
+)
 
 __all__ = ["DETAILS_MAX", "FAMILIES", "SEVERITIES", "THRESHOLDS", "Insight", "Threshold", "all_insights",
            "compare_insights", "count_insights", "reference_markdown", "render_comparison",
@@ -119,24 +126,13 @@ def _sql_dir():
 
 def _parse(name: str, text: str) -> Insight:
     code = name.split("_", 1)[0]
-    head = [ln[2:].strip() for ln in itertools.takewhile(lambda ln: ln.startswith("--"), text.splitlines())]
-    fields = {k.strip(): v.strip() for k, v in (ln.split(":", 1) for ln in head if ":" in ln)}
+    fields = header_fields(text)
     missing = [k for k in HEADER_KEYS if not fields.get(k)]
     names = tuple(t.strip() for t in fields.get("thresholds", "-").split(",") if t.strip() not in ("", "-"))
     if not _CODE.match(code) or missing or fields["family"] not in FAMILIES or set(names) - set(THRESHOLDS):
         raise ValueError(f"insight_sql/{name}: a header with {', '.join(HEADER_KEYS)} (family client or "
                          f"server, thresholds named in THRESHOLDS) and a name CODE_*.sql are needed")
     return Insight(code, fields["family"], fields["title"], names, fields["columns"], text)
-
-
-def _select(insights: list[Insight], codes: list[str] | None) -> list[Insight]:
-    if not codes:
-        return insights
-    known = {i.code for i in insights}
-    unknown = [c for c in codes if c not in known]
-    if unknown:
-        raise BadValue(f"no insight {', '.join(unknown)} (insights: {', '.join(sorted(known))})")
-    return [i for i in insights if i.code in codes]
 
 
 def _prepare(con: duckdb.DuckDBPyConnection) -> None:
@@ -158,7 +154,7 @@ def _prepare(con: duckdb.DuckDBPyConnection) -> None:
 
 def run_insights(db: str, codes: list[str] | None = None) -> list[dict]:
     """The findings of the insights (all, or those of ``codes``) on the merged database ``db``, by code."""
-    insights = _select(all_insights(), codes)
+    insights = select_codes(all_insights(), codes, "insight")
     con = connect(db)
     try:
         _prepare(con)

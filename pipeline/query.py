@@ -14,7 +14,7 @@ import duckdb
 
 from callid_core import jsonout
 from callid_core.choices import RowFormat, listed
-from callid_core.errors import InputError
+from callid_core.errors import BadValue, InputError
 from pipeline.merge import TABLES, VIEWS
 
 #: the calls that move data (a split collective's data is its _begin's), with their direction
@@ -107,6 +107,28 @@ def connect(db: str) -> duckdb.DuckDBPyConnection:
     return con
 
 
+def leading_comment(sql: str) -> list[str]:
+    """The lines of a SQL text's leading ``--`` comment, without the dashes."""
+    return [ln[2:].strip() for ln in itertools.takewhile(lambda ln: ln.startswith("--"), sql.splitlines())]
+
+
+def header_fields(sql: str) -> dict[str, str]:
+    """The ``-- key: value`` lines of a SQL text's leading comment (a check's or an insight's header)."""
+    return {k.strip(): v.strip() for k, v in (ln.split(":", 1) for ln in leading_comment(sql) if ":" in ln)}
+
+
+def select_codes(items: list, codes: list[str] | None, what: str) -> list:
+    """The ``items`` (each with a ``code``) whose code is in ``codes`` (all if none given);
+    :class:`BadValue` naming the codes there are if one is unknown."""
+    if not codes:
+        return items
+    known = {i.code for i in items}
+    unknown = [c for c in codes if c not in known]
+    if unknown:
+        raise BadValue(f"no {what} {', '.join(unknown)} ({what}s: {', '.join(sorted(known))})")
+    return [i for i in items if i.code in codes]
+
+
 @dataclass(frozen=True)
 class NamedQuery:
     """A query that ships with callid (``pipeline/queries/NAME.sql``): the question it answers
@@ -124,9 +146,7 @@ def named_queries() -> dict[str, NamedQuery]:
     for entry in sorted(resources.files("pipeline").joinpath("queries").iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".sql"):
             sql = entry.read_text()
-            lines = [ln[2:].strip() for ln in itertools.takewhile(lambda ln: ln.startswith("--"),
-                                                                   sql.splitlines())]
-            name, text = entry.name.removesuffix(".sql"), " ".join(lines)
+            name, text = entry.name.removesuffix(".sql"), " ".join(leading_comment(sql))
             out[name] = NamedQuery(name, text[:text.find("?") + 1] or text, text, sql)
     return out
 
