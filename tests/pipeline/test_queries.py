@@ -78,3 +78,17 @@ def test_sql_without_a_query_lists_the_tables_and_views_with_their_rows(db):
     con.close()
     assert listed["calls"][0] == "view" and listed["run"][0] == "table"
     assert not any(name.startswith("_") for name in listed)  # the stored rows behind the views are not shown
+
+
+def test_the_range_macros():
+    """islands: overlapping ranges of a key share an island (touching ones do not); covered: the
+    length of their union, per key."""
+    from pipeline.query import MACROS_SQL
+
+    con = duckdb.connect()
+    con.execute(MACROS_SQL)
+    con.execute("""CREATE TABLE t AS SELECT * FROM (VALUES ('a', 0, 10), ('a', 5, 12), ('a', 12, 15),
+                   ('a', 20, 21), ('b', 3, 4), ('b', 3, 4)) v(k, lo, hi)""")
+    assert con.execute("SELECT k, lo, hi, island FROM islands('t') ORDER BY k, lo, hi").fetchall() == [
+        ("a", 0, 10, 1), ("a", 5, 12, 1), ("a", 12, 15, 2), ("a", 20, 21, 3), ("b", 3, 4, 1), ("b", 3, 4, 1)]
+    assert con.execute("SELECT * FROM covered('t') ORDER BY k").fetchall() == [("a", 16), ("b", 1)]
