@@ -297,7 +297,7 @@ def replay(
     """
     from callid.replay.job import ReplayOptions
     from callid.replay.job import replay as do_replay
-    from callid.replay.plan import parse_ranks, parse_window
+    from callid_core.units import parse_ranks, parse_window
 
     hints = {}
     for item in hint or []:

@@ -1,4 +1,5 @@
-"""Byte sizes written as ``65536``, ``64KiB``, ``1MiB``; durations written as ``250ms``, ``1h``."""
+"""Byte sizes written as ``65536``, ``64KiB``, ``1MiB``; durations written as ``250ms``, ``1h``; rank
+ranges written as ``0-63,100``; time windows written as ``2s:10s``."""
 
 from __future__ import annotations
 
@@ -42,3 +43,28 @@ def parse_duration(text: str) -> float:
     if not match:
         raise BadValue(f"{text!r} is not a duration (examples: 1h, 30s, 250ms)")
     return float(match.group(1)) * TIME_UNITS_NS[match.group(2) or "s"]
+
+
+def parse_ranks(text: str) -> set[int]:
+    """``0-63,100`` -> the ranks; raise :class:`BadValue`."""
+    out: set[int] = set()
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        lo, _, hi = part.partition("-")
+        try:
+            a, b = int(lo), int(hi or lo)
+        except ValueError:
+            raise BadValue(f"--ranks: {part!r} is not a rank or a range like 0-63") from None
+        if a < 0 or b < a:
+            raise BadValue(f"--ranks: {part!r} is not a range of ranks")
+        out.update(range(a, b + 1))
+    if not out:
+        raise BadValue("--ranks: no ranks given")
+    return out
+
+
+def parse_window(text: str) -> tuple[float, float]:
+    """``START:END`` (durations from the source run's start; either may be empty) -> ns."""
+    lo, sep, hi = text.partition(":")
+    if not sep:
+        raise BadValue(f"--window: {text!r} is not START:END, e.g. 2s:10s or :500ms")
+    return (parse_duration(lo) if lo else 0.0, parse_duration(hi) if hi else float("inf"))

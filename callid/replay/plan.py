@@ -26,9 +26,8 @@ from callid_core.config import DEFAULT_CB_BUFFER_SIZE
 from callid_core.errors import BadValue, InputError
 from callid_core.ids import Layout
 from callid_core.schema import Column, Table
-from callid_core.units import parse_duration
 
-__all__ = ["OPEN", "OPTIONS_KEY", "SCHEDULE", "SETUP", "Plan", "make_plan", "parse_ranks", "parse_window",
+__all__ = ["OPEN", "OPTIONS_KEY", "SCHEDULE", "SETUP", "Plan", "make_plan",
            "select"]
 
 OPEN = "open"
@@ -62,31 +61,6 @@ class Plan:
     collectives: int  # collective calls (epochs - 1)
     ranks: int
     files: int
-
-
-def parse_ranks(text: str) -> set[int]:
-    """``0-63,100`` -> the ranks; raise :class:`BadValue`."""
-    out: set[int] = set()
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        lo, _, hi = part.partition("-")
-        try:
-            a, b = int(lo), int(hi or lo)
-        except ValueError:
-            raise BadValue(f"--ranks: {part!r} is not a rank or a range like 0-63") from None
-        if a < 0 or b < a:
-            raise BadValue(f"--ranks: {part!r} is not a range of ranks")
-        out.update(range(a, b + 1))
-    if not out:
-        raise BadValue("--ranks: no ranks given")
-    return out
-
-
-def parse_window(text: str) -> tuple[float, float]:
-    """``START:END`` (durations from the source run's start; either may be empty) -> ns."""
-    lo, sep, hi = text.partition(":")
-    if not sep:
-        raise BadValue(f"--window: {text!r} is not START:END, e.g. 2s:10s or :500ms")
-    return (parse_duration(lo) if lo else 0.0, parse_duration(hi) if hi else float("inf"))
 
 
 def select(accesses: pa.Table, ranks: set[int] | None = None, files: list[str] | None = None,

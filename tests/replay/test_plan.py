@@ -7,9 +7,10 @@ import pyarrow as pa
 import pytest
 
 from callid.replay.accesses import ACCESS
-from callid.replay.plan import OPEN, PREFILL_PIECE, SETUP, make_plan, parse_ranks, parse_window, select
+from callid.replay.plan import OPEN, PREFILL_PIECE, SETUP, make_plan, select
 from callid_core.errors import BadValue, InputError
 from callid_core.ids import Layout
+from callid_core.units import parse_ranks, parse_window
 
 LAYOUT = Layout(64, 23)
 
