@@ -44,7 +44,8 @@ def main(argv: list[str]) -> int:
         baseline = time.perf_counter() - t0
         con.close()
         t0 = time.perf_counter()
-        events = write_timeline(str(db), str(out / "timeline.html"))
+        summary = write_timeline(str(db), str(out / "timeline.html"))
+        events = summary["detail_events"] + summary["summarised_events"]
         seconds = time.perf_counter() - t0
         size = (out / "timeline.html").stat().st_size
     figures = {"benchmark": "view", "events": events, "seconds": round(seconds, 3),

@@ -611,28 +611,65 @@ def _steps(title: str, quiet: bool = False):
         yield lambda name: progress.update(task, description=f"{title}: {name}")
 
 
+WindowOpt = Annotated[str | None, typer.Option(
+    metavar="START:END", help="only what starts in this window, from the run's start, e.g. 2.5s:3s or :500ms",
+    show_default="all")]
+RanksOpt = Annotated[str | None, typer.Option(
+    metavar="LIST", help="only the calls of these ranks (and the server events serving them), e.g. 0-15,64",
+    show_default="all")]
+FilesOpt = Annotated[list[str] | None, typer.Option(
+    "--files", metavar="PATTERN", help="only the calls on files whose name matches (fnmatch, e.g. "
+    "'*.h5'; repeatable), and the server events serving them", show_default="all")]
+ServersOpt = Annotated[str | None, typer.Option(
+    metavar="LIST", help="only the events of these servers, e.g. io0,io1", show_default="all")]
+
+
+def _selection(window: str | None, ranks: str | None, files: list[str] | None, servers: str | None):
+    """The selection of the view and export options."""
+    from callid_core.units import parse_ranks, parse_window
+    from pipeline.selection import Selection
+
+    return Selection(window=parse_window(window) if window else None,
+                     ranks=frozenset(parse_ranks(ranks)) if ranks else None, files=tuple(files or ()),
+                     servers=tuple(s.strip() for s in servers.split(",") if s.strip()) if servers else ())
+
+
 @app.command(cls=_Command)
 def view(
     db: DbPath,
     output: Annotated[Path, typer.Option(
         "-o", "--output", metavar="FILE", help="HTML page to write")] = Path("timeline.html"),
+    window: WindowOpt = None,
+    ranks: RanksOpt = None,
+    files: FilesOpt = None,
+    servers: ServersOpt = None,
+    detail: Annotated[int, typer.Option(
+        min=0, metavar="N", help="at most this many events in full detail (calls, server operations, "
+        "arrows); the rest is summarised in time bins per lane; narrow the selection to see it all")
+    ] = 200_000,  # (pipeline.timeline.DETAIL; checked by a test)
     as_json: JsonFlag = False,
 ) -> None:
     """Write one self-contained HTML timeline: lanes per rank and server, arrows per disk operation.
 
-    Zoom with the wheel, pan by dragging, hover for the CallID and details, click a call
-    to highlight its fan-out, filter by rank, file, function or CallID.  Summary plots
-    (fan-out, fan-in, per-server load, latency breakdown) are below the timeline.
+    The page stays small whatever the trace: the selected events in full detail up to
+    --detail, a summary (time bins per lane: counts, bytes, dominant operation; arrows per
+    bin pair) for the rest; the page says what it summarises.  Zoom with the wheel, pan by
+    dragging, hover for details, search a CallID, collapse or hide lanes; arrows go from the
+    call's start (or the aggregator's request) to the disk operation.
 
-    Example: callid view merged.duckdb -o timeline.html
+    Example: callid view merged.duckdb --window 2.5s:3s --ranks 0-15 -o timeline.html
     """
     from pipeline.timeline import write_timeline
 
-    n = write_timeline(str(db), str(output))
+    sel = _selection(window, ranks, files, servers)
+    with _steps("view", quiet=as_json) as on_step:
+        summary = write_timeline(str(db), str(output), sel, detail, on_step)
     if as_json:
-        _echo_json({"output": str(output), "events": n})
+        _echo_json(summary)
     else:
-        typer.echo(f"callid: wrote {output} ({n} events); open it in a browser")
+        typer.echo(f"callid: wrote {output} ({summary['detail_events']} events in detail, "
+                   f"{summary['summarised_events']} summarised, {summary['bytes'] / 1024:.0f} KiB); "
+                   "open it in a browser")
 
 
 @app.command(cls=_Command)
@@ -671,26 +708,42 @@ def report(
 @app.command(cls=_Command)
 def export(
     db: DbPath,
-    output: Annotated[Path, typer.Option(
-        "-o", "--output", metavar="FILE", help="trace file to write")] = Path("trace.json"),
+    output: Annotated[Path | None, typer.Option(
+        "-o", "--output", metavar="PATH", help="trace file (chrome, perfetto) or archive directory (otf2) to "
+        "write", show_default="trace.json, trace.pftrace or trace_otf2, by --format")] = None,
     fmt: Annotated[TraceFormat, typer.Option(
-        "--format", help="chrome: trace-event JSON (Perfetto, chrome://tracing)")] = TraceFormat.CHROME,
+        "--format", help="chrome: trace-event JSON (Perfetto, chrome://tracing); perfetto: Perfetto's native "
+        "protobuf trace (TrackEvent with flows; loads faster); otf2: an OTF2 archive with I/O records "
+        "(Vampir, Scalasca)")] = TraceFormat.CHROME,
+    window: WindowOpt = None,
+    ranks: RanksOpt = None,
+    files: FilesOpt = None,
+    servers: ServersOpt = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Export the merged trace with its call -> disk-operation arrows for other viewers.
 
-    chrome: Chrome trace-event JSON; open it in https://ui.perfetto.dev or chrome://tracing.
-    Ranks and servers are tracks, the CallID is in every slice's args, arrows are flow events.
+    Ranks and servers are tracks, every event carries its CallID, arrows are flows (chrome,
+    perfetto) or the calls' I/O records matched to the disk operations (otf2).  The same
+    selection options as callid view; the trace is written as a stream.
 
-    Example: callid export merged.duckdb --format chrome -o trace.json
+    Example: callid export merged.duckdb --format perfetto -o trace.pftrace
     """
-    from pipeline.export import write_chrome_trace
+    from pipeline.export import write_trace
 
-    n = write_chrome_trace(str(db), str(output))
+    sel = _selection(window, ranks, files, servers)
+    default = {"chrome": "trace.json", "perfetto": "trace.pftrace", "otf2": "trace_otf2"}[fmt.value]
+    output = output or Path(default)
+    with _bar(f"export {fmt.value}", quiet=as_json) as on_progress:
+        summary = write_trace(str(db), str(output), fmt.value, sel, on_progress)
     if as_json:
-        _echo_json({"output": str(output), "format": fmt.value, "events": n})
-    else:
-        typer.echo(f"callid: wrote {output} ({n} trace events); open it in https://ui.perfetto.dev")
+        _echo_json(summary)
+        return
+    typer.echo(f"callid: wrote {output} ({summary['events']} events, {summary['arrows']} arrows); open "
+               + (f"{summary['anchor']} in Vampir" if fmt == TraceFormat.OTF2 else "it in https://ui.perfetto.dev"))
+    if summary.get("arrows_backwards"):
+        typer.echo(f"callid: {summary['arrows_backwards']} arrows end before their call starts (clocks off): "
+                   "viewers drop them; callid stats shows the clock alignment", err=True)
 
 
 @app.command(cls=_Command)

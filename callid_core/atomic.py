@@ -10,7 +10,7 @@ from pathlib import Path
 
 from callid_core.errors import InputError
 
-__all__ = ["install", "replacing", "temporary"]
+__all__ = ["check_space", "install", "replacing", "temporary"]
 
 
 def temporary(out: str | os.PathLike[str]) -> Path:
@@ -55,3 +55,14 @@ def replacing(out: str | os.PathLike[str]) -> Iterator[Path]:
         install(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def check_space(out: str | os.PathLike[str], need: int, what: str) -> None:
+    """:class:`InputError` if the directory of ``out`` has less than ``need`` bytes free for ``what``
+    (e.g. 'the trace'), saying how to need less."""
+    out = Path(out)
+    free = shutil.disk_usage(out.parent).free
+    if need > free:
+        raise InputError(f"{out}: {what} needs about {need / 1e9:.1f} GB and {out.parent} has "
+                         f"{free / 1e9:.1f} GB free; narrow the selection (--window, --ranks, --files, "
+                         "--servers) or write elsewhere")

@@ -39,6 +39,8 @@ class TraceFormat(str, Enum):
     """The trace formats ``callid export`` writes."""
 
     CHROME = "chrome"
+    PERFETTO = "perfetto"
+    OTF2 = "otf2"
 
 
 class Timing(str, Enum):

@@ -4,6 +4,8 @@ views over a merged database, and where each arrow starts.
 :func:`select_views` creates on a connection:
 
 * ``sel_calls``: the calls of the selected ranks, on the selected files, starting in the window;
+* ``sel_mpi_calls``: the collective MPI calls without I/O (``mpi_calls``) of the selected ranks starting
+  in the window (none when files are selected: they are on no file);
 * ``sel_ops``: the server events of the selected servers starting in the window, and when ranks or
   files are selected, only those serving a selected call (by their CallIDs);
 * ``sel_arrows``: the arrows between a selected call and a selected disk operation, each with where it
@@ -22,7 +24,7 @@ import duckdb
 
 from callid_core import schema as S
 
-__all__ = ["Selection", "select_views"]
+__all__ = ["Selection", "select_views", "window_sql"]
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,8 @@ class Selection:
         return "; ".join(parts) or "everything"
 
 
-def _window_sql(window: tuple[float, float] | None) -> str:
+def window_sql(window: tuple[float, float] | None) -> str:
+    """SQL condition on ``t_rel_ns``: starting in the window (``true``: no window)."""
     if window is None:
         return "true"
     lo, hi = window
@@ -62,8 +65,9 @@ def _window_sql(window: tuple[float, float] | None) -> str:
 
 
 def select_views(con: duckdb.DuckDBPyConnection, sel: Selection) -> None:
-    """Create the temporary views ``sel_calls``, ``sel_ops`` and ``sel_arrows`` for ``sel``."""
-    where = [_window_sql(sel.window)]
+    """Create the temporary views ``sel_calls``, ``sel_mpi_calls``, ``sel_ops`` and ``sel_arrows`` for
+    ``sel``."""
+    where = [window_sql(sel.window)]
     if sel.ranks is not None:
         con.execute("CREATE OR REPLACE TEMP TABLE sel_ranks AS SELECT unnest(?::INTEGER[]) AS rank",
                     [sorted(sel.ranks)])
@@ -74,8 +78,11 @@ def select_views(con: duckdb.DuckDBPyConnection, sel: Selection) -> None:
         con.execute("CREATE OR REPLACE TEMP TABLE sel_files AS SELECT unnest(?::VARCHAR[]) AS file", [names])
         where.append("file IN (SELECT file FROM sel_files)")
     con.execute(f"CREATE OR REPLACE TEMP VIEW sel_calls AS SELECT * FROM calls WHERE {' AND '.join(where)}")
+    # the collective MPI calls without I/O of the ranks, in the window (on no file: none when files are)
+    mpi_where = "false" if sel.files else " AND ".join(w for w in where if "sel_files" not in w)
+    con.execute(f"CREATE OR REPLACE TEMP VIEW sel_mpi_calls AS SELECT * FROM mpi_calls WHERE {mpi_where}")
 
-    op_where = [_window_sql(sel.window)]
+    op_where = [window_sql(sel.window)]
     if sel.servers:
         con.execute("CREATE OR REPLACE TEMP TABLE sel_servers AS SELECT unnest(?::VARCHAR[]) AS server",
                     [list(sel.servers)])

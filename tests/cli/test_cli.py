@@ -91,3 +91,9 @@ def test_synth_json_summary(tmp_path):
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     assert summary["calls"] == 40 and summary["out_dir"] == str(tmp_path / "s")
+
+
+def test_view_detail_default_is_the_timelines():
+    from pipeline.timeline import DETAIL
+
+    assert next(p.default for p in _params("view") if p.name == "detail") == DETAIL
