@@ -106,15 +106,7 @@ class _Writer:
             if i and not i % CHUNK:
                 trace = self._write(trace)
                 add = trace.packet.add
-            p = add()
-            p.timestamp = ts[i]
-            p.trusted_packet_sequence_id = SEQUENCE
-            p.sequence_flags = _NEEDS_STATE
-            e = p.track_event
-            e.type = _BEGIN
-            e.track_uuid = uuids[i]
-            e.name_iid = names[i]
-            e.category_iids.append(cat)
+            e = _begin(add, ts[i], uuids[i], names[i], cat)
             if cid[i] is not None:
                 a = e.debug_annotations
                 a.add(name_iid=_A["callid"], string_value=cid[i])
@@ -128,11 +120,7 @@ class _Writer:
                     a.add(name_iid=_A["bytes"], int_value=nbytes[i])
             if flows[i]:
                 e.flow_ids.extend(flows[i])
-            q = add()
-            q.timestamp = te[i]
-            q.trusted_packet_sequence_id = SEQUENCE
-            q.track_event.type = _END
-            q.track_event.track_uuid = uuids[i]
+            _end(add, te[i], uuids[i])
         self._finish(trace, batch.num_rows)
 
     def ops(self, batch: pa.Table, tids: np.ndarray) -> None:
@@ -148,15 +136,7 @@ class _Writer:
             if i and not i % CHUNK:
                 trace = self._write(trace)
                 add = trace.packet.add
-            p = add()
-            p.timestamp = ts[i]
-            p.trusted_packet_sequence_id = SEQUENCE
-            p.sequence_flags = _NEEDS_STATE
-            e = p.track_event
-            e.type = _BEGIN
-            e.track_uuid = uuids[i]
-            e.name_iid = names[i]
-            e.category_iids.append(cats[i])
+            e = _begin(add, ts[i], uuids[i], names[i], cats[i])
             a = e.debug_annotations
             if cids[i] is not None:
                 a.add(name_iid=_A["callids"], string_value=",".join(cids[i]))
@@ -167,15 +147,11 @@ class _Writer:
                 a.add(name_iid=_A["size"], int_value=size[i])
             if rank[i] is not None and rank[i] >= 0:
                 a.add(name_iid=_A["rank"], int_value=rank[i])
-            q = add()
-            q.timestamp = te[i]
-            q.trusted_packet_sequence_id = SEQUENCE
-            q.track_event.type = _END
-            q.track_event.track_uuid = uuids[i]
+            q = _end(add, te[i], uuids[i])
             if flows[i]:
                 ends = at_end[i]
                 if any(ends):
-                    q.track_event.terminating_flow_ids.extend(f for f, x in zip(flows[i], ends) if x)
+                    q.terminating_flow_ids.extend(f for f, x in zip(flows[i], ends) if x)
                     e.terminating_flow_ids.extend(f for f, x in zip(flows[i], ends) if not x)
                 else:
                     e.terminating_flow_ids.extend(flows[i])
@@ -229,3 +205,27 @@ class _Writer:
 
 def _lists(batch: pa.Table, *names: str) -> list[list]:
     return [batch.column(name).to_pylist() for name in names]
+
+
+def _begin(add, ts: int, uuid: int, name_iid: int, category_iid: int):
+    """A slice's begin packet (its TrackEvent, to annotate)."""
+    p = add()
+    p.timestamp = ts
+    p.trusted_packet_sequence_id = SEQUENCE
+    p.sequence_flags = _NEEDS_STATE
+    e = p.track_event
+    e.type = _BEGIN
+    e.track_uuid = uuid
+    e.name_iid = name_iid
+    e.category_iids.append(category_iid)
+    return e
+
+
+def _end(add, ts: int, uuid: int):
+    """A slice's end packet (its TrackEvent)."""
+    q = add()
+    q.timestamp = ts
+    q.trusted_packet_sequence_id = SEQUENCE
+    q.track_event.type = _END
+    q.track_event.track_uuid = uuid
+    return q.track_event
