@@ -77,7 +77,7 @@ from otf2.enums import (
 from callid_core import schema as S
 from callid_core.atomic import check_space, install, temporary
 from callid_core.errors import BadValue, Failed, InputError
-from pipeline.query import DATA_CALLS_SQL, connect
+from pipeline.query import DATA_CALL_WHERE, connect
 from pipeline.selection import Selection, select_views
 from pipeline.tracks import LaneAssigner, lane_name
 
@@ -98,10 +98,6 @@ EST_EVENT = 100
 _READ, _WRITE, _FLUSH = (IoOperationMode.READ.value, IoOperationMode.WRITE.value,
                          IoOperationMode.FLUSH.value)
 _NON_BLOCKING, _COLLECTIVE = IoOperationFlag.NON_BLOCKING.value, IoOperationFlag.COLLECTIVE.value
-
-# the data calls of pipeline.query (one definition): its condition on a row of calls
-_DATA_FROM, _DATA_WHERE = DATA_CALLS_SQL.split(" FROM calls WHERE ")
-assert _DATA_WHERE and "direction" in _DATA_FROM
 
 
 def _io_mode_sql(name: str) -> str:
@@ -414,7 +410,7 @@ class _Writer:
         """The calls and the collective MPI calls, rank by rank in time order."""
         sql = f"""
             SELECT c.rank AS family, c.t_start AS ts, greatest(c.t_end, c.t_start) AS te, c.func, c.callid,
-                   c.file, CASE WHEN {_DATA_WHERE} THEN {_io_mode_sql('c.func')}
+                   c.file, CASE WHEN {DATA_CALL_WHERE} THEN {_io_mode_sql('c.func')}
                                 WHEN c.func = 'MPI_File_sync' THEN {_FLUSH} END AS mode,
                    coalesce(c.size, 0) AS size, coalesce(c.bytes, c.size, 0) AS moved, c.file_offset,
                    coalesce(c.collective, false) AS coll,

@@ -17,11 +17,12 @@ from callid_core.choices import RowFormat, listed
 from callid_core.errors import BadValue, InputError
 from pipeline.merge import TABLES, VIEWS
 
-#: the calls that move data (a split collective's data is its _begin's), with their direction
+#: a call that moves data (a split collective's data is its _begin's): a condition on a row of calls
+DATA_CALL_WHERE = ("size > 0 AND (func LIKE 'MPI_File_%read%' OR func LIKE 'MPI_File_%write%') "
+                   "AND func NOT LIKE '%\\_end' ESCAPE '\\'")
+#: the calls that move data, with their direction
 DATA_CALLS_SQL = ("SELECT *, CASE WHEN func LIKE '%read%' THEN 'read' ELSE 'write' END AS direction "
-                  "FROM calls WHERE size > 0 "
-                  "AND (func LIKE 'MPI_File_%read%' OR func LIKE 'MPI_File_%write%') "
-                  "AND func NOT LIKE '%\\_end' ESCAPE '\\'")
+                  f"FROM calls WHERE {DATA_CALL_WHERE}")
 #: the Trove data operations (the servers' disk reads and writes), with their direction
 DISK_DATA_SQL = ("SELECT *, CASE op WHEN 'trove_read' THEN 'read' ELSE 'write' END AS direction "
                  "FROM server_ops WHERE op IN ('trove_read', 'trove_write')")

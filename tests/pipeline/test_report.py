@@ -15,7 +15,7 @@ from collections import Counter
 import duckdb
 import pytest
 
-from pipeline.query import DATA_CALLS_SQL
+from pipeline.query import DATA_CALL_WHERE, DATA_CALLS_SQL
 from tests.conftest import COLLECTIVE_FANIN, callid_cmd, traced
 from tests.pipeline.test_timeline import CHROMIUM, FLAGS
 
@@ -199,8 +199,7 @@ def test_files_servers_findings(collective_fanin, report):
 
     db = collective_fanin.db
     (row,) = report["files"]["rows"]
-    calls = _q(db, f"SELECT rank, func, bytes, dur_ns, callid IN (SELECT callid FROM ({DATA_CALLS_SQL})) "
-                   "FROM calls")
+    calls = _q(db, f"SELECT rank, func, bytes, dur_ns, {DATA_CALL_WHERE} FROM calls")
     assert row["file"] == "/pvfs2/collective" and row["calls"] == len(calls) == 28 and row["ranks"] == 4
     assert row["bytes_read"] == sum(c[2] for c in calls if c[4] and "read" in c[1]) == 32768
     assert row["bytes_written"] == sum(c[2] for c in calls if c[4] and "write" in c[1]) == 8192
