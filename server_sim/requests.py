@@ -100,6 +100,9 @@ def serve(ctx: RequestContext, req: P.Request, machine: Machine) -> P.Response |
     except OSError as exc:
         log.warning("I/O error: %s", exc)
         return req.error(P.Status.EIO)
+    except Exception:  # a bad request answered, the connection and the server kept
+        log.exception("%s request failed", machine.name)
+        return req.error(P.Status.EIO)
     finally:
         ctx.finish()
 
@@ -282,8 +285,11 @@ def attr_reply(ctx: RequestContext, req: P.Request, found: FileRecord) -> P.Resp
 def keyval_fetch_add(ctx: RequestContext, req: P.SharedFpRequest, _: None) -> int:
     """Add to (or set) the shared file pointer in one transaction; its value before."""
     meta = _meta(ctx)
-    return ctx.timed("meta", "keyval_write", lambda: meta.shared_fp(req.handle, req.delta, bool(req.assign)),
-                     req.handle)
+    try:
+        return ctx.timed("meta", "keyval_write",
+                         lambda: meta.shared_fp(req.handle, req.delta, bool(req.assign)), req.handle)
+    except OverflowError as exc:
+        raise RequestError(P.Status.EINVAL, str(exc)) from None
 
 
 @action

@@ -6,7 +6,8 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 Segments = Sequence[tuple[int, int]]
@@ -134,45 +135,48 @@ class MetaStore:
             return None
         return row[0], row[1], [tuple(d) for d in json.loads(row[2])]
 
-    def create(self, path: str, strip_size: int, servers: list[str]) -> FileRecord | None:
-        """Create ``path`` with one datafile on each of ``servers``; None if it exists."""
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction under the lock: committed if the block ends, rolled back if it
+        raises (so that one bad request cannot leave the store inside a transaction)."""
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                if self._db.execute("SELECT 1 FROM files WHERE path = ?", (path,)).fetchone():
-                    self._db.execute("ROLLBACK")
-                    return None
-                first = self._db.execute("SELECT next FROM handles").fetchone()[0]
-                self._db.execute("UPDATE handles SET next = ?", (first + 1 + len(servers),))
-                dfiles = [(srv, first + 1 + i) for i, srv in enumerate(servers)]
-                self._db.execute(
-                    "INSERT INTO files VALUES (?, ?, ?, ?)", (path, first, strip_size, json.dumps(dfiles))
-                )
-                self._db.execute("COMMIT")
+                yield self._db
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
+            self._db.execute("COMMIT")
+
+    def create(self, path: str, strip_size: int, servers: list[str]) -> FileRecord | None:
+        """Create ``path`` with one datafile on each of ``servers``; None if it exists."""
+        with self._transaction() as db:
+            if db.execute("SELECT 1 FROM files WHERE path = ?", (path,)).fetchone():
+                return None
+            first = db.execute("SELECT next FROM handles").fetchone()[0]
+            db.execute("UPDATE handles SET next = ?", (first + 1 + len(servers),))
+            dfiles = [(srv, first + 1 + i) for i, srv in enumerate(servers)]
+            db.execute("INSERT INTO files VALUES (?, ?, ?, ?)", (path, first, strip_size, json.dumps(dfiles)))
         return first, strip_size, dfiles
 
     def remove(self, path: str) -> list[tuple[str, int]] | None:
         """Remove ``path``; return its datafiles, or None if it does not exist."""
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            row = self._db.execute("SELECT dfiles FROM files WHERE path = ?", (path,)).fetchone()
+        with self._transaction() as db:
+            row = db.execute("SELECT dfiles FROM files WHERE path = ?", (path,)).fetchone()
             if row is not None:
-                self._db.execute("DELETE FROM files WHERE path = ?", (path,))
-            self._db.execute("COMMIT")
+                db.execute("DELETE FROM files WHERE path = ?", (path,))
         return None if row is None else [tuple(d) for d in json.loads(row[0])]
 
     def shared_fp(self, handle: int, delta: int, assign: bool) -> int:
-        """Fetch-and-add (or fetch-and-set) a file's shared file pointer, in one transaction."""
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            row = self._db.execute("SELECT value FROM shared_fp WHERE handle = ?", (handle,)).fetchone()
+        """Fetch-and-add (or fetch-and-set) a file's shared file pointer, in one transaction;
+        :class:`OverflowError` (nothing changed) if the handle or the new pointer is not an int64."""
+        with self._transaction() as db:
+            row = db.execute("SELECT value FROM shared_fp WHERE handle = ?", (handle,)).fetchone()
             previous = row[0] if row else 0
-            self._db.execute("INSERT OR REPLACE INTO shared_fp VALUES (?, ?)",
-                             (handle, delta if assign else previous + delta))
-            self._db.execute("COMMIT")
+            value = delta if assign else previous + delta
+            if not (0 <= handle < 1 << 63 and -(1 << 63) <= value < 1 << 63):
+                raise OverflowError(f"shared file pointer {value} of handle {handle} is out of range")
+            db.execute("INSERT OR REPLACE INTO shared_fp VALUES (?, ?)", (handle, value))
         return previous
 
     def close(self) -> None:

@@ -86,6 +86,26 @@ def test_bad_requests_get_errors_and_the_server_keeps_serving(fs):
     sock.close()
 
 
+def test_an_out_of_range_shared_pointer_is_refused_and_the_metadata_server_keeps_working(fs):
+    """A handle or a pointer beyond int64 once left the metadata store inside a transaction, and every
+    later create, remove and shared pointer request failed: now it is refused and nothing changes."""
+    sock = _raw(fs.config.meta_server)
+
+    def shared_fp(tag: int, handle: int, delta: int, assign: int = 0) -> P.Message:
+        bmi.send(sock, bmi.MODE_UNEXPECTED, tag, P.encode(P.SharedFpRequest(handle=handle, delta=delta,
+                                                                            assign=assign)))
+        return _answer(sock, tag)
+
+    assert shared_fp(1, 1 << 63, 1).status == P.Status.EINVAL
+    assert shared_fp(2, 77, (1 << 63) - 1, assign=1).previous == 0
+    assert shared_fp(3, 77, 1).status == P.Status.EINVAL  # past int64
+    assert shared_fp(4, 77, 0).previous == (1 << 63) - 1  # unchanged
+    bmi.send(sock, bmi.MODE_UNEXPECTED, 5, P.encode(P.CreateRequest(path="/after-overflow")))
+    assert isinstance(_answer(sock, 5), P.AttrResponse)
+    assert _ping_ok(sock)
+    sock.close()
+
+
 class EventReader:
     """Reads the server event parts written since the last call."""
 
