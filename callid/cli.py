@@ -60,7 +60,8 @@ app = typer.Typer(
     name="callid",
     help="Trace which disk operations, on which storage server, each MPI-IO call caused.\n\n"
     "Typical session: callid run -n 2 app.py; callid merge callid-out/client.parquet "
-    "callid-out/server.parquet -o merged.duckdb; callid stats merged.duckdb",
+    "callid-out/server.parquet -o merged.duckdb; callid insights merged.duckdb; callid report merged.duckdb "
+    "-o report.html",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,

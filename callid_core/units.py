@@ -67,4 +67,7 @@ def parse_window(text: str) -> tuple[float, float]:
     lo, sep, hi = text.partition(":")
     if not sep:
         raise BadValue(f"--window: {text!r} is not START:END, e.g. 2s:10s or :500ms")
-    return (parse_duration(lo) if lo else 0.0, parse_duration(hi) if hi else float("inf"))
+    window = (parse_duration(lo) if lo else 0.0, parse_duration(hi) if hi else float("inf"))
+    if window[1] <= window[0]:
+        raise BadValue(f"--window: {text!r} ends before it starts")
+    return window

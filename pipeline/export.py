@@ -62,8 +62,7 @@ def write_trace(db: str, out: str, fmt: str, sel: Selection, on_progress: Progre
             except OSError as exc:
                 raise InputError(f"{out}: cannot write ({exc.strerror or exc})") from None
             except duckdb.OutOfMemoryException:
-                raise BadValue(f"the selection ({sel.describe()}) does not fit in memory; narrow it "
-                               "with --window, --ranks, --files or --servers") from None
+                raise sel.too_big() from None
             except duckdb.IOException as exc:  # (e.g. no room left to sort on disk)
                 raise InputError(f"{out}: export failed: {str(exc).splitlines()[0]}") from None
             finally:

@@ -233,8 +233,7 @@ def write_otf2(db: str, out: str, sel: Selection,
         total = con.execute("SELECT (SELECT count(*) FROM sel_calls) + (SELECT count(*) FROM sel_ops) "
                             "+ (SELECT count(*) FROM sel_mpi_calls)").fetchone()[0]
         if total == 0:
-            raise BadValue(f"nothing to export: no call and no server event in the selection "
-                           f"({sel.describe()}); widen --window, --ranks, --files or --servers")
+            raise sel.empty("export")
         check_space(out_path, total * EST_EVENT, "the archive")
         shutil.rmtree(tmp, ignore_errors=True)
         try:
@@ -243,8 +242,7 @@ def write_otf2(db: str, out: str, sel: Selection,
         except OSError as exc:
             raise InputError(f"{out}: cannot write ({exc.strerror or exc})") from None
         except duckdb.OutOfMemoryException:
-            raise BadValue(f"the selection ({sel.describe()}) does not fit in memory; narrow it "
-                           "with --window, --ranks, --files or --servers") from None
+            raise sel.too_big() from None
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     finally:

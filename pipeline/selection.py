@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import duckdb
 
 from callid_core import schema as S
+from callid_core.errors import BadValue
 
 __all__ = ["Selection", "select_views", "window_sql"]
 
@@ -55,6 +56,16 @@ class Selection:
             parts.append("servers " + ", ".join(self.servers))
         return "; ".join(parts) or "everything"
 
+    def empty(self, what: str) -> BadValue:
+        """The error of a selection with nothing in it to ``what`` (export, view)."""
+        return BadValue(f"nothing to {what}: no call and no server event in the selection "
+                        f"({self.describe()}); widen --window, --ranks, --files or --servers")
+
+    def too_big(self) -> BadValue:
+        """The error of a selection that does not fit in memory."""
+        return BadValue(f"the selection ({self.describe()}) does not fit in memory; narrow it with --window, "
+                        "--ranks, --files or --servers")
+
 
 def window_sql(window: tuple[float, float] | None) -> str:
     """SQL condition on ``t_rel_ns``: starting in the window (``true``: no window)."""
@@ -66,7 +77,7 @@ def window_sql(window: tuple[float, float] | None) -> str:
 
 def select_views(con: duckdb.DuckDBPyConnection, sel: Selection) -> None:
     """Create the temporary views ``sel_calls``, ``sel_mpi_calls``, ``sel_ops`` and ``sel_arrows`` for
-    ``sel``."""
+    ``sel``; :class:`BadValue` if it names a server the run does not have."""
     where = [window_sql(sel.window)]
     if sel.ranks is not None:
         con.execute("CREATE OR REPLACE TEMP TABLE sel_ranks AS SELECT unnest(?::INTEGER[]) AS rank",
@@ -84,6 +95,10 @@ def select_views(con: duckdb.DuckDBPyConnection, sel: Selection) -> None:
 
     op_where = [window_sql(sel.window)]
     if sel.servers:
+        known = {s for (s,) in con.execute("SELECT DISTINCT server FROM server_ops").fetchall()}
+        unknown = sorted(set(sel.servers) - known)
+        if unknown:
+            raise BadValue(f"--servers: no server {', '.join(unknown)} (servers: {', '.join(sorted(known))})")
         con.execute("CREATE OR REPLACE TEMP TABLE sel_servers AS SELECT unnest(?::VARCHAR[]) AS server",
                     [list(sel.servers)])
         op_where.append("server IN (SELECT server FROM sel_servers)")

@@ -160,6 +160,8 @@ def _timeline_data(con: duckdb.DuckDBPyConnection, db: str, sel: Selection, deta
     layout = Layout.parse(run.get("layout") or "64/23")
     bits, mask = layout.counter_bits, (1 << layout.counter_bits) - 1
     select_views(con, sel)
+    if not con.execute("SELECT EXISTS (FROM sel_calls) OR EXISTS (FROM sel_ops)").fetchone()[0]:
+        raise sel.empty("view")
     lanes = _lanes(con, sel)
     if len(lanes) > MAX_LANES:
         raise BadValue(f"{len(lanes)} lanes: at most {MAX_LANES} fit a page; select ranks (--ranks) or "

@@ -31,7 +31,6 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from callid_core.errors import BadValue
 from callid_core.ids import Layout as IdLayout
 from pipeline.selection import Selection, select_views
 from pipeline.tracks import Layout
@@ -81,8 +80,7 @@ class Source:
                  o AS (SELECT count(*) AS n, min(t_start) AS t FROM sel_ops)
             SELECT c.n, m.n, o.n, least(c.t, m.t, o.t), greatest(c.r, m.r) FROM c, m, o""").fetchall()[0]
         if n_calls + n_mpi + n_ops == 0:
-            raise BadValue(f"nothing to export: no call and no server event in the selection "
-                           f"({sel.describe()}); widen --window, --ranks, --files or --servers")
+            raise sel.empty("export")
         pairs = con.execute("SELECT DISTINCT server, layer FROM sel_ops").fetchall()
         pairs = Layout.order_server_tracks(pairs)
         layout = Layout(max(max_rank or 0, 0), pairs)

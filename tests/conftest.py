@@ -57,6 +57,15 @@ def callid_cmd(*args: str, cwd: Path | None = None, timeout: float = 300) -> sub
                           env=dict(os.environ, PYTHONPATH=str(ROOT)))
 
 
+def query(db: Path | str, sql: str) -> list[tuple]:
+    """The rows of ``sql`` on the database ``db``, opened read-only for this one query."""
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
 @dataclass
 class Traced:
     """A traced run, merged: its output directory, merged database (open, read-only),

@@ -17,7 +17,7 @@ from pipeline.load import validate_log
 from pipeline.merge import merge
 from pipeline.query import format_rows, ranks_text, run_query
 from pipeline.stats import compute_stats, render_stats
-from tests.conftest import callid_cmd
+from tests.conftest import callid_cmd, query
 
 LAYOUT = "32/8"
 NONE = 0xFFFFFFFF
@@ -87,16 +87,8 @@ def merged(logs, tmp_path):
     return db
 
 
-def _q(db, sql):
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
-
-
 def _columns(db, table):
-    return [r[0] for r in _q(db, f"DESCRIBE {table}")]
+    return [r[0] for r in query(db, f"DESCRIBE {table}")]
 
 
 # --- tables -------------------------------------------------------------------------------------
@@ -113,7 +105,7 @@ def test_arrows_are_one_row_per_call_and_disk_operation_including_fan_in(merged)
         "callid", "callid_hex", "rank", "func", "file", "call_t_start", "call_t_end", "server", "layer",
         "op", "handle", "disk_offset", "file_offset", "file_end", "size", "bytes", "t_start", "t_end",
         "dur_ns", "t_rel_ns", "event_id", "n_callids", "exact"]
-    rows = _q(merged, "SELECT callid, event_id, server, layer, op, size, bytes, n_callids, exact, "
+    rows = query(merged, "SELECT callid, event_id, server, layer, op, size, bytes, n_callids, exact, "
                       "call_t_start, dur_ns, t_rel_ns FROM arrows ORDER BY callid, event_id")
     assert rows == [(A, 1, "io0", "trove", "trove_write", 100, 100, 1, True, 1000, 10, 10),
                     (A, 2, "io0", "trove", "trove_write", 100, 100, 1, True, 1000, 10, 20),
@@ -122,16 +114,16 @@ def test_arrows_are_one_row_per_call_and_disk_operation_including_fan_in(merged)
                     (B, 5, "io1", "trove", "trove_write", 100, 40, 2, True, 1100, 10, 130),
                     (B, 7, "meta0", "meta", "keyval_read", 0, 0, 1, True, 1100, 10, 105)]
     # the attributed bytes count every disk byte once; size is each operation's whole size
-    assert _q(merged, "SELECT sum(bytes), sum(size) FROM arrows") == [(450, 550)]
-    assert _q(merged, "SELECT sum(size) FROM server_ops WHERE layer IN ('trove', 'meta') "
+    assert query(merged, "SELECT sum(bytes), sum(size) FROM arrows") == [(450, 550)]
+    assert query(merged, "SELECT sum(size) FROM server_ops WHERE layer IN ('trove', 'meta') "
                       "AND len(callids) > 0") == [(450,)]
-    assert _q(merged, f"SELECT DISTINCT callid_hex, rank, func FROM arrows WHERE callid = {B}") == [
+    assert query(merged, f"SELECT DISTINCT callid_hex, rank, func FROM arrows WHERE callid = {B}") == [
         ("0x01_000001", 1, "MPI_File_read_at")]
 
 
 def test_fanout_counts_operations_servers_and_bytes_per_call(merged):
-    rows = _q(merged, "SELECT callid, callid_hex, func, size, disk_ops, servers, disk_bytes, inexact_arrows, "
-                      "bytes_per_server FROM fanout ORDER BY func")
+    rows = query(merged, "SELECT callid, callid_hex, func, size, disk_ops, servers, disk_bytes, "
+                         "inexact_arrows, bytes_per_server FROM fanout ORDER BY func")
     # disk_bytes: each call's bytes of its operations (the shared event 5: 60 A's, 40 B's), so over
     # the calls they add up to the 450 bytes the disk operations moved
     assert rows == [
@@ -142,7 +134,7 @@ def test_fanout_counts_operations_servers_and_bytes_per_call(merged):
         (A, "0x00_000001", "MPI_File_write_at", 300, 3, 2, 260, 0,
          [{"server": "io0", "ops": 2, "bytes": 200}, {"server": "io1", "ops": 1, "bytes": 60}]),
     ]
-    assert _q(merged, "SELECT sum(disk_bytes) FROM fanout") == [(450,)]
+    assert query(merged, "SELECT sum(disk_bytes) FROM fanout") == [(450,)]
 
 
 def test_request_level_attribution_is_flagged_and_left_out_of_the_bytes(tmp_path):
@@ -155,12 +147,13 @@ def test_request_level_attribution_is_flagged_and_left_out_of_the_bytes(tmp_path
     ], S.KIND_SERVER)
     db = tmp_path / "m.duckdb"
     merge(str(client), str(server), str(db), clock_sync="none")
-    assert _q(db, "SELECT callid, event_id, bytes, n_callids, exact FROM arrows ORDER BY ALL") == [
+    assert query(db, "SELECT callid, event_id, bytes, n_callids, exact FROM arrows ORDER BY ALL") == [
         (A, 1, None, 2, False), (A, 2, 30, 2, True), (A, 3, 80, 1, True), (A, 4, 0, 2, True),
         (B, 1, None, 2, False), (B, 2, 60, 2, True), (B, 4, 0, 2, True)]
     # the unstamped CallID is left out of callids and, aligned, of callid_bytes
-    assert _q(db, "SELECT callids, callid_bytes FROM server_ops WHERE event_id = 2") == [([A, B], [30, 60])]
-    assert _q(db, "SELECT callid, disk_ops, disk_bytes, inexact_arrows FROM fanout ORDER BY callid") == [
+    assert query(db, "SELECT callids, callid_bytes FROM server_ops WHERE event_id = 2") == [
+        ([A, B], [30, 60])]
+    assert query(db, "SELECT callid, disk_ops, disk_bytes, inexact_arrows FROM fanout ORDER BY callid") == [
         (A, 4, 110, 1), (B, 3, 60, 1)]
     stats = compute_stats(str(db))
     assert stats["inexact_arrows"] == 2
@@ -174,37 +167,37 @@ def test_calls_rpcs_and_server_ops(merged):
     at = call_cols.index("t_end") + 1
     assert _columns(merged, "calls") == ["callid", "callid_hex", "counter", *call_cols[:at], "dur_ns",
                                          "t_rel_ns", *call_cols[at:]]
-    assert _q(merged, "SELECT callid, callid_hex, counter, func, dur_ns, t_rel_ns FROM calls "
+    assert query(merged, "SELECT callid, callid_hex, counter, func, dur_ns, t_rel_ns FROM calls "
                       "ORDER BY t_start") == [
         (A, "0x00_000001", 1, "MPI_File_write_at", 100, 0),
         (B, "0x01_000001", 1, "MPI_File_read_at", 100, 100),
         (None, None, None, "MPI_File_seek", 100, 200),
         (C, "0x01_000002", 2, "MPI_File_get_size", 100, 300)]
     # (callids: the log names none, so the one CallID of its callid column)
-    assert _q(merged, "SELECT * FROM rpcs") == [
+    assert query(merged, "SELECT * FROM rpcs") == [
         (A, "0x00_000001", [A], 0, "host0", "MPI_File_write_at", "io0", "io", 1, 1001, 1090, 89, 1, 1010,
          1080, None)]
     assert _columns(merged, "rpcs")[:2] == ["callid", "callid_hex"]
     server_cols = ["disk_offset" if f.name == "offset" else f.name for f in S.SERVER_SCHEMA][5:]
     assert _columns(merged, "server_ops") == ["server", "clock", "layer", "op", "callid", "callid_hex",
                                               *server_cols, "dur_ns", "t_rel_ns"]
-    assert _q(merged, "SELECT event_id, callid, callid_hex, callids FROM server_ops "
+    assert query(merged, "SELECT event_id, callid, callid_hex, callids FROM server_ops "
                       "WHERE event_id IN (4, 5) ORDER BY 1") == [(4, None, None, []), (5, None, None, [A, B])]
 
 
 def test_clocks_run_and_events(merged):
-    assert _q(merged, "SELECT clock, source, offset_ns, drift_ppm, bound_ns, quality, method FROM clocks "
+    assert query(merged, "SELECT clock, source, offset_ns, drift_ppm, bound_ns, quality, method FROM clocks "
                       "ORDER BY clock") == [
         ("host0", "client", 0.0, 0.0, 0.0, "reference", "reference"),
         *[(c, "server", 0.0, 0.0, None, "none", "identity") for c in ("io0", "io1", "meta0")]]
-    run = dict(_q(merged, "SELECT key, value FROM run"))
+    run = dict(query(merged, "SELECT key, value FROM run"))
     assert run == {
         "layout": LAYOUT, "sentinel": str(NONE), "clock_sync": "none", "start_ns": "1000",
         **{f"{k}.{key}": v for k in ("client", "server") for key, v in (
             ("config", '{"servers": 2}'), ("files", "1"), ("layout", LAYOUT), ("run_id", "run1"),
             ("schema_version", S.SCHEMA_VERSION))},
         "client.rows": str(len(CLIENT_ROWS)), "server.rows": str(len(SERVER_ROWS))}
-    events = _q(merged, "SELECT source, lane, layer, name, callid_hex, t_start, dur_ns, t_rel_ns, size "
+    events = query(merged, "SELECT source, lane, layer, name, callid_hex, t_start, dur_ns, t_rel_ns, size "
                         "FROM events ORDER BY t_start, source")
     assert len(events) == len(CLIENT_ROWS) + len(SERVER_ROWS)
     assert events[:3] == [("client", "rank 0", "mpi", "MPI_File_write_at", "0x00_000001", 1000, 100, 0, 300),
@@ -219,16 +212,16 @@ def test_clock_alignment_takes_the_middle_of_what_the_constraints_allow(logs, tm
     # 1090: offset <= 10.  The estimate is the middle, 4, guaranteed to within 6.
     db = tmp_path / f"{model}.duckdb"
     merge(str(logs[0]), str(logs[1]), str(db), clock_sync=model)
-    (offset, drift, bound, quality, n, after), = _q(
+    (offset, drift, bound, quality, n, after), = query(
         db, "SELECT offset_ns, drift_ppm, bound_ns, quality, constraints, violations_after "
             "FROM clocks WHERE clock = 'io0'")
     assert (offset, n, after) == (4.0, 3, 0)
     assert 6.0 <= bound < 6.1  # (a drift up to 1000 ppm over the 78 ns window adds < 0.1)
     # three constraints over 78 ns cannot pin a drift: none is assumed, and the fit says so
     assert (drift, quality) == (0.0, "accurate" if model == "offset" else "approximate")
-    assert _q(db, "SELECT quality, bound_ns FROM clocks WHERE clock IN ('io1', 'meta0')") == [
+    assert query(db, "SELECT quality, bound_ns FROM clocks WHERE clock IN ('io1', 'meta0')") == [
         ("failed", None)] * 2  # no constraint reaches them: identity, and said so
-    assert _q(db, "SELECT t_recv, t_send FROM rpcs") == [(1014, 1084)]  # on the reference clock
+    assert query(db, "SELECT t_recv, t_send FROM rpcs") == [(1014, 1084)]  # on the reference clock
     io0 = next(c for c in compute_stats(str(db))["clocks"] if c["clock"] == "io0")
     assert (io0["offset_us"], io0["bound_us"], io0["constraints"], io0["violations_after"]) == (
         0.004, round(bound / 1e3, 3), 3, 0)
@@ -244,10 +237,10 @@ def test_64_bit_layout_prints_rank_and_counter_apart(tmp_path):
                     S.KIND_SERVER, layout="64/24")
     db = tmp_path / "m.duckdb"
     merge(str(client), str(server), str(db))
-    assert _q(db, "SELECT callid_hex, counter FROM calls") == [("0x000001_0000000003", 3)]
-    assert _q(db, "SELECT callids FROM server_ops") == [([a, a],)]  # as logged, less the sentinel
-    assert _q(db, "SELECT callid_hex, n_callids FROM arrows") == [("0x000001_0000000003", 1)]  # one call
-    assert ("sentinel", str(none)) in _q(db, "SELECT * FROM run")
+    assert query(db, "SELECT callid_hex, counter FROM calls") == [("0x000001_0000000003", 3)]
+    assert query(db, "SELECT callids FROM server_ops") == [([a, a],)]  # as logged, less the sentinel
+    assert query(db, "SELECT callid_hex, n_callids FROM arrows") == [("0x000001_0000000003", 1)]  # one call
+    assert ("sentinel", str(none)) in query(db, "SELECT * FROM run")
 
 
 def test_directories_and_globs_of_parts_are_inputs(logs, tmp_path):
@@ -256,7 +249,7 @@ def test_directories_and_globs_of_parts_are_inputs(logs, tmp_path):
     assert (len(info.files), info.rows, info.layout, info.run_id) == (2, len(CLIENT_ROWS), LAYOUT, "run1")
     db = tmp_path / "parts.duckdb"
     merge(str(tmp_path / "client-parts"), str(tmp_path / "server-parts" / "*.parquet"), str(db))
-    assert _q(db, "SELECT count(*) FROM arrows") == [(6,)]
+    assert query(db, "SELECT count(*) FROM arrows") == [(6,)]
 
 
 def test_extra_columns_and_other_writers_list_types_are_accepted(logs, tmp_path):
@@ -268,7 +261,7 @@ def test_extra_columns_and_other_writers_list_types_are_accepted(logs, tmp_path)
     pq.write_table(table, tmp_path / "other.parquet")
     db = tmp_path / "o.duckdb"
     merge(str(logs[0]), str(tmp_path / "other.parquet"), str(db))
-    assert _q(db, "SELECT count(*) FROM arrows") == [(6,)]
+    assert query(db, "SELECT count(*) FROM arrows") == [(6,)]
     assert "note" not in _columns(db, "server_ops")
 
 
@@ -382,7 +375,7 @@ def test_query_errors_are_one_line_input_errors(merged, logs, tmp_path):
     assert "\n" not in str(err.value)
     with pytest.raises(InputError, match="SQL error"):
         run_query(str(merged), "DELETE FROM calls")  # read-only
-    assert _q(merged, "SELECT count(*) FROM calls") == [(4,)]
+    assert query(merged, "SELECT count(*) FROM calls") == [(4,)]
     with pytest.raises(InputError, match="unknown format"):
         format_rows(["a"], [], "xml")
 
@@ -560,7 +553,7 @@ def test_a_failed_merge_keeps_the_previous_output(logs, tmp_path):
         merge(str(server), str(server), str(out))
     assert out.read_bytes() == before
     merge(str(client), str(server), str(out))  # a successful merge replaces it
-    assert _q(out, "SELECT count(*) FROM arrows") == [(6,)]
+    assert query(out, "SELECT count(*) FROM arrows") == [(6,)]
 
 
 @pytest.mark.parametrize("case, message", [BAD_CLIENT[0], BAD_CLIENT[4]])

@@ -12,23 +12,14 @@ import json
 import os
 from collections import Counter
 
-import duckdb
 import pytest
 
 from pipeline.query import DATA_CALL_WHERE, DATA_CALLS_SQL
-from tests.conftest import COLLECTIVE_FANIN, callid_cmd, traced
+from tests.conftest import COLLECTIVE_FANIN, callid_cmd, query, traced
 from tests.pipeline.test_timeline import CHROMIUM, FLAGS
 
 needs_chromium = pytest.mark.skipif(CHROMIUM is None and not os.environ.get("CALLID_REQUIRE_BROWSER"),
                                     reason="chromium is not installed (CI installs it)")
-
-
-def _q(db, sql: str) -> list[tuple]:
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
 
 
 def _direction(func: str) -> str:
@@ -84,16 +75,17 @@ def test_many_ranks_share_heatmap_rows_and_every_ns_is_kept(synthetic):
     assert [r["lo"] for r in rt["rows"][1:]] == [r["hi"] + 1 for r in rt["rows"][:-1]]
     assert rt["rows"][0]["lo"] == 0 and rt["rows"][-1]["hi"] == 99
     assert sum(r["ranks"] for r in rt["rows"]) == 100 and {r["ranks"] for r in rt["rows"]} == {1, 2}
-    busy = _q(synthetic, "SELECT sum(dur_ns) FROM calls WHERE t_end > t_start")[0][0]
+    busy = query(synthetic, "SELECT sum(dur_ns) FROM calls WHERE t_end > t_start")[0][0]
     assert sum(map(sum, rt["busy_ns"])) == busy
-    per_row = dict(_q(synthetic, "SELECT rank, sum(dur_ns) FROM calls WHERE t_end > t_start GROUP BY rank"))
+    per_row = dict(query(synthetic, "SELECT rank, sum(dur_ns) FROM calls WHERE t_end > t_start "
+                                    "GROUP BY rank"))
     for row, cells in zip(rt["rows"], rt["busy_ns"]):
         assert sum(cells) == sum(per_row.get(r, 0) for r in range(row["lo"], row["hi"] + 1))
     # a collective's disk operation serves all 100 calls: the fan-in histogram goes to powers of 2
     fanin = data["fan"]["calls_per_disk_op"]
     assert not fanin["exact"] and fanin["lo"][-1] == 64 and fanin["hi"][-1] == 127
     assert sum(map(sum, fanin["counts"].values())) == data["overview"]["disk_ops"] + \
-        _q(synthetic, "SELECT count(*) FROM server_ops WHERE layer = 'meta'")[0][0]
+        query(synthetic, "SELECT count(*) FROM server_ops WHERE layer = 'meta'")[0][0]
     # synthetic: no configuration of strips and buffers to show
     assert data["run"]["synthetic"] and data["run"]["strip_size"] is None
 
@@ -104,10 +96,10 @@ def test_many_ranks_share_heatmap_rows_and_every_ns_is_kept(synthetic):
 def test_overview_figures_equal_sql(collective_fanin, report):
     db = collective_fanin.db
     o = report["overview"]
-    calls = _q(db, "SELECT func, rank, size, bytes, t_start, t_end, dur_ns FROM calls")
-    assert o["bytes"] == sum(c[3] or 0 for c in calls) == _q(db, "SELECT sum(bytes) FROM calls")[0][0]
+    calls = query(db, "SELECT func, rank, size, bytes, t_start, t_end, dur_ns FROM calls")
+    assert o["bytes"] == sum(c[3] or 0 for c in calls) == query(db, "SELECT sum(bytes) FROM calls")[0][0]
     assert o["calls"] == len(calls) and o["ranks"] == len({c[1] for c in calls}) == 4
-    data = _q(db, f"SELECT func, rank, bytes, t_start, t_end, dur_ns FROM ({DATA_CALLS_SQL})")
+    data = query(db, f"SELECT func, rank, bytes, t_start, t_end, dur_ns FROM ({DATA_CALLS_SQL})")
     for direction in ("read", "write"):
         mine = [c for c in data if _direction(c[0]) == direction]
         per_rank = Counter()
@@ -121,10 +113,10 @@ def test_overview_figures_equal_sql(collective_fanin, report):
         assert o[f"{direction}_mib_per_s"] == round(nbytes / 1048576 / (span / 1e9), 3)
     # the example: 4 ranks write 2 blocks of 1 KiB each, then each reads the whole 8 KiB file
     assert (o["write_calls"], o["write_bytes"], o["read_calls"], o["read_bytes"]) == (4, 8192, 4, 32768)
-    t0, t1 = _q(db, """SELECT min(s), max(e) FROM (SELECT t_start s, t_end e FROM calls
+    t0, t1 = query(db, """SELECT min(s), max(e) FROM (SELECT t_start s, t_end e FROM calls
                        UNION ALL SELECT t_start, t_end FROM server_ops)""")[0]
     assert (o["t0_ns"], o["duration_ns"]) == (t0, t1 - t0)
-    disk = dict(_q(db, "SELECT op, sum(size) FROM server_ops WHERE op IN ('trove_read', 'trove_write') "
+    disk = dict(query(db, "SELECT op, sum(size) FROM server_ops WHERE op IN ('trove_read', 'trove_write') "
                        "GROUP BY op"))
     assert (o["disk_read_bytes"], o["disk_write_bytes"]) == (disk["trove_read"], disk["trove_write"])
     assert o["io_servers"] == 2 and o["meta_servers"] == 1 and o["files"] == 1
@@ -135,7 +127,7 @@ def test_overview_figures_equal_sql(collective_fanin, report):
 def test_histograms_count_every_call_and_disk_operation(collective_fanin, report):
     db = collective_fanin.db
     sizes = report["access_sizes"]
-    data = _q(db, f"SELECT func, size FROM ({DATA_CALLS_SQL})")
+    data = query(db, f"SELECT func, size FROM ({DATA_CALLS_SQL})")
     for direction in ("read", "write"):
         want = Counter(_log2_lo(s) for f, s in data if _direction(f) == direction)
         got = {lo: n for lo, n in zip(sizes["lo"], sizes["counts"][direction]) if n}
@@ -143,13 +135,13 @@ def test_histograms_count_every_call_and_disk_operation(collective_fanin, report
     assert sum(map(sum, sizes["counts"].values())) == len(data) == 8
     assert {lo: n for lo, n in zip(sizes["lo"], sizes["counts"]["write"]) if n} == {2048: 4}
     disk = report["disk_sizes"]
-    ops = _q(db, "SELECT op, size FROM server_ops WHERE op IN ('trove_read', 'trove_write') AND size > 0")
+    ops = query(db, "SELECT op, size FROM server_ops WHERE op IN ('trove_read', 'trove_write') AND size > 0")
     for direction in ("read", "write"):
         want = Counter(_log2_lo(s) for op, s in ops if op == f"trove_{direction}")
         assert {lo: n for lo, n in zip(disk["lo"], disk["counts"][direction]) if n} == want
     # fan-out: per function, the calls that reached a disk by their disk operations and servers
     fan = report["fan"]
-    rows = _q(db, "SELECT func, disk_ops, servers FROM fanout WHERE disk_ops > 0")
+    rows = query(db, "SELECT func, disk_ops, servers FROM fanout WHERE disk_ops > 0")
     assert fan["funcs"] == sorted({r[0] for r in rows})
     for key, col in (("disk_ops_per_call", 1), ("servers_per_call", 2)):
         hist = fan[key]
@@ -159,7 +151,7 @@ def test_histograms_count_every_call_and_disk_operation(collective_fanin, report
             assert {lo: n for lo, n in zip(hist["lo"], hist["counts"][func]) if n} == want
     # fan-in: the disk operations by the calls they serve; one aggregator serves all 4 ranks
     hist = fan["calls_per_disk_op"]
-    served = _q(db, "SELECT layer, len(callids) FROM server_ops WHERE layer IN ('trove', 'meta')")
+    served = query(db, "SELECT layer, len(callids) FROM server_ops WHERE layer IN ('trove', 'meta')")
     for layer in ("trove", "meta"):
         want = Counter(n for lay, n in served if lay == layer)
         assert {lo: n for lo, n in zip(hist["lo"], hist["counts"][layer]) if n} == want
@@ -173,13 +165,13 @@ def test_heatmaps_add_up_to_the_calls_and_disk_bytes(collective_fanin, report):
     db = collective_fanin.db
     rt, st = report["rank_time"], report["server_time"]
     assert [r["lo"] for r in rt["rows"]] == [0, 1, 2, 3] and all(r["ranks"] == 1 for r in rt["rows"])
-    per_rank = dict(_q(db, "SELECT rank, sum(dur_ns) FROM calls WHERE t_end > t_start GROUP BY rank"))
+    per_rank = dict(query(db, "SELECT rank, sum(dur_ns) FROM calls WHERE t_end > t_start GROUP BY rank"))
     assert [sum(cells) for cells in rt["busy_ns"]] == [per_rank[r] for r in range(4)]
     assert all(0 <= v <= rt["bin_ns"] for cells in rt["busy_ns"] for v in cells)  # one rank per row
     assert rt["bin_ns"] * TIME_BINS > report["overview"]["duration_ns"]
-    disk = dict(_q(db, """SELECT server, sum(size) FROM server_ops WHERE op IN ('trove_read', 'trove_write')
-                          GROUP BY server"""))
-    ops = dict(_q(db, "SELECT server, count(*) FROM server_ops WHERE op IN ('trove_read', 'trove_write') "
+    disk = dict(query(db, """SELECT server, sum(size) FROM server_ops
+                             WHERE op IN ('trove_read', 'trove_write') GROUP BY server"""))
+    ops = dict(query(db, "SELECT server, count(*) FROM server_ops WHERE op IN ('trove_read', 'trove_write') "
                       "GROUP BY server"))
     for server, cells, counts in zip(st["servers"], st["bytes"], st["ops"]):
         assert sum(cells) == disk.get(server, 0) and sum(counts) == ops.get(server, 0)
@@ -187,7 +179,7 @@ def test_heatmaps_add_up_to_the_calls_and_disk_bytes(collective_fanin, report):
         report["overview"]["disk_write_bytes"]
     # each operation in the bin it starts in
     t0, width = report["overview"]["t0_ns"], st["bin_ns"]
-    writes = _q(db, "SELECT server, t_start, size FROM server_ops WHERE op = 'trove_write'")
+    writes = query(db, "SELECT server, t_start, size FROM server_ops WHERE op = 'trove_write'")
     for server, start, size in writes:
         assert st["bytes"][st["servers"].index(server)][(start - t0) // width] >= size
 
@@ -199,12 +191,12 @@ def test_files_servers_findings(collective_fanin, report):
 
     db = collective_fanin.db
     (row,) = report["files"]["rows"]
-    calls = _q(db, f"SELECT rank, func, bytes, dur_ns, {DATA_CALL_WHERE} FROM calls")
+    calls = query(db, f"SELECT rank, func, bytes, dur_ns, {DATA_CALL_WHERE} FROM calls")
     assert row["file"] == "/pvfs2/collective" and row["calls"] == len(calls) == 28 and row["ranks"] == 4
     assert row["bytes_read"] == sum(c[2] for c in calls if c[4] and "read" in c[1]) == 32768
     assert row["bytes_written"] == sum(c[2] for c in calls if c[4] and "write" in c[1]) == 8192
     assert row["time_ns"] == sum(c[3] for c in calls)
-    assert (row["servers"], row["disk_ops"], row["disk_bytes"]) == _q(db, """
+    assert (row["servers"], row["disk_ops"], row["disk_bytes"]) == query(db, """
         SELECT count(DISTINCT server), count(DISTINCT (server, event_id)), sum(bytes) FROM arrows
         WHERE layer IN ('trove', 'meta')""")[0]
     servers = {r["server"]: r for r in report["servers"]}

@@ -15,14 +15,13 @@ import shutil
 import subprocess
 import zlib
 
-import duckdb
 import numpy as np
 import pytest
 
 from callid_core.errors import BadValue
 from pipeline.selection import Selection
 from pipeline.timeline import MAX_DETAIL, _column, sublanes, write_timeline
-from tests.conftest import callid_cmd
+from tests.conftest import callid_cmd, query
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -51,16 +50,8 @@ def small(tmp_path_factory):
                   "--fanout", "4", "--seed", "1")
 
 
-def _q(db, sql: str):
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
-
-
 def _events(db) -> int:
-    return _q(db, "SELECT (SELECT count(*) FROM calls) + (SELECT count(*) FROM server_ops) + "
+    return query(db, "SELECT (SELECT count(*) FROM calls) + (SELECT count(*) FROM server_ops) + "
                   "(SELECT count(*) FROM arrows WHERE layer IN ('trove', 'meta'))")[0][0]
 
 
@@ -109,7 +100,7 @@ def test_the_detail_is_bounded_and_the_rest_summarised(small, tmp_path):
         assert "Summarised" in page and "--window" in page and "callid report" in page
     # the detail is the earliest events: every call before the cut, none after
     cut = write_timeline(str(small), str(tmp_path / "p.html"), Selection(), 5000)["detail_until_ns"]
-    calls = _q(small, f"SELECT count(*) FROM calls WHERE t_rel_ns < {cut}")[0][0]
+    calls = query(small, f"SELECT count(*) FROM calls WHERE t_rel_ns < {cut}")[0][0]
     assert write_timeline(str(small), str(tmp_path / "p.html"), Selection(), 5000)["detail_calls"] == calls
 
 
@@ -119,7 +110,7 @@ def test_a_selection_is_detailed_alone(small, tmp_path):
     sel = Selection(window=window, ranks=frozenset({0, 1}))
     got = write_timeline(str(small), str(tmp_path / "w.html"), sel, 5000)
     assert got["lanes"] == 2 + 4 and got["summarised_events"] == 0  # ranks 0 and 1, 2 servers x 2 layers
-    calls = _q(small, f"SELECT count(*) FROM calls WHERE rank IN (0, 1) AND t_rel_ns >= {window[0]} "
+    calls = query(small, f"SELECT count(*) FROM calls WHERE rank IN (0, 1) AND t_rel_ns >= {window[0]} "
                       f"AND t_rel_ns < {window[1]}")[0][0]
     assert got["detail_calls"] == calls > 0
 
@@ -131,6 +122,17 @@ def test_too_much_detail_is_refused_in_one_line(small, tmp_path):
     assert view.returncode == 2 and "Traceback" not in view.stderr
     assert len(view.stderr.strip().splitlines()) == 1 and "--window" in view.stderr
     assert not (tmp_path / "x.html").exists()
+
+
+def test_a_selection_of_nothing_or_of_an_unknown_server_is_refused_in_one_line(small, tmp_path):
+    for command, says in ((("view", "--window", "1000s:"), "nothing to view"),
+                          (("view", "--servers", "io0,nope"), "--servers: no server nope"),
+                          (("export", "--ranks", "5000"), "nothing to export"),
+                          (("export", "--format", "otf2", "--servers", "nope"), "--servers: no server nope")):
+        res = callid_cmd(command[0], small, "-o", tmp_path / "x", *command[1:])
+        assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+        assert len(res.stderr.strip().splitlines()) == 1 and says in res.stderr, res.stderr
+        assert not (tmp_path / "x").exists()
 
 
 # ----------------------------------------------------------------------------- in the browser
@@ -232,7 +234,7 @@ def test_axis_ticks_follow_the_zoom(small_page, open_page, tmp_path):
 @needs_chromium
 def test_empty_lanes_start_collapsed_and_a_lane_collapses_and_hides(small, open_page, tmp_path):
     # a 2 µs window: a few ranks start a call in it, the other lanes are empty
-    t = _q(small, "SELECT min(t_rel_ns) FROM calls WHERE rank = 0 AND t_rel_ns > 20000000")[0][0]
+    t = query(small, "SELECT min(t_rel_ns) FROM calls WHERE rank = 0 AND t_rel_ns > 20000000")[0][0]
     html = tmp_path / "window.html"
     _view(small, html, "--window", f"{t}ns:{t + 2000}ns")
     page = open_page(html)

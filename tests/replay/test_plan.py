@@ -113,8 +113,9 @@ def test_rank_lists_and_windows_parse_or_say_what_is_wrong():
     for bad in ("x", "3-1", ""):
         with pytest.raises(BadValue, match="--ranks"):
             parse_ranks(bad)
-    with pytest.raises(BadValue, match="--window"):
-        parse_window("10s")
+    for bad in ("10s", "5s:1s", "2s:2s"):
+        with pytest.raises(BadValue, match="--window"):
+            parse_window(bad)
 
 
 def test_a_rank_beyond_the_layout_is_refused():
