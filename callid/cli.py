@@ -10,6 +10,7 @@ and is printed by :func:`main`, in one place, as one line with its exit status.
 
 from __future__ import annotations
 
+import glob
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,9 +20,11 @@ import typer
 from typer.core import TyperCommand
 
 from callid_core import config as defaults
+from callid_core import outputs
 from callid_core.choices import ClockSync, RowFormat, Storage, Timing, TraceFormat
 from callid_core.errors import EXIT_FAILED, EXIT_USAGE, BadValue, CallidError, Failed, InputError
 from callid_core.ids import DEFAULT_LAYOUT
+from callid_core.outputs import guard_output
 from callid_core.units import format_size, parse_duration, parse_size
 from pipeline.synth_options import SynthOptions
 
@@ -133,8 +136,23 @@ CallidLayout = Annotated[str, typer.Option(parser=_layout, metavar="TOTAL/RANK",
 #: (the defaults of the file-system options, as the command line reads them)
 _STRIP_SIZE, _FLOW_BUFFER, _SMALL_IO = (format_size(v) for v in (
     defaults.DEFAULT_STRIP_SIZE, defaults.DEFAULT_FLOW_BUFFER, defaults.DEFAULT_SMALL_IO))
+Force = Annotated[bool, typer.Option(
+    "--force", help="replace an existing output that callid did not write (never one of the inputs)")]
 Timeout = Annotated[float | None, typer.Option(
     metavar="SECONDS", help="give up on the ranks after this many seconds", show_default="none")]
+
+
+#: what a run (callid run, replay, demo) writes in its directory, beside what only it makes
+RUN_OUTPUTS = ("client.parquet", "server.parquet", "fs.json")
+
+
+def _guard_dir(out_dir: Path, names: tuple[str, ...], inputs: list, force: bool) -> None:
+    """Refuse a run directory whose outputs would replace inputs or files callid did not write."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise InputError(f"{out_dir}: is not a directory")
+    for name in names:
+        kind = {"fs.json": outputs.CONFIG, "merged.duckdb": outputs.MERGED}.get(name, outputs.LOG)
+        guard_output(out_dir / name, kind, inputs, force)
 
 
 def _echo_json(value: object) -> None:
@@ -183,6 +201,7 @@ def run(
         "-d", "--out-dir", metavar="DIR", help="directory for the logs and the file system")
     ] = Path("callid-out"),
     timeout: Timeout = None,
+    force: Force = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Run an mpi4py program traced, on a simulated striped file system.
@@ -203,6 +222,7 @@ def run(
         if target[0].startswith("-"):  # (options after the first unknown one reach the target)
             raise BadValue(f"no such option: {target[0]} (see 'callid run --help')")
         raise BadValue(f"{target[0]}: no such script")
+    _guard_dir(out_dir, RUN_OUTPUTS, [] if module else [target[0]], force)
     opts = RunOptions(target=target, np=np, servers=servers, strip_size=strip_size,
                       flow_buffer=flow_buffer, small_io=small_io,
                       callid=callid, callid_layout=callid_layout, mount=mount or [defaults.DEFAULT_MOUNT],
@@ -270,6 +290,7 @@ def replay(
         "--prefill/--no-prefill", help="first write the files the source reads before writing them, up to "
         "the end of their last read (calls marked inferred 'prefill'), so that reads find data")] = True,
     timeout: Timeout = None,
+    force: Force = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Replay the MPI-IO accesses of a Darshan DXT log, or of a traced run, with CallIDs.
@@ -306,6 +327,7 @@ def replay(
         if not sep or not key:
             raise BadValue(f"--hint: {item!r} is not KEY=VALUE, e.g. cb_nodes=4")
         hints[key] = value
+    _guard_dir(out_dir, RUN_OUTPUTS, [source], force)
     opts = ReplayOptions(
         source=str(source), out=str(out_dir), procs=procs, timing=timing, time_scale=time_scale,
         ranks=parse_ranks(ranks) if ranks else None, files=files or [],
@@ -352,6 +374,7 @@ def merge(
     clock_sync: Annotated[ClockSync, typer.Option(
         help="clock model: none (times as logged), offset, or offset and drift per time window")
     ] = ClockSync.DRIFT,
+    force: Force = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Merge client and server logs into calls, arrows (call -> disk operation) and fan-out.
@@ -367,19 +390,24 @@ def merge(
     Example: callid merge callid-out/client.parquet callid-out/server.parquet -o merged.duckdb
     """
     from pipeline.merge import merge as do_merge
+    from pipeline.warnings import merge_warnings
 
     if output is None:
         base = Path(client)
         output = (base if base.is_dir() else base.parent) / (
             "merged.duckdb" if storage == Storage.DUCKDB else "merged")
+    guard_output(output, outputs.MERGED, [client, server, *glob.glob(client), *glob.glob(server)], force)
     with _steps("merging", quiet=as_json) as on_step:
         summary = do_merge(client, server, str(output), memory_limit=memory_limit, storage=storage.value,
                            clock_sync=clock_sync.value, on_step=on_step)
+    warnings = merge_warnings(str(output))
     if as_json:
-        _echo_json({"output": str(output), **summary})
+        _echo_json({"output": str(output), **summary, "warnings": warnings})
         return
     counts = ", ".join(f"{v} {k}" for k, v in summary.items() if isinstance(v, int))
     typer.echo(f"callid: wrote {output} ({counts})")
+    for warning in warnings:
+        typer.echo(f"callid: warning: {warning}", err=True)
     typer.echo(f"next: callid stats {output}", err=True)
 
 
@@ -577,18 +605,75 @@ def sql(
         query = named_query(named).sql
     if query is None:
         typer.echo(format_rows(["name", "kind", "rows"], table_counts(str(db)), fmt))
-        if fmt == RowFormat.TABLE:
+        if sys.stdin.isatty() and sys.stdout.isatty():
+            _shell(str(db), fmt)
+        elif fmt == RowFormat.TABLE:
             typer.echo("(give QUERY, -f FILE or --query NAME to run a query; --list-queries)", err=True)
         return
     columns, rows = run_query(str(db), query)
     typer.echo(format_rows(columns, rows, fmt))
 
 
+def _shell(db: str, fmt: RowFormat) -> None:
+    """An interactive SQL shell on ``db`` (read-only, sandboxed as every query of callid sql): a query
+    ends with ';' (it may span lines); .queries lists the shipped queries, .quit or Ctrl-D leaves."""
+    import readline  # noqa: F401  (line editing and history for input())
+
+    from pipeline.query import QueryError, format_rows, named_queries, open_query_session
+
+    typer.echo("enter SQL ending with ';' (.queries: the shipped queries, .quit: leave)", err=True)
+    with open_query_session(db) as session:
+        text = ""
+        while True:
+            try:
+                line = input("callid> " if not text else "   ...> ")
+            except EOFError:
+                typer.echo(err=True)
+                return
+            except KeyboardInterrupt:
+                typer.echo(err=True)
+                text = ""
+                continue
+            if not text and line.strip() in (".quit", ".exit"):
+                return
+            if not text and line.strip() == ".queries":
+                rows = [(q.name, q.question) for q in named_queries().values()]
+                typer.echo(format_rows(["query", "question"], rows, fmt))
+                continue
+            text += line + "\n"
+            if not text.rstrip().endswith(";"):
+                continue
+            try:
+                columns, rows = session(text)
+                typer.echo(format_rows(columns, rows, fmt))
+            except QueryError as exc:
+                typer.echo(f"callid: error: {exc}", err=True)
+            text = ""
+
+
+#: off a terminal, work quicker than this prints no progress lines (a batch log gets them for long work)
+QUIET_SECONDS = 2.0
+
+
 @contextmanager
 def _bar(title: str, quiet: bool = False):
-    """A progress bar on stderr; yields its callback ``(done, total)``."""
-    if quiet or not sys.stderr.isatty():
+    """Progress on stderr, yielding its callback ``(done, total)``: a bar on a terminal, else (a batch
+    log) one line per tenth done, once the work has taken :data:`QUIET_SECONDS`."""
+    if quiet:
         yield None
+        return
+    if not sys.stderr.isatty():
+        import time
+
+        t0, shown = time.monotonic(), [-1]
+
+        def line(done: int, total: int | None) -> None:
+            tenth = done * 10 // total if total else -1
+            if tenth > shown[0] and time.monotonic() - t0 > QUIET_SECONDS:
+                shown[0] = tenth
+                typer.echo(f"callid {title}: {tenth * 10}% ({done}/{total})", err=True)
+
+        yield line
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -600,9 +685,21 @@ def _bar(title: str, quiet: bool = False):
 
 @contextmanager
 def _steps(title: str, quiet: bool = False):
-    """A progress display on stderr for a chain of named steps; yields the step callback."""
-    if quiet or not sys.stderr.isatty():
+    """Progress on stderr for a chain of named steps, yielding the step callback: a spinner on a
+    terminal, else (a batch log) one line per step begun after :data:`QUIET_SECONDS`, with the time."""
+    if quiet:
         yield lambda name: None
+        return
+    if not sys.stderr.isatty():
+        import time
+
+        t0 = time.monotonic()
+
+        def line(name: str) -> None:
+            if time.monotonic() - t0 > QUIET_SECONDS:
+                typer.echo(f"callid {title}: {name} (at {time.monotonic() - t0:.1f} s)", err=True)
+
+        yield line
         return
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
@@ -648,6 +745,7 @@ def view(
         min=0, metavar="N", help="at most this many events in full detail (calls, server operations, "
         "arrows); the rest is summarised in time bins per lane; narrow the selection to see it all")
     ] = 200_000,  # (pipeline.timeline.DETAIL; checked by a test)
+    force: Force = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Write one self-contained HTML timeline: lanes per rank and server, arrows per disk operation.
@@ -663,6 +761,7 @@ def view(
     from pipeline.timeline import write_timeline
 
     sel = _selection(window, ranks, files, servers)
+    guard_output(output, outputs.PAGE, [db], force)
     with _steps("view", quiet=as_json) as on_step:
         summary = write_timeline(str(db), str(output), sel, detail, on_step)
     if as_json:
@@ -680,6 +779,7 @@ def report(
         show_default=False)],
     output: Annotated[Path, typer.Option(
         "-o", "--output", metavar="FILE", help="HTML page to write")] = Path("report.html"),
+    force: Force = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Write the one page to read first: the run, its time and bytes, and what to change.
@@ -698,6 +798,7 @@ def report(
 
     if len(dbs) > 2:
         raise BadValue("give one merged database, or two to compare")
+    guard_output(output, outputs.PAGE, dbs, force)
     with _steps("report", quiet=as_json) as on_step:
         summary = write_report([str(db) for db in dbs], str(output), on_step)
     if as_json:
@@ -720,6 +821,7 @@ def export(
     ranks: RanksOpt = None,
     files: FilesOpt = None,
     servers: ServersOpt = None,
+    force: Force = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Export the merged trace with its call -> disk-operation arrows for other viewers.
@@ -735,6 +837,8 @@ def export(
     sel = _selection(window, ranks, files, servers)
     default = {"chrome": "trace.json", "perfetto": "trace.pftrace", "otf2": "trace_otf2"}[fmt.value]
     output = output or Path(default)
+    kind = {TraceFormat.CHROME: outputs.CHROME, TraceFormat.PERFETTO: outputs.PERFETTO}.get(fmt, outputs.OTF2)
+    guard_output(output, kind, [db], force)
     with _bar(f"export {fmt.value}", quiet=as_json) as on_progress:
         summary = write_trace(str(db), str(output), fmt.value, sel, on_progress)
     if as_json:
@@ -772,6 +876,7 @@ def synth(
     ranks_per_host: Annotated[int, typer.Option(
         min=0, metavar="N", help="ranks per simulated host (0: all on one host)")] = SYNTH.ranks_per_host,
     seed: Annotated[int, typer.Option(metavar="N", help="random seed")] = SYNTH.seed,
+    force: Force = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Write synthetic client and server logs with their true arrows and clocks (for tests and benchmarks).
@@ -789,6 +894,7 @@ def synth(
                         collective_share=collective_share, skew=skew, duration=duration,
                         async_share=async_share, misjoined=misjoined, ranks_per_host=ranks_per_host,
                         seed=seed)
+    _guard_dir(out_dir, ("client.parquet", "server.parquet", "truth.parquet"), [], force)
     try:
         with _steps("synth", quiet=as_json) as step:
             counts = synthesize(opts, out_dir, on_chunk=lambda done, total: step(f"{done * 100 // total}%"))
@@ -809,6 +915,7 @@ def demo(
     ] = Path("callid-out"),
     np: Ranks = defaults.DEFAULT_RANKS,
     servers: Servers = defaults.DEFAULT_IO_SERVERS,
+    force: Force = False,
     as_json: Annotated[bool, typer.Option("--json", help="print the statistics as JSON")] = False,
 ) -> None:
     """Run the thesis demo traced, merge the logs and print the statistics.
@@ -825,6 +932,7 @@ def demo(
     script = Path(__file__).resolve().parents[1] / "examples" / "callid_demo.py"
     if not script.is_file():
         raise Failed(f"{script}: demo script not found (install from a checkout: pip install -e .)")
+    _guard_dir(out_dir, (*RUN_OUTPUTS, "merged.duckdb"), [], force)
     result = _run_traced(RunOptions(target=[str(script)], np=np, servers=servers, out=str(out_dir),
                                     quiet=as_json))
     db = out_dir / "merged.duckdb"

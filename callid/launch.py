@@ -4,21 +4,64 @@ Installs the traced ``MPI.File`` before the program runs, so unmodified
 programs are traced.  Works under any MPI launcher.  The file system and the
 trace directory come from the configuration named by ``CALLID_CONFIG``; without
 it every file goes to the real MPI-IO and the trace goes to ``CALLID_TRACE_DIR``
-(default ``./callid-trace``).  A rank that fails writes ``rank-N.failed`` in the
-trace directory and aborts ``MPI_COMM_WORLD`` so the other ranks do not hang.
+(default ``./callid-trace``).
+
+A rank that fails writes ``rank-N.failed`` in the trace directory and aborts
+``MPI_COMM_WORLD`` so the other ranks do not hang.  Under ``callid run`` (which
+sets ``CALLID_NO_ABORT`` and starts ``mpiexec -disable-auto-cleanup``) it exits
+instead, and the launcher tells the other ranks with SIGUSR1.  SIGTERM, SIGINT,
+SIGHUP and SIGUSR1 make a rank flush its log, write ``rank-N.stopped`` and exit
+with 128 + the signal's number; they are handled by a thread, so a rank blocked
+inside an MPI call is stopped too.  While a rank runs, ``rank-N.running`` holds
+its process id: one left behind names a rank that was killed or crashed.
 """
 
 from __future__ import annotations
 
 import os
 import runpy
+import signal
 import sys
+import threading
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 from callid_core.config import CONFIG_ENV, Config
+from callid_core.errors import CallidError
 
 USAGE = "usage: python -m callid.launch (SCRIPT | -m MODULE) [ARGS...]"
+#: set (to 1) by ``callid run``: a failing rank exits instead of calling ``MPI_Abort``, which would
+#: kill the other ranks before they flush their logs
+NO_ABORT_ENV = "CALLID_NO_ABORT"
+#: the signals that stop a rank with its log flushed (SIGUSR1: MPICH's launcher says a peer ended)
+STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1})
+
+
+class RankState:
+    """What the signal thread needs to stop this rank cleanly (filled in once MPI is up)."""
+
+    trace_dir: str | None = None
+    rank: int = -1
+    flush: Callable[[], None] | None = None  # flushes the rank's log
+
+
+def watch_signals() -> RankState:
+    """Call before MPI starts its threads (they inherit the mask, so only the signal thread takes
+    the stop signals): block them, start the thread that handles them."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    state = RankState()
+    threading.Thread(target=_stop_on_signal, args=(state,), name="callid-signals", daemon=True).start()
+    return state
+
+
+def end_job(comm, code: int) -> None:
+    """A rank that failed (``code`` != 0) ends the job: it exits under ``callid run`` (the launcher
+    tells the others), else calls ``MPI_Abort`` so the others do not hang."""
+    sys.stderr.flush()
+    if os.environ.get(NO_ABORT_ENV):
+        os._exit(code)
+    comm.Abort(code)
 
 
 def _parse(argv: list[str]) -> tuple[str, str, list[str]]:
@@ -35,50 +78,79 @@ def _parse(argv: list[str]) -> tuple[str, str, list[str]]:
     return "script", argv[0], argv[1:]
 
 
+def marker(trace_dir: str | os.PathLike[str], rank: int, what: str) -> Path:
+    """``rank-N.WHAT`` in the trace directory: ``running``, ``failed`` or ``stopped``."""
+    return Path(trace_dir) / f"rank-{rank}.{what}"
+
+
+def write_marker(trace_dir: str | None, rank: int, what: str, text: str) -> None:
+    if trace_dir is None:
+        return
+    try:
+        path = marker(trace_dir, rank, what)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text.splitlines()[0] if text else what)
+    except OSError:
+        pass
+
+
+def _stop_on_signal(state: RankState) -> None:
+    """The signal thread: wait for a stop signal, flush the log, exit."""
+    sig = signal.sigwait(STOP_SIGNALS)
+    name = signal.Signals(sig).name
+    write_marker(state.trace_dir, state.rank, "stopped", name)
+    try:
+        if state.flush is not None:
+            state.flush()
+    finally:
+        if state.trace_dir is not None:
+            marker(state.trace_dir, state.rank, "running").unlink(missing_ok=True)
+        os._exit(128 + sig)
+
+
 def main(argv: list[str] | None = None) -> int:
     kind, target, args = _parse(sys.argv[1:] if argv is None else argv)
+    state = watch_signals()
     from mpi4py import MPI
 
     from callid.mpiio import file as traced
 
     rank = MPI.COMM_WORLD.Get_rank()
     config_path = os.environ.get(CONFIG_ENV)
-    config = Config.load(config_path) if config_path else None
-    trace_dir = config.trace_dir if config else os.environ.get("CALLID_TRACE_DIR", "callid-trace")
-    tracer = traced.Tracer(rank, trace_dir, config)
-    traced.install(tracer)
     code = 0
+    tracer = None
     try:
+        config = Config.load(config_path) if config_path else None
+        trace_dir = config.trace_dir if config else os.environ.get("CALLID_TRACE_DIR", "callid-trace")
+        state.rank, state.trace_dir = rank, trace_dir
+        if config is not None:
+            write_marker(trace_dir, rank, "running", str(os.getpid()))
+        tracer = traced.Tracer(rank, trace_dir, config)
+        state.flush = tracer.trace.close
+        traced.install(tracer)
+        sys.argv = [target, *args]
         if kind == "module":
-            sys.argv = [target, *args]
             runpy.run_module(target, run_name="__main__", alter_sys=True)
         else:
-            sys.argv = [target, *args]
             sys.path.insert(0, str(Path(target).resolve().parent))
             runpy.run_path(target, run_name="__main__")
     except SystemExit as exc:
         code = int(exc.code) if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         if code:
-            _fail(trace_dir, rank, f"exited with status {code}")
+            write_marker(state.trace_dir, rank, "failed", f"exited with status {code}")
     except BaseException as exc:  # a failing rank stops the job (as mpi4py.run does)
-        traceback.print_exc()
-        _fail(trace_dir, rank, f"{type(exc).__name__}: {exc}")
+        if not isinstance(exc, CallidError):  # (callid's own errors are one line)
+            traceback.print_exc()
+        write_marker(state.trace_dir, rank, "failed", f"{type(exc).__name__}: {exc}")
         code = 1
     finally:
-        traced.uninstall()
+        if tracer is not None:
+            traced.uninstall()
+        if state.trace_dir is not None:
+            marker(state.trace_dir, rank, "running").unlink(missing_ok=True)
     if code:
-        sys.stderr.flush()
-        MPI.COMM_WORLD.Abort(code)
+        end_job(MPI.COMM_WORLD, code)
     return code
-
-
-def _fail(trace_dir: str, rank: int, message: str) -> None:
-    path = Path(trace_dir) / f"rank-{rank}.failed"
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(message.splitlines()[0] if message else "failed")
-    except OSError:
-        pass
 
 
 if __name__ == "__main__":

@@ -2,26 +2,31 @@
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from callid.launch import NO_ABORT_ENV
 from callid_core import config as defaults
 from callid_core import schema as S
 from callid_core.clock import parse_skew, skews_to_json
-from callid_core.config import CONFIG_ENV, ROLE_IO, ROLE_META, Config, ServerConfig
-from callid_core.errors import Failed
-from callid_core.ids import DEFAULT_LAYOUT
+from callid_core.config import CONFIG_ENV, ROLE_IO, ROLE_META, SECRET_FILE, Config, ServerConfig, new_secret
+from callid_core.errors import BadValue, Failed
+from callid_core.ids import DEFAULT_LAYOUT, Layout
 from callid_core.partlog import combine_parts
+from callid_core.units import ranks_phrase
 from server_sim import bmi
 from server_sim import protocol as P
 
@@ -80,8 +85,35 @@ def find_mpiexec() -> str:
     return found
 
 
+def check_options(opts: RunOptions) -> None:
+    """Raise :class:`BadValue` naming the option whose value cannot work, and its bounds."""
+    layout = Layout.parse(opts.callid_layout)
+    machine = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // defaults.PROCESS_BYTES
+    bounds = [
+        ("--strip-size", opts.strip_size, defaults.MIN_STRIP_SIZE, defaults.MAX_STRIP_SIZE),
+        ("--flow-buffer", opts.flow_buffer, max(defaults.MIN_FLOW_BUFFER,
+                                                opts.strip_size // defaults.MAX_BUFFERS_PER_STRIP),
+         defaults.MAX_FLOW_BUFFER),
+        ("--small-io", opts.small_io, 0, bmi.UNEXPECTED_LIMIT),  # (requests carry at most SMALL_IO_MAX_DATA)
+        ("--np", opts.np, 1, min(layout.max_rank + 1, machine)),
+        ("--servers", opts.servers, 1, min(defaults.MAX_IO_SERVERS, machine)),
+    ]
+    for flag, value, lo, hi in bounds:
+        if not lo <= value <= hi:
+            why = (f" (CallID layout {layout} holds ranks 0-{layout.max_rank})" if flag == "--np"
+                   and hi == layout.max_rank + 1 else f" (at most {defaults.MAX_BUFFERS_PER_STRIP} per strip)"
+                   if flag == "--flow-buffer" and lo > defaults.MIN_FLOW_BUFFER else "")
+            raise BadValue(f"{flag}: {value} is not between {lo} and {hi}{why}")
+    if opts.timeout is not None and not opts.timeout > 0:
+        raise BadValue(f"--timeout: {opts.timeout} is not a positive number of seconds")
+    for mount in opts.mount:
+        if not mount.startswith("/") or mount.rstrip("/") == "":
+            raise BadValue(f"--mount: {mount!r} is not an absolute path below / (e.g. /pvfs2)")
+
+
 def make_config(opts: RunOptions, out: Path) -> Config:
-    """The file system of one run: one metadata server and ``opts.servers`` I/O servers.
+    """The file system of one run: one metadata server and ``opts.servers`` I/O servers, and a new
+    secret that every connection to them proves it holds (``out/fs.secret``, its owner's only).
 
     Raises ``callid_core.clock.SkewError`` for a bad ``opts.clock_skew``.
     """
@@ -91,7 +123,10 @@ def make_config(opts: RunOptions, out: Path) -> Config:
     hosts = -(-opts.np // opts.ranks_per_host) if opts.ranks_per_host else 1
     skews = parse_skew(opts.clock_skew, [s.name for s in servers],
                        [s.name for s in servers if ROLE_IO in s.roles], hosts)
-    return Config(
+    out.mkdir(parents=True, exist_ok=True)
+    secret = Path(os.path.abspath(out / SECRET_FILE))
+    new_secret(secret)
+    return Config(secret_file=str(secret),
         run_id=uuid.uuid4().hex[:12], servers=servers, trace_dir=str(out / "parts"),
         mount=[os.path.abspath(m) for m in opts.mount], callid_layout=opts.callid_layout, callid=opts.callid,
         strip_size=opts.strip_size, flow_buffer=opts.flow_buffer,
@@ -111,7 +146,15 @@ class ServerGroup:
         self.procs: dict[str, subprocess.Popen] = {}
 
     def start(self, timeout: float = 30.0) -> None:
-        """Start every server, wait for its address, write the final config, ping each."""
+        """Start every server, wait for its address, write the final config, ping each; when one
+        fails, the servers started are stopped before the error is raised."""
+        try:
+            self._start(timeout)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self, timeout: float) -> None:
         self.config.save(self.config_path)
         for srv in self.config.servers:
             addr = self.run_dir / f"{srv.name}.addr"
@@ -120,7 +163,7 @@ class ServerGroup:
             self.procs[srv.name] = subprocess.Popen(
                 [sys.executable, "-m", "server_sim", "serve", "--config", str(self.config_path),
                  "--name", srv.name, "--addr-file", str(addr), "--log-level", "INFO"],
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=die_with_parent,
             )
             log.close()
         deadline = time.monotonic() + timeout
@@ -137,8 +180,9 @@ class ServerGroup:
             info = json.loads(addr.read_text())
             srv.host, srv.port = info["host"], info["port"]
         self.config.save(self.config_path)
+        secret = self.config.secret()
         for srv in self.config.servers:
-            ping(srv)
+            ping(srv, secret)
 
     def stop(self, timeout: float = 20.0) -> list[str]:
         """SIGTERM every server (they flush their logs); kill stragglers; return failures."""
@@ -160,10 +204,11 @@ class ServerGroup:
         return failures
 
 
-def ping(srv: ServerConfig, timeout: float = 5.0) -> str:
-    """Ask a server for its name; raise :class:`RunError` if it does not answer."""
+def ping(srv: ServerConfig, secret: bytes, timeout: float = 5.0) -> str:
+    """Ask a server for its name, on a connection proving it holds the file system's ``secret``
+    (``Config.secret``); raise :class:`RunError` if it does not answer."""
     try:
-        sock = bmi.connect(srv.host, srv.port, timeout=timeout)
+        sock = bmi.connect(srv.host, srv.port, timeout=timeout, secret=secret)
         try:
             sock.settimeout(timeout)
             bmi.send(sock, bmi.MODE_UNEXPECTED, 1, P.encode(P.PingRequest()))
@@ -178,26 +223,38 @@ def ping(srv: ServerConfig, timeout: float = 5.0) -> str:
 
 
 def run(opts: RunOptions) -> RunResult:
-    """Do one traced run; raise :class:`RunError` naming what failed."""
+    """Do one traced run; raise :class:`RunError` naming what failed.
+
+    SIGTERM, SIGINT and SIGHUP stop the ranks and the servers, which flush their logs; the logs are
+    still combined, and the error's exit status is 128 + the signal's number.
+    """
     t0 = time.monotonic()
+    check_options(opts)
     out = Path(opts.out)
     config = make_config(opts, out)
+    _check_storage(out / "storage", opts.servers)
     out.mkdir(parents=True, exist_ok=True)
     parts = out / "parts"
-    shutil.rmtree(parts, ignore_errors=True)
-    parts.mkdir()
+    parts.mkdir(exist_ok=True)
+    for pattern in PART_FILES:  # what an earlier run left; nothing else in the directory is touched
+        for path in parts.glob(pattern):
+            path.unlink()
     run_dir = out / "servers"
     run_dir.mkdir(exist_ok=True)
     config_path = out / "fs.json"
     group = ServerGroup(config, config_path, run_dir)
     failures: list[str] = []
     stdout = ""
-    try:
-        group.start()
-        stdout, failed = _run_ranks(opts, config_path, parts)
-        failures += failed
-    finally:
-        failures += group.stop()
+    interrupted: signal.Signals | None = None
+    with _stop_signals() as stop:
+        try:
+            group.start()
+            stdout, failed = _run_ranks(opts, config_path, parts, stop)
+            failures += failed
+        except Interrupted as exc:
+            interrupted = exc.signal
+        finally:
+            failures += group.stop()
     # Even a failed run keeps what every rank and server flushed.
     meta_args = (opts.callid_layout, config.run_id, config.to_json(), opts.source)
     client = out / "client.parquet"
@@ -206,36 +263,74 @@ def run(opts: RunOptions) -> RunResult:
                                 S.file_metadata(S.KIND_CLIENT, *meta_args))
     server_rows = combine_parts(sorted(parts.glob("server-*.parquet")), server, S.SERVER_SCHEMA,
                                 S.file_metadata(S.KIND_SERVER, *meta_args))
+    if interrupted is not None:
+        error = RunError(f"stopped by {interrupted.name}: ranks and servers stopped "
+                         f"(the events they logged are in {client} and {server})")
+        error.exit_code = 128 + interrupted
+        raise error
     if failures:
         raise RunError("; ".join(failures) + f" (the events logged before are in {client} and {server})")
     return RunResult(out, client, server, client_rows, server_rows, time.monotonic() - t0, stdout)
 
 
-def _run_ranks(opts: RunOptions, config_path: Path, parts: Path) -> tuple[str, list[str]]:
-    """Run the ranks; their standard output (with ``opts.capture``) and what failed."""
-    cmd = [find_mpiexec(), "-n", str(opts.np), sys.executable, "-m", opts.launcher, *opts.target]
-    env = dict(os.environ, **{CONFIG_ENV: str(config_path.resolve())})
+#: what a run writes in ``DIR/parts`` (and removes there before it starts)
+PART_FILES = ("client-*.parquet", "server-*.parquet", "rank-*.running", "rank-*.failed", "rank-*.stopped")
+
+
+def _check_storage(storage: Path, servers: int) -> None:
+    """A run on storage made with more I/O servers would lose the files striped over the others."""
+    made = [p.name for p in storage.glob("io*") if p.is_dir() and p.name[2:].isdigit()]
+    if len(made) > servers:
+        raise RunError(f"{storage} was made with {len(made)} I/O servers; run with --servers {len(made)} "
+                       "or another --out-dir")
+
+
+class Interrupted(Exception):
+    """A stop signal reached ``callid run``."""
+
+    def __init__(self, sig: signal.Signals) -> None:
+        super().__init__(sig.name)
+        self.signal = sig
+
+
+@contextmanager
+def _stop_signals() -> Iterator[list[signal.Signals]]:
+    """Turn SIGTERM, SIGINT and SIGHUP into :class:`Interrupted` (once) while the block runs."""
+    received: list[signal.Signals] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        if not received:
+            received.append(signal.Signals(signum))
+            raise Interrupted(signal.Signals(signum))
+
+    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    try:
+        yield received
+    finally:
+        for sig, previous in old.items():
+            signal.signal(sig, previous)
+
+
+def _run_ranks(opts: RunOptions, config_path: Path, parts: Path,
+               stop: list[signal.Signals]) -> tuple[str, list[str]]:
+    """Run the ranks; their standard output (with ``opts.capture``) and what failed.
+
+    ``mpiexec -disable-auto-cleanup``: a rank that ends early does not get the others killed before
+    they flush; the launcher sends them SIGUSR1 instead (``callid.launch``).
+    """
+    cmd = [find_mpiexec(), "-disable-auto-cleanup", "-n", str(opts.np), sys.executable, "-m",
+           opts.launcher, *opts.target]
+    env = dict(os.environ, **{CONFIG_ENV: str(config_path.resolve()), NO_ABORT_ENV: "1"})
     stdout = (subprocess.PIPE if opts.capture else subprocess.DEVNULL if opts.quiet
               else sys.stderr.fileno() if opts.stdout_to_stderr else None)
-    try:
-        if opts.on_wait is None:
-            proc = subprocess.run(cmd, env=env, timeout=opts.timeout, stdout=stdout, text=opts.capture)
-        else:
-            proc = _watched(cmd, env, stdout, opts)
-    except subprocess.TimeoutExpired:
-        return "", [f"ranks did not finish within {opts.timeout} s"]
-    failed = sorted(parts.glob("rank-*.failed"), key=lambda p: int(p.stem.split("-")[1]))
-    msgs = [f"rank {p.stem.split('-')[1]} failed: {p.read_text().strip()}" for p in failed]
-    if proc.returncode and not msgs:
-        msgs.append(f"mpiexec exited with status {proc.returncode}")
-    return proc.stdout or "", msgs
-
-
-def _watched(cmd: list[str], env: dict[str, str], stdout: Any,
-             opts: RunOptions) -> subprocess.CompletedProcess:
-    """``subprocess.run`` that calls ``opts.on_wait`` while the ranks run (for progress displays)."""
     deadline = None if opts.timeout is None else time.monotonic() + opts.timeout
-    with subprocess.Popen(cmd, env=env, stdout=stdout, text=opts.capture) as proc:
+    timed_out = False
+    out = ""
+    with subprocess.Popen(cmd, env=env, stdout=stdout, text=opts.capture, start_new_session=True,
+                          preexec_fn=die_with_parent) as proc:
         try:
             while True:
                 try:
@@ -243,9 +338,61 @@ def _watched(cmd: list[str], env: dict[str, str], stdout: Any,
                     break
                 except subprocess.TimeoutExpired:
                     if deadline is not None and time.monotonic() > deadline:
-                        raise
-                    opts.on_wait()
+                        timed_out = True
+                        _stop_ranks(proc, parts)
+                        break
+                    if opts.on_wait is not None:
+                        opts.on_wait()
         except BaseException:
-            proc.kill()
+            _stop_ranks(proc, parts)
             raise
-    return subprocess.CompletedProcess(cmd, proc.returncode, out or "", None)
+    msgs = [f"ranks did not finish within {opts.timeout} s and were stopped"] if timed_out else []
+    return out or "", msgs + _rank_failures(parts, proc.returncode)
+
+
+def _stop_ranks(proc: subprocess.Popen, parts: Path, grace: float = 10.0) -> None:
+    """SIGTERM every rank still running (each flushes its log), then the rest of mpiexec's session."""
+    for running in parts.glob("rank-*.running"):
+        try:
+            os.kill(int(running.read_text()), signal.SIGTERM)
+        except (ValueError, OSError):
+            pass
+    try:
+        proc.communicate(timeout=grace)
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
+    proc.wait()
+
+
+def _rank_failures(parts: Path, status: int) -> list[str]:
+    """What went wrong with which rank, the causes first, from the markers ``callid.launch`` leaves."""
+    def by_rank(what: str) -> list[tuple[int, str]]:
+        found = [(int(p.name.split("-")[1].split(".")[0]), p) for p in parts.glob(f"rank-*.{what}")]
+        return [(rank, p.read_text().strip()) for rank, p in sorted(found)]
+
+    msgs = [f"rank {rank} failed: {text}" for rank, text in by_rank("failed")]
+    msgs += [f"rank {rank} ended without saying why (killed by a signal or crashed; mpiexec's exit "
+             f"status {status})" for rank, _ in by_rank("running")]
+    for sig in sorted({text for _, text in by_rank("stopped")}):
+        ranks = ranks_phrase([rank for rank, text in by_rank("stopped") if text == sig])
+        cause = "after another rank ended" if sig == signal.SIGUSR1.name else f"by {sig}"
+        msgs.append(f"{ranks} stopped {cause}, flushing {'their logs' if ranks[4] == 's' else 'its log'}")
+    if status and not msgs:
+        msgs.append(f"mpiexec exited with status {status}")
+    return msgs
+
+
+def die_with_parent() -> None:
+    """In a child before exec: SIGTERM it when this process dies (Linux), so a ``callid run`` killed
+    with SIGKILL leaves nothing behind."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass
+
+
+_PR_SET_PDEATHSIG = 1

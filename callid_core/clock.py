@@ -79,6 +79,11 @@ def domain_name(kind: str, which: str, io_servers: list[str] | None = None) -> s
     return which
 
 
+#: the largest clock offset and drift a skew may give (a clock without NTP for a day; a bad crystal)
+MAX_OFFSET_NS = 24 * 3_600_000_000_000
+MAX_DRIFT_PPM = 1000
+
+
 def parse_skew(spec: str, servers: list[str] | None = None, io_servers: list[str] | None = None,
                hosts: int | None = None) -> dict[str, Skew]:
     """Parse a skew specification into ``{domain: Skew}``; check the names if given."""
@@ -95,8 +100,13 @@ def parse_skew(spec: str, servers: list[str] | None = None, io_servers: list[str
                            "host:0.. (--ranks-per-host groups them)")
         if name in out:
             raise SkewError(f"{item}: clock {name} is given twice")
-        out[name] = Skew(float(m["off"]) * TIME_UNITS_NS[m["unit"]], float(m["drift"] or 0),
-                         float(m["wander"] or 0))
+        skew = Skew(float(m["off"]) * TIME_UNITS_NS[m["unit"]], float(m["drift"] or 0),
+                    float(m["wander"] or 0))
+        if abs(skew.offset_ns) > MAX_OFFSET_NS or abs(skew.drift_ppm) > MAX_DRIFT_PPM \
+                or abs(skew.wander_ppm) > MAX_DRIFT_PPM:
+            raise SkewError(f"{item}: a clock is off by at most {MAX_OFFSET_NS // 3_600_000_000_000} h "
+                            f"and drifts by at most {MAX_DRIFT_PPM} ppm")
+        out[name] = skew
     return out
 
 

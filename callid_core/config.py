@@ -3,16 +3,23 @@
 One JSON file names every server (address, roles, storage, clock) and the run
 parameters the servers and the client wrappers share.  ``callid run`` writes it;
 servers and ``callid.launch`` read it (``CALLID_CONFIG`` names it).
+
+Every connection to a server proves that it holds the file system's secret (the handshake of
+``server_sim.bmi``).  The secret is kept in a file of its own, readable by its owner only
+(:func:`new_secret`, :meth:`Config.secret`); the configuration names that file, never the
+secret, so the secret reaches neither the logs nor the run's metadata.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
+import stat
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from callid_core.atomic import replacing
+from callid_core.atomic import replacing, temporary
 from callid_core.errors import InputError
 from callid_core.ids import DEFAULT_LAYOUT
 
@@ -38,6 +45,28 @@ DEFAULT_IO_SERVERS = 2
 DEFAULT_RANKS = 2
 #: bytes an aggregator of two-phase collective buffering accesses per cycle (the hint ``cb_buffer_size``)
 DEFAULT_CB_BUFFER_SIZE = 16 * 1024 * 1024
+#: most bytes one I/O request moves on one datafile (a server answers E2BIG beyond)
+DEFAULT_MAX_FLOW = 1 << 30
+#: most connections a server serves at once (one thread each; beyond, new ones are refused)
+DEFAULT_MAX_CONNECTIONS = 256
+#: seconds a server waits for the next bytes of a connection before it closes it
+DEFAULT_IDLE_TIMEOUT = 300.0
+#: bytes of a file system's secret
+SECRET_BYTES = 32
+#: the secret's file, next to the configuration file (``callid run``: ``OUT/fs.secret``)
+SECRET_FILE = "fs.secret"
+
+# The bounds of the run parameters (checked where ``callid run`` reads them: callid.run.check_options).
+#: strip sizes: a strip of a few sectors up to 1 GiB
+MIN_STRIP_SIZE, MAX_STRIP_SIZE = 256, 1 << 30
+#: flow buffers: one page up to 64 MiB (a server holds a few per flow)
+MIN_FLOW_BUFFER, MAX_FLOW_BUFFER = 4096, 64 << 20
+#: a strip is cut into at most this many flow buffers (more only multiplies the events)
+MAX_BUFFERS_PER_STRIP = 1024
+#: I/O servers of one file system (each a process)
+MAX_IO_SERVERS = 256
+#: memory a rank or a server process needs at least (bounds how many this machine can start)
+PROCESS_BYTES = 64 << 20
 
 
 def host_of(world_rank: int, ranks_per_host: int) -> int:
@@ -76,6 +105,11 @@ class Config:
     # Only for measuring what logging costs (bench/), not a user feature: False logs nothing.
     client_events: bool = True
     server_events: bool = True
+    secret_file: str = ""  # the file holding the secret every connection proves it holds (new_secret)
+    # What a server allows (bounds on the resources one client can take):
+    max_flow: int = DEFAULT_MAX_FLOW
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT
 
     @property
     def meta_server(self) -> ServerConfig:
@@ -94,6 +128,30 @@ class Config:
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
 
+    def secret(self) -> bytes:
+        """The file system's secret, read from :attr:`secret_file`; :class:`InputError` if there is
+        none, or if others than its owner may read or write the file."""
+        if not self.secret_file:
+            raise InputError("the file system configuration names no secret file (made by callid run)")
+        try:
+            fd = os.open(self.secret_file, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError as exc:
+            raise InputError(f"{self.secret_file}: cannot read the file system's secret ({exc.strerror})") \
+                from None
+        with os.fdopen(fd) as f:
+            info = os.fstat(fd)
+            if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO) or info.st_uid != os.getuid():
+                raise InputError(f"{self.secret_file}: the secret file must be its owner's only "
+                                 f"(mode 0600; it is {stat.S_IMODE(info.st_mode):04o})")
+            text = f.read(4 * SECRET_BYTES).strip()
+        try:
+            key = bytes.fromhex(text)
+        except ValueError:
+            key = b""
+        if len(key) != SECRET_BYTES:
+            raise InputError(f"{self.secret_file}: not a file system secret ({2 * SECRET_BYTES} hex digits)")
+        return key
+
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write atomically (temporary name, then rename)."""
         with replacing(path) as tmp:
@@ -110,3 +168,16 @@ class Config:
             raise InputError(f"{path}: cannot read the file system configuration ({exc.strerror})") from None
         except (ValueError, KeyError, TypeError) as exc:
             raise InputError(f"{path}: not a callid file system configuration ({exc})") from None
+
+
+def new_secret(path: str | os.PathLike[str]) -> None:
+    """Write a new random secret to ``path``, readable and writable by its owner only (0600),
+    atomically (a temporary name made with those permissions, then a rename)."""
+    tmp = temporary(path)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    try:
+        os.fchmod(fd, 0o600)  # (whatever the umask, and whatever a stale temporary had)
+        os.write(fd, (secrets.token_hex(SECRET_BYTES) + "\n").encode())
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)

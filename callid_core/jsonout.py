@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["MAX_EXACT", "dumps"]
+__all__ = ["MAX_EXACT", "dumps", "for_script"]
 
 #: the largest integer a double holds exactly
 MAX_EXACT = 2**53
@@ -30,3 +30,9 @@ def _exact(value: Any) -> Any:
 def dumps(value: Any) -> str:
     """``json.dumps`` with integers beyond 2^53 as strings and anything else unknown as its text."""
     return json.dumps(_exact(value), default=str)
+
+
+def for_script(value: Any) -> str:
+    """Compact JSON to put inside an HTML ``<script>`` element: no ``<`` at all, so no ``</script>`` or
+    ``<!--`` in a value (a file name) can end or change the element."""
+    return json.dumps(value, separators=(",", ":")).replace("<", "\\u003c")

@@ -35,7 +35,7 @@ def _client(*names: str) -> list[Column]:
 
 CALLID = Column("callid", pa.uint64(), "CallID (null: the call was not stamped)")
 CALLID_HEX = Column("callid_hex", pa.string(), "the CallID as hex digits, rank_counter "
-                    "(e.g. 0x000001_00000000003: rank 1, call 3)")
+                    "(both hex: 0x000001_0000000001a is rank 1, call 26)")
 DUR = Column("dur_ns", pa.int64(), "duration: t_end - t_start", NS)
 T_REL = Column("t_rel_ns", pa.int64(), "t_start relative to the run's start (run.start_ns)", NS)
 #: columns a merged table shows but does not store: computed when read from the stored ones

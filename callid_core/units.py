@@ -71,3 +71,20 @@ def parse_window(text: str) -> tuple[float, float]:
     if window[1] <= window[0]:
         raise BadValue(f"--window: {text!r} ends before it starts")
     return window
+
+
+def ranks_text(ranks: list[int]) -> str:
+    """A list of ranks (or any integers) as runs: ``0-169 (170 ranks)``, ``0, 2, 4-7 (6 ranks)``."""
+    runs: list[list[int]] = []
+    for r in sorted(set(ranks)):
+        if runs and r == runs[-1][1] + 1:
+            runs[-1][1] = r
+        else:
+            runs.append([r, r])
+    text = ", ".join(f"{a}-{b}" if b > a else f"{a}" for a, b in runs)
+    return f"{text} ({len(set(ranks))} rank{'s' if len(set(ranks)) != 1 else ''})" if ranks else "none"
+
+
+def ranks_phrase(ranks: list[int]) -> str:
+    """``rank 5``, or ``ranks 0, 2 (2 ranks)``: ranks to name in a sentence."""
+    return f"rank {ranks[0]}" if len(set(ranks)) == 1 else f"ranks {ranks_text(ranks)}"

@@ -6,6 +6,8 @@ import csv
 import io
 import itertools
 import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -15,6 +17,8 @@ import duckdb
 from callid_core import jsonout
 from callid_core.choices import RowFormat, listed
 from callid_core.errors import BadValue, InputError
+from callid_core.tables import MERGED
+from callid_core.units import ranks_text  # noqa: F401  (re-exported: stats, checks)
 from pipeline.merge import TABLES, VIEWS
 
 #: a call that moves data (a split collective's data is its _begin's): a condition on a row of calls
@@ -75,15 +79,26 @@ CREATE OR REPLACE TEMP MACRO covered(t) AS TABLE
 """
 
 
-def connect(db: str) -> duckdb.DuckDBPyConnection:
+def connect(db: str, sandbox: bool = False) -> duckdb.DuckDBPyConnection:
     """Open a merged database read-only (a DuckDB file, or a directory of Parquet tables from
-    ``callid merge --storage parquet``); :class:`InputError` if it is missing or not one."""
+    ``callid merge --storage parquet``); :class:`InputError` if it is missing or not a complete one.
+
+    ``sandbox`` (``callid sql``): the queries reach no file but the database's own (no ``COPY ... TO``,
+    ``ATTACH``, ``INSTALL``/``LOAD``, file readers), and the configuration is locked.
+    """
     path = Path(db)
     if path.is_dir():
         con = duckdb.connect()
-        for table in sorted(path.glob("*.parquet")):
-            file = str(table).replace("'", "''")
-            con.execute(f'CREATE VIEW "{table.stem}" AS SELECT * FROM read_parquet(\'{file}\')')
+        files = {name: path / f"{name}.parquet" for name in MERGED}
+        found = {name: f for name, f in files.items() if f.is_file()}
+        con.execute("SET allowed_paths = $paths", {"paths": [str(f.resolve()) for f in found.values()]})
+        for name, table in found.items():
+            try:
+                con.execute(f'CREATE VIEW "{name}" AS SELECT * FROM read_parquet({_literal(table)})')
+            except duckdb.Error as exc:
+                con.close()
+                raise InputError(f"{table}: not a table written by 'callid merge' "
+                                 f"({str(exc).splitlines()[0]})") from None
     elif not path.is_file():
         raise InputError(f"{db}: no such file")
     else:
@@ -98,14 +113,42 @@ def connect(db: str) -> duckdb.DuckDBPyConnection:
         except duckdb.Error as exc:
             raise InputError(f"{db}: not a database written by 'callid merge' "
                              f"({str(exc).splitlines()[0]})") from None
-    con.execute("SET enable_progress_bar = false")  # (DuckDB would draw it into stdout, amid the results)
-    con.execute(MACROS_SQL)
-    names = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-    missing = [t for t in (*TABLES, *VIEWS) if t not in names]
-    if missing:
+    try:
+        con.execute("SET enable_progress_bar = false")  # (DuckDB would draw it into stdout, amid the results)
+        con.execute(MACROS_SQL)
+        _check_complete(con, db)
+        if sandbox:
+            con.execute("SET enable_external_access = false")
+            con.execute("SET lock_configuration = true")
+    except BaseException:
         con.close()
-        raise InputError(f"{db}: not a database written by 'callid merge' (no table '{missing[0]}')")
+        raise
     return con
+
+
+def _check_complete(con: duckdb.DuckDBPyConnection, db: str) -> None:
+    """:class:`InputError` unless every declared table and view is there with its columns, readable."""
+    have: dict[str, set[str]] = {}
+    columns = con.execute("SELECT table_name, column_name FROM information_schema.columns").fetchall()
+    for table, column in columns:
+        have.setdefault(table, set()).add(column)
+    missing = [name for name in (*TABLES, *VIEWS) if name not in have]
+    if missing:
+        raise InputError(f"{db}: not a database written by 'callid merge' (no table '{missing[0]}')")
+    for name in (*TABLES, *VIEWS):
+        columns = [c.name for c in MERGED[name].columns if c.name not in have[name]]
+        if columns:
+            raise InputError(f"{db}: not a database written by this version of 'callid merge' (table "
+                             f"'{name}' has no column '{columns[0]}')")
+    try:
+        con.execute("SELECT count(*) FROM run").fetchall()
+    except duckdb.Error as exc:
+        raise InputError(f"{db}: damaged ({str(exc).splitlines()[0]})") from None
+
+
+def _literal(path: Path) -> str:
+    """A path as a SQL string literal."""
+    return "'" + str(path).replace("'", "''") + "'"
 
 
 def leading_comment(sql: str) -> list[str]:
@@ -173,16 +216,39 @@ def table_counts(db: str) -> list[tuple[str, str, int]]:
         con.close()
 
 
-def run_query(db: str, sql: str) -> tuple[list[str], list[tuple]]:
-    """Run ``sql``; return column names and rows.  SQL errors become :class:`InputError`."""
-    con = connect(db)
+class QueryError(InputError):
+    """A query that failed or was refused; the message says why."""
+
+
+def _run(con: duckdb.DuckDBPyConnection, sql: str) -> tuple[list[str], list[tuple]]:
     try:
         cur = con.execute(sql)
         if cur.description is None:
             return [], []
         return [d[0] for d in cur.description], cur.fetchall()
+    except duckdb.PermissionException as exc:
+        raise QueryError(f"refused: callid sql reads the database only ({str(exc).splitlines()[0]})") \
+            from None
     except duckdb.Error as exc:
-        raise InputError(f"SQL error: {str(exc).splitlines()[0]}") from None
+        raise QueryError(f"SQL error: {str(exc).splitlines()[0]}") from None
+
+
+def run_query(db: str, sql: str) -> tuple[list[str], list[tuple]]:
+    """Run ``sql`` (in :func:`connect`'s sandbox); return column names and rows.  A failed or refused
+    query is a :class:`QueryError`."""
+    con = connect(db, sandbox=True)
+    try:
+        return _run(con, sql)
+    finally:
+        con.close()
+
+
+@contextmanager
+def open_query_session(db: str) -> Iterator[Callable[[str], tuple[list[str], list[tuple]]]]:
+    """Run many queries on one sandboxed connection (the interactive shell): yields ``run(sql)``."""
+    con = connect(db, sandbox=True)
+    try:
+        yield lambda sql: _run(con, sql)
     finally:
         con.close()
 
@@ -202,18 +268,6 @@ def _fit(text: str) -> str:
         return text
     more = f"… ({len(text)} chars)"
     return text[:MAX_CELL - len(more)] + more
-
-
-def ranks_text(ranks: list[int]) -> str:
-    """A list of ranks (or any integers) as runs: ``0-169 (170 ranks)``, ``0, 2, 4-7 (6 ranks)``."""
-    runs: list[list[int]] = []
-    for r in sorted(set(ranks)):
-        if runs and r == runs[-1][1] + 1:
-            runs[-1][1] = r
-        else:
-            runs.append([r, r])
-    text = ", ".join(f"{a}-{b}" if b > a else f"{a}" for a, b in runs)
-    return f"{text} ({len(set(ranks))} rank{'s' if len(set(ranks)) != 1 else ''})" if ranks else "none"
 
 
 def _widths(columns: list[str], cells: list[list[str]]) -> list[int]:

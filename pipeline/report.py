@@ -9,7 +9,6 @@ template ``assets/report.html``, whose script draws the tables and the SVG plots
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -20,6 +19,7 @@ from callid_core import config as C
 from callid_core import schema as S
 from callid_core.atomic import replacing
 from callid_core.ids import Layout
+from callid_core.jsonout import for_script
 from pipeline.checks import run_checks
 from pipeline.insights import compare_insights, count_insights, run_insights
 from pipeline.query import DATA_CALLS_SQL, DISK_DATA_SQL, connect, run_config, server_roles
@@ -329,8 +329,7 @@ def compare_reports(datas: list[dict]) -> dict:
 
 def _page(payload: dict) -> str:
     template = resources.files("pipeline").joinpath("assets/report.html").read_text()
-    data = json.dumps(payload, separators=(",", ":")).replace("<", "\\u003c")  # no </script> inside
-    return template.replace("%%DATA%%", data)
+    return template.replace("%%DATA%%", for_script(payload))
 
 
 def render_report(data: dict, name: str = "") -> str:

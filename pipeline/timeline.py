@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import base64
 import html
-import json
 import tempfile
 import time
 import zlib
@@ -33,6 +32,7 @@ import numpy as np
 from callid_core.atomic import replacing
 from callid_core.errors import BadValue
 from callid_core.ids import Layout
+from callid_core.jsonout import for_script
 from pipeline.query import connect
 from pipeline.selection import Selection, select_views
 from pipeline.tracks import LAYERS, LaneAssigner
@@ -410,10 +410,9 @@ def _note(meta: dict, db: str) -> str:
 def render_html(meta: dict, cols: dict, db: str) -> str:
     """Fill the page template: the metadata and columns as JSON, the note as HTML."""
     template = resources.files("pipeline").joinpath("assets/timeline.html").read_text()
-    dump = lambda x: json.dumps(x, separators=(",", ":")).replace("</", "<\\/")  # noqa: E731
     meta = dict(meta, db_path=db)
-    return (template.replace("%%NOTE%%", _note(meta, db)).replace("%%META%%", dump(meta))
-            .replace("%%COLUMNS%%", dump(cols)))
+    return (template.replace("%%NOTE%%", _note(meta, db)).replace("%%META%%", for_script(meta))
+            .replace("%%COLUMNS%%", for_script(cols)))
 
 
 def write_timeline(db: str, out: str, sel: Selection | None = None, detail: int = DETAIL,

@@ -3,10 +3,29 @@
 Every message is preceded by a frame header (magic, mode, tag, size).  Requests
 travel as *unexpected* messages limited to 16 KiB; responses and flow buffers
 are *expected* messages matched by tag, limited to 16 MiB.
+
+A connection starts with a handshake (frames of mode ``MODE_AUTH``, tag 0) in which the
+client proves that it holds the file system's secret, and the server that it holds it too
+(HMAC-SHA256 over both sides' random nonces; the secret never travels):
+
+* server -> client, at once: ``HELLO`` = status (u32: 0, or the errno of a refusal, e.g.
+  EAGAIN when the server is full), handshake version (u32), server nonce (32 bytes);
+* client -> server: ``PROOF`` = client nonce (32 bytes), HMAC(secret, "callid client" +
+  server nonce + client nonce) (32 bytes);
+* server -> client: ``VERDICT`` = status (u32: 0, or EACCES), HMAC(secret, "callid server" +
+  server nonce + client nonce) (32 bytes; zeros on a refusal).
+
+One round trip per connection, none per request.  A peer that sends anything else than its
+proof is refused (:class:`Refused`) and the connection closed.
 """
 
 from __future__ import annotations
 
+import errno
+import hashlib
+import hmac
+import os
+import secrets
 import socket
 import struct
 
@@ -15,15 +34,33 @@ from callid_core.errors import Failed
 BMI_MAGIC = 0x51A7B0E1
 MODE_UNEXPECTED = 1
 MODE_EXPECTED = 2
+MODE_AUTH = 3  # the handshake's frames
 UNEXPECTED_LIMIT = 16 * 1024
 MESSAGE_LIMIT = 16 * 1024 * 1024
 
 FRAME = struct.Struct("<IIQQ")  # magic, mode, tag, size
 _IOV_MAX = 512  # buffers per sendmsg/recvmsg (the kernel allows 1024)
+_GROW = 1 << 16  # a payload's buffer starts this big and doubles as its bytes arrive
+
+#: Bump when a handshake message changes.
+HANDSHAKE_VERSION = 1
+NONCE_BYTES = 32
+HELLO = struct.Struct("<II32s")  # status, handshake version, server nonce
+PROOF = struct.Struct("<32s32s")  # client nonce, the client's HMAC
+VERDICT = struct.Struct("<I32s")  # status, the server's HMAC
 
 
 class BmiError(Failed, ConnectionError):
     """The peer closed the connection or broke the framing rules."""
+
+
+class Refused(BmiError):
+    """A peer that did not prove it holds the file system's secret.  ``request``: the tag and
+    size of the request it sent instead of its proof (its payload still on the wire), or None."""
+
+    def __init__(self, msg: str, request: tuple[int, int] | None = None) -> None:
+        super().__init__(msg)
+        self.request = request
 
 
 class MessageTooBig(BmiError):
@@ -106,10 +143,16 @@ def recv_header(sock: socket.socket) -> tuple[int, int, int] | None:
 
 
 def recv_payload(sock: socket.socket, size: int) -> bytearray:
-    """Read a payload of ``size`` bytes into a new buffer."""
-    buf = bytearray(size)
-    recv_exact_into(sock, memoryview(buf))
-    return buf
+    """Read a payload of ``size`` bytes into a new buffer, which grows as the bytes arrive (a
+    peer that announces a big message and sends nothing makes nothing be allocated)."""
+    buf = bytearray(min(size, _GROW))
+    got = 0
+    while True:
+        recv_exact_into(sock, memoryview(buf)[got:])
+        got = len(buf)
+        if got == size:
+            return buf
+        buf += bytes(min(size - got, got))
 
 
 def discard(sock: socket.socket, size: int) -> None:
@@ -208,9 +251,85 @@ def recv_messages_into(sock: socket.socket, tag: int, messages: list[list[memory
             buffers[i] = buffers[i][n:]
 
 
-def connect(host: str, port: int, timeout: float | None = 30.0) -> socket.socket:
-    """Open a TCP connection with Nagle off, as BMI/TCP does."""
+def connect(host: str, port: int, timeout: float | None = 30.0, secret: bytes | None = None) -> socket.socket:
+    """Open a TCP connection with Nagle off, as BMI/TCP does, and prove that this client holds the
+    file system's ``secret`` (the handshake; None: none, for peers that do not ask for it).
+    :class:`BmiError` (an OSError) if the server refuses the connection or does not prove it holds
+    the secret too."""
     sock = socket.create_connection((host, port), timeout=timeout)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.settimeout(None)
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if secret is not None:
+            _prove(sock, secret, f"{host}:{port}")
+        sock.settimeout(None)
+    except BaseException:
+        sock.close()
+        raise
     return sock
+
+
+def _mac(secret: bytes, who: bytes, server_nonce: bytes, client_nonce: bytes) -> bytes:
+    return hmac.new(secret, b"callid " + who + server_nonce + client_nonce, hashlib.sha256).digest()
+
+
+def _recv_handshake(sock: socket.socket, size: int, peer: str) -> bytes:
+    """The payload of the next handshake frame, which must be ``size`` bytes long."""
+    raw = bytearray(FRAME.size + size)
+    recv_exact_into(sock, memoryview(raw)[:FRAME.size])
+    magic, mode, _, got = FRAME.unpack_from(raw)
+    if magic != BMI_MAGIC or mode != MODE_AUTH or got != size:
+        raise BmiError(f"{peer} does not speak the handshake (a mode {mode} frame of {got} bytes)")
+    recv_exact_into(sock, memoryview(raw)[FRAME.size:])
+    return bytes(raw[FRAME.size:])
+
+
+def _prove(sock: socket.socket, secret: bytes, peer: str) -> None:
+    """The client's half of the handshake."""
+    status, version, server_nonce = HELLO.unpack(_recv_handshake(sock, HELLO.size, f"server {peer}"))
+    if status:
+        raise BmiError(f"server {peer} refused the connection: {os.strerror(status)}")
+    if version != HANDSHAKE_VERSION:
+        raise BmiError(f"server {peer} speaks handshake version {version}, not {HANDSHAKE_VERSION}")
+    nonce = secrets.token_bytes(NONCE_BYTES)
+    send(sock, MODE_AUTH, 0, PROOF.pack(nonce, _mac(secret, b"client", server_nonce, nonce)))
+    status, mac = VERDICT.unpack(_recv_handshake(sock, VERDICT.size, f"server {peer}"))
+    if status:
+        raise BmiError(f"server {peer} refused the connection: {os.strerror(status)} (this client does not "
+                       "hold the file system's secret)")
+    if not hmac.compare_digest(mac, _mac(secret, b"server", server_nonce, nonce)):
+        raise BmiError(f"server {peer} does not hold the file system's secret")
+
+
+def refuse(sock: socket.socket, status: int) -> None:
+    """Tell a new connection that it is refused (its hello says ``status``, an errno); the caller
+    closes it."""
+    send(sock, MODE_AUTH, 0, HELLO.pack(status, HANDSHAKE_VERSION, bytes(NONCE_BYTES)))
+
+
+def authenticate(sock: socket.socket, secret: bytes) -> None:
+    """The server's half of the handshake: return when the peer proved it holds ``secret``; else
+    raise :class:`Refused` (after telling a peer with a wrong proof so)."""
+    nonce = secrets.token_bytes(NONCE_BYTES)
+    send(sock, MODE_AUTH, 0, HELLO.pack(0, HANDSHAKE_VERSION, nonce))
+    raw = bytearray(FRAME.size)
+    recv_exact_into(sock, memoryview(raw))
+    magic, mode, tag, size = FRAME.unpack(raw)
+    if magic == BMI_MAGIC and mode == MODE_UNEXPECTED:
+        raise Refused("it sent a request without proving it holds the file system's secret", (tag, size))
+    if magic != BMI_MAGIC or mode != MODE_AUTH or size != PROOF.size:
+        raise Refused(f"it sent a frame of magic {magic:#x}, mode {mode} and {size} bytes, not its proof")
+    client_nonce, mac = PROOF.unpack(recv_payload(sock, size))
+    if not hmac.compare_digest(mac, _mac(secret, b"client", nonce, client_nonce)):
+        send(sock, MODE_AUTH, 0, VERDICT.pack(errno.EACCES, bytes(NONCE_BYTES)))
+        raise Refused("its proof is wrong: it does not hold the file system's secret")
+    send(sock, MODE_AUTH, 0, VERDICT.pack(0, _mac(secret, b"server", nonce, client_nonce)))
+
+
+def set_timeout(sock: socket.socket, seconds: float) -> None:
+    """Make a receive or a send on ``sock`` fail (an OSError) after ``seconds`` without progress.
+    Kernel timeouts (SO_RCVTIMEO, SO_SNDTIMEO): the socket stays blocking, with no poll per call
+    (as Python's own socket timeouts would add)."""
+    whole = int(seconds)
+    tv = struct.pack("@ll", whole, int((seconds - whole) * 1_000_000))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, tv)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, tv)

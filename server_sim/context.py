@@ -28,6 +28,7 @@ class ServerState:
     flow_buffer: int
     io_servers: tuple[str, ...]
     default_strip_size: int
+    max_flow: int  # most bytes one I/O request may move on one datafile
 
 
 def send_reply(sock: socket.socket, tag: int, msg: P.Response, t_recv: int) -> None:

@@ -9,7 +9,7 @@ contiguous physical range on each datafile.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from callid_core.config import DEFAULT_STRIP_SIZE
@@ -107,7 +107,12 @@ def split_buffers(segments: Sequence[tuple[int, int]], buffer_size: int) -> list
     Each buffer holds at most ``buffer_size`` bytes of the stream; adjacent
     pieces inside a buffer are merged (one Trove list operation per buffer).
     """
-    buffers: list[list[tuple[int, int]]] = []
+    return list(iter_buffers(segments, buffer_size))
+
+
+def iter_buffers(segments: Iterable[tuple[int, int]], buffer_size: int) -> Iterator[list[tuple[int, int]]]:
+    """:func:`split_buffers`, one buffer at a time.  Every buffer but the last is full, so a
+    stream of ``n`` bytes has :func:`buffer_count` buffers."""
     current: list[tuple[int, int]] = []
     room = buffer_size
     for off, length in segments:
@@ -121,19 +126,49 @@ def split_buffers(segments: Sequence[tuple[int, int]], buffer_size: int) -> list
             length -= n
             room -= n
             if not room:
-                buffers.append(current)
+                yield current
                 current, room = [], buffer_size
     if current:
-        buffers.append(current)
-    return buffers
+        yield current
+
+
+def buffer_count(nbytes: int, buffer_size: int) -> int:
+    """The flow buffers of a stream of ``nbytes`` bytes."""
+    return -(-nbytes // buffer_size)
 
 
 #: A stream's flow buffers with the bytes of each: ``((pieces, nbytes), ...)``.
 FlowBuffers = tuple[tuple[list[tuple[int, int]], int], ...]
+#: Streams of at most this many flow buffers (and segments) have them computed once per shape.
+_CACHED_BUFFERS = 64
+
+
+def flow_buffers(segments: tuple[tuple[int, int], ...], buffer_size: int) -> FlowBuffers:
+    """:func:`split_buffers` of a stream given as a tuple, each buffer with its bytes.  A short
+    stream's are computed once per shape (client and servers meet the same shapes on every
+    access); a long stream's each time, so that the cache's memory stays small."""
+    if _short(segments, buffer_size):
+        return _cached_flow_buffers(segments, buffer_size)
+    return tuple(_with_bytes(iter_buffers(segments, buffer_size)))
+
+
+def stream_buffers(segments: tuple[tuple[int, int], ...], buffer_size: int) -> Iterable[
+        tuple[list[tuple[int, int]], int]]:
+    """:func:`flow_buffers`, made one at a time as they are used for a long stream (a server's
+    flow holds one buffer's pieces at a time, whatever the request's length)."""
+    if _short(segments, buffer_size):
+        return _cached_flow_buffers(segments, buffer_size)
+    return _with_bytes(iter_buffers(segments, buffer_size))
+
+
+def _short(segments: tuple[tuple[int, int], ...], buffer_size: int) -> bool:
+    return len(segments) <= _CACHED_BUFFERS and sum(n for _, n in segments) <= _CACHED_BUFFERS * buffer_size
+
+
+def _with_bytes(buffers: Iterable[list[tuple[int, int]]]) -> Iterator[tuple[list[tuple[int, int]], int]]:
+    return ((pieces, sum(n for _, n in pieces)) for pieces in buffers)
 
 
 @functools.lru_cache(maxsize=256)
-def flow_buffers(segments: tuple[tuple[int, int], ...], buffer_size: int) -> FlowBuffers:
-    """:func:`split_buffers` of a stream given as a tuple, each buffer with its bytes; computed
-    once per stream shape (client and servers meet the same shapes on every access)."""
-    return tuple((pieces, sum(n for _, n in pieces)) for pieces in split_buffers(segments, buffer_size))
+def _cached_flow_buffers(segments: tuple[tuple[int, int], ...], buffer_size: int) -> FlowBuffers:
+    return tuple(_with_bytes(iter_buffers(segments, buffer_size)))

@@ -1,4 +1,9 @@
-"""The per-server columnar event log (request, flow, Trove and metadata events)."""
+"""The per-server columnar event log (request, flow, Trove and metadata events).
+
+Every row is checked against the log's schema when it is appended (``validate.row_check``):
+a row that would not fit fails the request that made it, never the batch it would have joined
+(the other clients' events, written at the next flush).
+"""
 
 from __future__ import annotations
 
@@ -10,10 +15,12 @@ from callid_core.clock import now
 from callid_core.config import Config
 from callid_core.ids import Layout
 from callid_core.partlog import PartLog
+from server_sim.validate import row_check
 
 __all__ = ["ServerEvents", "Who", "now"]
 
 _row = S.SERVER.row
+_check = row_check(S.SERVER)
 
 
 class Who(NamedTuple):
@@ -59,7 +66,8 @@ class ServerEvents:
         CallIDs the event serves (an aggregated request's disk operation), if not all;
         ``callid_bytes``: their bytes (default: all of ``size`` when the event serves one
         CallID, none of an event of size 0, else unknown); ``file_range``: a data
-        operation's range in the file."""
+        operation's range in the file.  :class:`~server_sim.validate.Invalid` (nothing logged) if
+        the row does not fit the log's schema."""
         if self.enabled:
             callid, all_ids, rank, req_id = who
             if callids is None:
@@ -68,11 +76,13 @@ class ServerEvents:
                 callid = self.single(callids)
             if callid_bytes is None:  # (an event moving nothing moves nothing of any call)
                 callid_bytes = [size] if len(callids) == 1 else [] if size else [0] * len(callids)
-            self.log.append(_row(server=self.server, clock=self.clock, layer=layer, op=op, callid=callid,
-                                 callids=callids, callid_bytes=callid_bytes, rank=rank, req_id=req_id,
-                                 event_id=event_id, parent=parent, handle=handle, offset=offset,
-                                 file_offset=file_range[0], file_end=file_range[1], size=size,
-                                 t_start=t_start, t_end=t_end))
+            row = _row(server=self.server, clock=self.clock, layer=layer, op=op, callid=callid,
+                       callids=callids, callid_bytes=callid_bytes, rank=rank, req_id=req_id,
+                       event_id=event_id, parent=parent, handle=handle, offset=offset,
+                       file_offset=file_range[0], file_end=file_range[1], size=size,
+                       t_start=t_start, t_end=t_end)
+            _check(row)
+            self.log.append(row)
 
     def close(self) -> None:
         self.log.close()

@@ -1,9 +1,11 @@
 """Flows: move an I/O request's data between BMI and Trove in buffers.
 
 The server's part of a request is a stream of physical segments; the stream is
-cut into buffers of the flow buffer size (``distribution.flow_buffers``).  Each
+cut into buffers of the flow buffer size (``distribution.stream_buffers``: one at a
+time, so a flow's memory does not grow with its length).  Each
 buffer is one BMI message and one Trove list operation, done by the connection's
-own thread straight from (into) one reusable scratch area: zero copies in Python,
+own thread straight from (into) one scratch area, reused from flow to flow (the
+server keeps a few between flows, not one per connection): zero copies in Python,
 and no thread hand-off per buffer (under the GIL a hand-off costs more than the
 overlap it buys: profile in bench/README.md).  Several buffers are in flight, in
 the kernel's socket buffers: the client sends every buffer of a write without
@@ -13,27 +15,35 @@ waiting, and a read's buffers leave in batches (several messages, one system cal
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 
 from server_sim import bmi
 from server_sim.context import RequestContext
-from server_sim.distribution import flow_buffers
+from server_sim.distribution import buffer_count, stream_buffers
 from server_sim.events import now
 
 log = logging.getLogger("server_sim.flow")
 #: Bytes of a read flow's buffers that leave together, in one system call.
 READ_BATCH = 1 << 20
-_scratch = threading.local()
+#: Scratch areas of each size kept while no flow uses them (a fresh one would page-fault on every
+#: flow; one per connection would stay with idle connections).
+IDLE_SCRATCH = 8
+_idle: dict[int, list[bytearray]] = {}
 Segments = tuple[tuple[int, int], ...]
 
 
-def _buffer(size: int) -> memoryview:
-    """This thread's flow buffer (allocated once: a fresh one would page-fault on every flow)."""
-    buf = getattr(_scratch, "buf", None)
-    if buf is None or len(buf) < size:
-        buf = _scratch.buf = bytearray(size)
-    return memoryview(buf)
+def _take(size: int) -> bytearray:
+    """A scratch area of ``size`` bytes for one flow (give it back with :func:`_give`)."""
+    try:
+        return _idle.setdefault(size, []).pop()  # (list operations are atomic: no lock)
+    except IndexError:
+        return bytearray(size)
+
+
+def _give(buf: bytearray) -> None:
+    idle = _idle[len(buf)]
+    if len(idle) < IDLE_SCRATCH:
+        idle.append(buf)
 
 
 def _trove_op(ctx: RequestContext, handle: int, flow_id: int, op: str,
@@ -56,13 +66,13 @@ def write_flow(ctx: RequestContext, handle: int, segments: Segments) -> int:
     flow_id = ctx.new_id()
     t0 = now()
     state, sock, tag = ctx.state, ctx.sock, ctx.tag
-    buf = _buffer(state.flow_buffer)
+    scratch = _take(state.flow_buffer)
+    buf = memoryview(scratch)
     total = 0
     failure: OSError | None = None
     try:
-        buffers = flow_buffers(segments, state.flow_buffer)
-        ctx.attribution.expect(len(buffers))
-        for k, (pieces, nbytes) in enumerate(buffers):
+        ctx.attribution.expect(buffer_count(ctx.nbytes, state.flow_buffer))
+        for k, (pieces, nbytes) in enumerate(stream_buffers(segments, state.flow_buffer)):
             view = buf[:nbytes]
             bmi.recv_expected_into(sock, tag, view)
             if failure is None:  # after a Trove error, keep draining the client's buffers
@@ -74,6 +84,7 @@ def write_flow(ctx: RequestContext, handle: int, segments: Segments) -> int:
         if failure is not None:
             raise failure
     finally:
+        _give(scratch)
         ctx.record(flow_id, "flow", "flow_write", ctx.event_id, handle, segments[0][0] if segments else 0,
                    total, t0, now(), None, ctx.request_bytes())
     return total
@@ -90,24 +101,26 @@ def read_flow(ctx: RequestContext, handle: int, segments: Segments, ahead: list[
     t0 = now()
     state, sock, tag = ctx.state, ctx.sock, ctx.tag
     per_batch = max(1, READ_BATCH // state.flow_buffer)
-    buf = _buffer(per_batch * state.flow_buffer)
+    scratch = _take(per_batch * state.flow_buffer)
+    buf = memoryview(scratch)
     out = ahead
     total = pos = 0
     try:
-        buffers = flow_buffers(segments, state.flow_buffer)
-        ctx.attribution.expect(len(buffers))
-        for i, (pieces, nbytes) in enumerate(buffers, 1):
+        count = buffer_count(ctx.nbytes, state.flow_buffer)
+        ctx.attribution.expect(count)
+        for i, (pieces, nbytes) in enumerate(stream_buffers(segments, state.flow_buffer), 1):
             view = buf[pos:pos + nbytes]
             _trove_op(ctx, handle, flow_id, "trove_read", state.trove.read_list, i - 1, pieces, view)
             out += bmi.frame(bmi.MODE_EXPECTED, tag, view)
             pos += nbytes
             total += nbytes
-            if i % per_batch == 0 or i == len(buffers):
+            if i % per_batch == 0 or i == count:
                 bmi.send_buffers(sock, out)  # copied into the socket: the scratch is free again
                 out, pos = [], 0
         if out:  # (the acknowledgement of an empty stream)
             bmi.send_buffers(sock, out)
     finally:
+        _give(scratch)
         ctx.record(flow_id, "flow", "flow_read", ctx.event_id, handle, segments[0][0] if segments else 0,
                    total, t0, now(), None, ctx.request_bytes())
     return total

@@ -12,6 +12,10 @@ generates both directions.  Each request class names its reply (``REPLY``, and
 ``COMPLETION`` for the reply that ends a write's flow); any request may be
 answered by an :class:`ErrorResponse` instead.  Bump ``PROTOCOL_VERSION``
 whenever a field list, an op number, a kind or a hint type changes.
+
+A field (and a hint, :data:`HINT_VALID`) may also say which values a server accepts
+(``wire(..., valid=...)``): the log column it is logged as, whose type bounds it, or the
+enum of its values; ``server_sim.validate`` checks every decoded request against that.
 """
 
 from __future__ import annotations
@@ -49,7 +53,9 @@ class Status(enum.IntEnum):
 
     ENOENT = 2
     EIO = 5
+    E2BIG = 7  # a request beyond what the server's configuration allows (e.g. its flow length)
     EBADF = 9
+    EACCES = 13  # a request on a connection that has not proved it holds the file system's secret
     EEXIST = 17
     EINVAL = 22
     ENOSPC = 28
@@ -113,6 +119,10 @@ class _Scalar(_Codec):
         self.st = struct.Struct("<" + fmt)
         self.align = 8 if self.st.size == 8 else 4
         self.width = 1  # values per element (lists of scalars pack in one struct)
+        bits = 8 * self.st.size // len(fmt)
+        #: the values the codec can carry: ``lo <= value <= hi``
+        self.lo, self.hi = ((-(1 << bits - 1), (1 << bits - 1) - 1) if fmt[0].islower()
+                            else (0, (1 << bits) - 1))
 
     def encode(self, out: bytearray, value: Any) -> None:
         if self.align == 8 and len(out) % 8:
@@ -250,16 +260,26 @@ class ListOf(_Codec):
 
 REGIONS = ListOf(PairOf())
 
+
+def value_range(codec: _Codec) -> tuple[int, int] | None:
+    """``(lo, hi)``: the integers a scalar codec carries (a list of scalars': each element's);
+    None for any other codec."""
+    elem = codec.elem if isinstance(codec, ListOf) else codec
+    return (elem.lo, elem.hi) if type(elem) is _Scalar else None
+
 # --------------------------------------------------------------------------- hints
 
 # Typed key/value hints, as PVFS2's PVFS_hint: each hint is (key, type, value).
 HINT_INT, HINT_STR, HINT_U64_LIST = 1, 2, 3
-_HINT_CODECS: dict[int, _Codec] = {HINT_INT: I64, HINT_STR: STR, HINT_U64_LIST: ListOf(U64)}
+HINT_CODECS: dict[int, _Codec] = {HINT_INT: I64, HINT_STR: STR, HINT_U64_LIST: ListOf(U64)}
 #: The known hints and their types.  ``callid`` lists every CallID the request serves;
 #: ``callid_bytes`` (requests serving several CallIDs) says whose bytes each of the request's
 #: Trove operations moves: see :func:`encode_callid_bytes`.
 HINT_TYPES = {"callid": HINT_U64_LIST, "callid_bytes": HINT_U64_LIST, "rank": HINT_INT,
               "request_id": HINT_INT}
+#: The log column each hint a server logs becomes: its type bounds the hint's values (as the
+#: ``valid`` of :func:`wire` does for a field).
+HINT_VALID = {"callid": "callids", "rank": "rank", "request_id": "req_id"}
 #: An entry of :data:`callid_bytes`: (index into the ``callid`` list, bytes of that call).
 Owned = tuple[tuple[int, int], ...]
 
@@ -321,7 +341,7 @@ class _Hints(_Codec):
         for key, item in value.items():
             kind = HINT_TYPES.get(key, HINT_STR if isinstance(item, str) else HINT_INT)
             out += _hint_prefix(key, kind, len(out) % 8)
-            _HINT_CODECS[kind].encode(out, item)
+            HINT_CODECS[kind].encode(out, item)
 
     def decode(self, data: memoryview, pos: int) -> tuple[Any, int]:
         end = len(data)
@@ -349,7 +369,7 @@ class _Hints(_Codec):
                 hints[key] = _I64.unpack_from(data, pos + 8)[0]
                 pos += 16
                 continue
-            codec = _HINT_CODECS.get(kind)
+            codec = HINT_CODECS.get(kind)
             if codec is None:
                 raise ProtocolError(f"hint {key!r} has unknown type {kind}")
             hints[key], pos = codec.decode(data, pos + 4)
@@ -362,9 +382,17 @@ HINTS = _Hints()
 # --------------------------------------------------------------------------- messages
 
 
-def wire(codec: _Codec, default: Any = dataclasses.MISSING, kw_only: bool = False) -> Any:
-    """Declare a message field and its lebf codec (fields are encoded in declaration order)."""
-    meta = {"lebf": codec}
+#: What a field's ``valid`` may name: the server log column its value is logged as (the column's
+#: type bounds the value; for a list of regions, each region's offset and end), or the enum of its
+#: values.
+Valid = str | type[enum.IntEnum] | None
+
+
+def wire(codec: _Codec, default: Any = dataclasses.MISSING, kw_only: bool = False,
+         valid: Valid = None) -> Any:
+    """Declare a message field and its lebf codec (fields are encoded in declaration order), and
+    which values a server accepts in it (``valid``, see :data:`Valid`; None: any it can decode)."""
+    meta = {"lebf": codec, "valid": valid}
     if isinstance(default, (list, dict)):
         return field(default_factory=type(default), metadata=meta, kw_only=kw_only)
     return field(default=default, metadata=meta, kw_only=kw_only)
@@ -484,6 +512,7 @@ def _compile(fields: list[tuple[str, _Codec]]) -> list[_Run | _Var]:
 
 
 _FIELDS: dict[type[Message], list[tuple[str, _Codec]]] = {}
+_VALID: dict[type[Message], list[tuple[str, _Codec, Valid]]] = {}
 _PROGRAMS: dict[type[Message], list[_Run | _Var]] = {}
 _CLASSES: dict[tuple[int, int], type[Message]] = {}  # (op, kind) -> the class to decode
 #: Every request class, by its op.
@@ -496,6 +525,8 @@ def message(cls: type[Message]) -> type[Message]:
     A request registers the classes answering it: its ``REPLY``, its ``COMPLETION`` and
     :class:`ErrorResponse`, each under the request's op."""
     _FIELDS[cls] = [(f.name, f.metadata["lebf"]) for f in dataclasses.fields(cls) if "lebf" in f.metadata]
+    _VALID[cls] = [(f.name, f.metadata["lebf"], f.metadata["valid"]) for f in dataclasses.fields(cls)
+                   if f.metadata.get("valid") is not None]
     _PROGRAMS[cls] = _compile(_FIELDS[cls])
     if issubclass(cls, Request):
         if cls.OP in REQUESTS:
@@ -512,6 +543,11 @@ def message(cls: type[Message]) -> type[Message]:
 def wire_fields(cls: type[Message]) -> list[tuple[str, _Codec]]:
     """A message class's wire fields (name, codec), in wire order."""
     return _FIELDS[cls]
+
+
+def valid_fields(cls: type[Message]) -> list[tuple[str, _Codec, Valid]]:
+    """A message class's fields that say which values a server accepts: (name, codec, valid)."""
+    return _VALID[cls]
 
 
 # -- replies
@@ -619,7 +655,7 @@ class CreateRequest(Request):
     REPLY = AttrResponse
     path: str = wire(STR, "")
     dfile_count: int = wire(U32, 0)  # 0: every I/O server
-    strip_size: int = wire(U64, 0)  # 0: the file system's default
+    strip_size: int = wire(U64, 0, valid="size")  # 0: the file system's default
     exclusive: int = wire(U32, 0)
 
 
@@ -650,12 +686,12 @@ class IoRequest(Request):
     OP = Op.IO
     REPLY = IoResponse
     COMPLETION = WriteCompletion
-    handle: int = wire(U64, 0)
-    io_type: int = wire(U32, IoType.READ)
-    strip_size: int = wire(U64, 0)
+    handle: int = wire(U64, 0, valid="handle")
+    io_type: int = wire(U32, IoType.READ, valid=IoType)
+    strip_size: int = wire(U64, 0, valid="size")
     dfile_nr: int = wire(U32, 0)
     dfile_count: int = wire(U32, 1)
-    regions: list = wire(REGIONS, [])
+    regions: list = wire(REGIONS, [], valid="file_end")
 
 
 @message
@@ -674,7 +710,7 @@ class SmallIoRequest(IoRequest):
 class GetsizeRequest(Request):
     OP = Op.GETSIZE
     REPLY = SizeResponse
-    handle: int = wire(U64, 0)
+    handle: int = wire(U64, 0, valid="handle")
 
 
 @message
@@ -682,8 +718,8 @@ class GetsizeRequest(Request):
 class TruncateRequest(Request):
     OP = Op.TRUNCATE
     REPLY = SizeResponse
-    handle: int = wire(U64, 0)
-    size: int = wire(U64, 0)
+    handle: int = wire(U64, 0, valid="handle")
+    size: int = wire(U64, 0, valid="offset")  # (logged as its Trove operation's offset)
 
 
 @message
@@ -691,7 +727,7 @@ class TruncateRequest(Request):
 class FlushRequest(Request):
     OP = Op.FLUSH
     REPLY = EmptyResponse
-    handle: int = wire(U64, 0)
+    handle: int = wire(U64, 0, valid="handle")
 
 
 @message
@@ -699,7 +735,7 @@ class FlushRequest(Request):
 class RemoveDfileRequest(Request):
     OP = Op.REMOVE_DFILE
     REPLY = EmptyResponse
-    handle: int = wire(U64, 0)
+    handle: int = wire(U64, 0, valid="handle")
 
 
 @message
@@ -709,7 +745,7 @@ class SharedFpRequest(Request):
 
     OP = Op.SHARED_FP
     REPLY = SharedFpResponse
-    handle: int = wire(U64, 0)
+    handle: int = wire(U64, 0, valid="handle")
     delta: int = wire(I64, 0)
     assign: int = wire(U32, 0)
 

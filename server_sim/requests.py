@@ -25,6 +25,7 @@ from server_sim.distribution import SimpleStripe
 from server_sim.events import now
 from server_sim.flow import Segments
 from server_sim.trove import FileRecord, MetaStore
+from server_sim.validate import Invalid, check_request
 
 log = logging.getLogger("server_sim.requests")
 
@@ -75,9 +76,15 @@ class Machine(NamedTuple):
 
 
 def machine_for(req: P.Message) -> Machine:
-    """The machine that serves ``req``; :class:`RequestError` if none does."""
+    """The machine that serves ``req``; :class:`RequestError` if none does, or if a field or hint
+    of ``req`` has a value its declaration does not allow (``server_sim.validate``: checked here,
+    before anything of the request is used or logged)."""
     if not isinstance(req, P.Request):
         raise RequestError(P.Status.ENOSYS, f"{type(req).__name__} is not a request")
+    try:
+        check_request(req)
+    except Invalid as exc:
+        raise RequestError(P.Status.EINVAL, str(exc)) from None
     found = _MACHINES.get((req.OP, getattr(req, "io_type", None)))
     if found is None:
         raise RequestError(P.Status.EINVAL, f"{req.NAME} request of unknown io_type {req.io_type}")
@@ -104,7 +111,10 @@ def serve(ctx: RequestContext, req: P.Request, machine: Machine) -> P.Response |
         log.exception("%s request failed", machine.name)
         return req.error(P.Status.EIO)
     finally:
-        ctx.finish()
+        try:
+            ctx.finish()
+        except Exception:  # (its reply still leaves)
+            log.exception("%s request: its event was not logged", machine.name)
 
 
 def action(fn: Action) -> Action:
@@ -127,21 +137,27 @@ def _ack(ctx: RequestContext, req: P.IoRequest) -> P.Response:
 @action
 def io_prelude(ctx: RequestContext, req: P.IoRequest, _: None) -> Segments:
     """Check the distribution; cut the regions into this datafile's physical segments, in stream order;
-    set up the attribution of the request's disk operations."""
+    check that they are no more than the server allows (E2BIG: a small I/O's data limit, the flow
+    length of the configuration); set up the attribution of the request's disk operations."""
     if req.strip_size <= 0 or not 0 <= req.dfile_nr < req.dfile_count:
         raise RequestError(P.Status.EINVAL, f"bad distribution {req.strip_size=} "
                                             f"{req.dfile_nr=} {req.dfile_count=}")
     if len(req.regions) > P.MAX_IO_REGIONS:
         raise RequestError(P.Status.EINVAL, f"{len(req.regions)} regions, at most {P.MAX_IO_REGIONS}")
     dist = _stripe(req.strip_size, req.dfile_count)
-    ctx.layout = (dist, req.dfile_nr)
-    ctx.attribution = Attribution(ctx.who.callids, req.hints.get("callid_bytes"))
     segments = []
     for off, length in req.regions:
         start, n = dist.share(req.dfile_nr, off, length)
         if n:
             segments.append((start, n))
-    ctx.nbytes = sum(n for _, n in segments)
+    nbytes = sum(n for _, n in segments)
+    limit = P.SMALL_IO_MAX_DATA if isinstance(req, P.SmallIoRequest) else ctx.state.max_flow
+    if nbytes > limit:
+        raise RequestError(P.Status.E2BIG, f"{req.NAME} request of {nbytes} bytes on this datafile, "
+                                           f"at most {limit}")
+    ctx.nbytes = nbytes
+    ctx.layout = (dist, req.dfile_nr)
+    ctx.attribution = Attribution(ctx.who.callids, req.hints.get("callid_bytes"))
     return tuple(segments)
 
 

@@ -1,13 +1,25 @@
-"""One server process: wires BMI, the request state machines, flows, Trove and the event log."""
+"""One server process: wires BMI, the request state machines, flows, Trove and the event log.
+
+What one client can take is bounded by the configuration: at most ``max_connections``
+connections at once, one thread each (beyond, a new connection is refused: its hello says
+EAGAIN; when the process runs out of file descriptors, EMFILE, through a descriptor kept in
+reserve for that); a connection proves it holds the file system's secret within
+``AUTH_TIMEOUT`` (``bmi.authenticate``) and is closed after ``idle_timeout`` seconds without a
+byte.  SIGTERM or SIGINT stops it: no new connection, every connection shut down, their
+threads waited for at most ``SHUTDOWN_GRACE`` seconds, the event log flushed.
+"""
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
+import resource
 import signal
 import socket
 import threading
+import time
 
 from callid_core import clock
 from callid_core.atomic import replacing
@@ -21,13 +33,51 @@ from server_sim.trove import MetaStore, Trove
 
 log = logging.getLogger("server_sim.server")
 
+#: Seconds a new connection has to prove it holds the secret (at most the idle timeout).
+AUTH_TIMEOUT = 10.0
+#: Seconds a stopping server waits for its connections' threads before it flushes its log.
+SHUTDOWN_GRACE = 5.0
+#: Exit status when even the flush does not end within twice the grace (the watchdog's).
+EXIT_HUNG = 3
+#: Listen backlog (connections the kernel holds before they are accepted).
+BACKLOG = 256
+#: File descriptors a server keeps for itself beside connections and open datafiles (the
+#: listener, the one in reserve, log parts, the metadata store, Python's and pyarrow's own).
+FD_RESERVE = 64
+
 
 class Shutdown(Exception):
-    """Raised in the main thread by SIGTERM/SIGINT."""
+    """Raised in the main thread by the first SIGTERM/SIGINT."""
 
 
-def _raise_shutdown(signum, frame) -> None:
-    raise Shutdown
+def _descriptors(connections: int, open_files: int) -> tuple[int, int]:
+    """How many connections and open datafiles the process's descriptors allow (the soft limit
+    raised to the hard one if that is needed), so that serving never runs out of descriptors:
+    a connection beyond is refused (EAGAIN) before one would be."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = connections + open_files + FD_RESERVE
+    if soft != resource.RLIM_INFINITY and soft < need:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (need if hard == resource.RLIM_INFINITY else
+                                                        min(need, hard), hard))
+        except (ValueError, OSError):
+            pass
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft == resource.RLIM_INFINITY or soft >= need:
+        return connections, open_files
+    room = max(2, soft - FD_RESERVE)
+    open_files = min(open_files, room // 4)
+    log.warning("%d file descriptors: at most %d connections and %d open datafiles", soft,
+                room - open_files, open_files)
+    return room - open_files, open_files
+
+
+def _reserve() -> int | None:
+    """A descriptor kept in reserve, freed to refuse a connection when the process has no other."""
+    try:
+        return os.open(os.devnull, os.O_RDONLY)
+    except OSError:
+        return None
 
 
 class Server:
@@ -36,70 +86,169 @@ class Server:
     def __init__(self, config: Config, name: str) -> None:
         self.config = config
         self.me = config.server(name)
+        self.secret = config.secret()
         clock.use_domain(config.clock_skew, config.clock_t0, name)
+        self.max_connections, open_files = _descriptors(config.max_connections, Trove.MAX_OPEN)
         self.events = ServerEvents(config, name)
-        self.trove = Trove(self.me.storage)
+        self.trove = Trove(self.me.storage, open_files)
         self.meta = MetaStore(self.me.storage) if ROLE_META in self.me.roles else None
         self.state = ServerState(name, self.trove, self.meta, self.events, config.flow_buffer,
-                                 tuple(s.name for s in config.io_servers), config.strip_size)
+                                 tuple(s.name for s in config.io_servers), config.strip_size, config.max_flow)
         self._conns: dict[socket.socket, threading.Thread] = {}
         self._lock = threading.Lock()
+        self._refused = 0
+        self._stopping = False
 
     # -- lifecycle ------------------------------------------------------------------
     def serve(self, addr_file: str | os.PathLike[str] | None = None) -> None:
         """Listen, write ``addr_file`` ({host, port, pid}), serve until SIGTERM, then flush."""
-        listener = socket.create_server((self.me.host, self.me.port), backlog=256)
+        listener = socket.create_server((self.me.host, self.me.port), backlog=BACKLOG)
         host, port = listener.getsockname()[:2]
         if addr_file:
             with replacing(addr_file) as tmp:
                 tmp.write_text(json.dumps({"host": host, "port": port, "pid": os.getpid()}))
-        signal.signal(signal.SIGTERM, _raise_shutdown)
-        signal.signal(signal.SIGINT, _raise_shutdown)
+        signal.signal(signal.SIGTERM, self._signal)
+        signal.signal(signal.SIGINT, self._signal)
         log.info("server %s listening on %s:%d", self.me.name, host, port)
+        spare = _reserve()
         try:
             while True:
-                sock, peer = listener.accept()
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                thread = threading.Thread(target=self._connection, args=(sock,), daemon=True,
-                                          name=f"{self.me.name}-conn")
-                with self._lock:
-                    self._conns[sock] = thread
-                thread.start()
+                try:
+                    sock, peer = listener.accept()
+                except OSError as exc:
+                    spare = self._accept_failed(listener, exc, spare)
+                    continue
+                self._admit(sock, peer)
         except Shutdown:
             log.info("server %s shutting down", self.me.name)
         finally:
             listener.close()
             self.close()
 
-    def close(self) -> None:
-        """Stop connections, let their Trove work finish and flush the event log."""
+    def _signal(self, signum: int, frame: object) -> None:
+        """SIGTERM, SIGINT: stop (the first one only: a later one cannot cut the stop short)."""
+        if self._stopping:
+            log.info("signal %d: stopping already", signum)
+            return
+        self._stopping = True
+        raise Shutdown
+
+    def _accept_failed(self, listener: socket.socket, exc: OSError, spare: int | None) -> int | None:
+        """Go on after ``accept`` failed; the descriptor in reserve after that."""
+        if exc.errno in (errno.EMFILE, errno.ENFILE):
+            # Out of descriptors: the one in reserve takes the waiting connection, to refuse it
+            # (else it would wait in the backlog, and accept fail again at once).
+            if spare is not None:
+                os.close(spare)
+            try:
+                sock, peer = listener.accept()
+            except OSError:
+                time.sleep(0.05)  # (nothing in reserve: wait for connections to end)
+            else:
+                self._refuse(sock, peer, exc.errno, "out of file descriptors")
+            return _reserve()
+        if exc.errno in (errno.ENOBUFS, errno.ENOMEM):
+            log.warning("accept failed: %s", exc)
+            time.sleep(0.05)
+        else:  # (a connection reset before it was accepted, ...)
+            log.info("accept failed: %s", exc)
+        return spare
+
+    def _admit(self, sock: socket.socket, peer: tuple) -> None:
+        """Serve a new connection in a thread of its own, or refuse it when the server is full."""
         with self._lock:
-            conns, self._conns = dict(self._conns), {}
+            n = len(self._conns)
+        if n >= self.max_connections:
+            self._refuse(sock, peer, errno.EAGAIN, f"{n} connections, the most allowed")
+            return
+        thread = threading.Thread(target=self._connection, args=(sock, peer), daemon=True,
+                                  name=f"{self.me.name}-conn")
+        with self._lock:
+            self._conns[sock] = thread
+        try:
+            thread.start()
+        except RuntimeError as exc:  # (no thread to be had)
+            with self._lock:
+                self._conns.pop(sock, None)
+            self._refuse(sock, peer, errno.EAGAIN, str(exc))
+
+    def _refuse(self, sock: socket.socket, peer: tuple, status: int, why: str) -> None:
+        """Tell a new connection it is refused (``status``, an errno) and close it."""
+        try:
+            bmi.set_timeout(sock, 1.0)
+            bmi.refuse(sock, status)
+        except OSError:
+            pass
+        finally:
+            sock.close()
+        self._refused += 1
+        if self._refused == 1 or self._refused % 100 == 0:
+            log.warning("refused a connection from %s:%s: %s (%d refused so far)", peer[0], peer[1], why,
+                        self._refused)
+
+    def close(self) -> None:
+        """Stop the connections, let their work finish (at most ``SHUTDOWN_GRACE`` s) and flush
+        the event log.  A watchdog ends the process if even that does not end."""
+        watchdog = threading.Timer(2 * SHUTDOWN_GRACE, os._exit, (EXIT_HUNG,))
+        watchdog.daemon = True
+        watchdog.start()
+        deadline = time.monotonic() + SHUTDOWN_GRACE
+        with self._lock:
+            conns = dict(self._conns)
         for sock in conns:
             try:
                 sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
         for thread in conns.values():
-            thread.join(timeout=10)
-        self.events.close()
-        self.trove.close()
-        if self.meta is not None:
-            self.meta.close()
+            thread.join(max(0.0, deadline - time.monotonic()))
+        busy = sum(thread.is_alive() for thread in conns.values())
+        if busy:
+            log.warning("%d connections still busy after %.0f s: their last events are lost", busy,
+                        SHUTDOWN_GRACE)
+        try:
+            self.events.close()
+        except Exception:  # noqa: BLE001 (the rest still closes)
+            log.exception("the event log could not be flushed")
+        if not busy:  # (else a busy thread may still use them: the process ends with them open)
+            self.trove.close()
+            if self.meta is not None:
+                self.meta.close()
+        watchdog.cancel()
 
     # -- one connection ------------------------------------------------------------------
-    def _connection(self, sock: socket.socket) -> None:
+    def _connection(self, sock: socket.socket, peer: tuple) -> None:
         try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            bmi.set_timeout(sock, min(AUTH_TIMEOUT, self.config.idle_timeout))
+            try:
+                bmi.authenticate(sock, self.secret)
+            except bmi.Refused as exc:
+                log.warning("refused the client at %s:%s: %s", peer[0], peer[1], exc)
+                if exc.request is not None:
+                    self._deny(sock, *exc.request)
+                return
+            bmi.set_timeout(sock, self.config.idle_timeout)
             while self._one_request(sock):
                 pass
+        except BlockingIOError:
+            log.info("closed the connection from %s:%s: no bytes for %s s", peer[0], peer[1],
+                     self.config.idle_timeout)
         except (bmi.BmiError, OSError) as exc:
-            log.info("connection closed: %s", exc)
+            log.info("connection from %s:%s closed: %s", peer[0], peer[1], exc)
         except Exception:  # a server never dies on a bad request
             log.exception("connection failed")
         finally:
             with self._lock:
                 self._conns.pop(sock, None)
             sock.close()
+
+    @staticmethod
+    def _deny(sock: socket.socket, tag: int, size: int) -> None:
+        """Answer the request of a client that has not proved it holds the secret: EACCES."""
+        if size <= bmi.UNEXPECTED_LIMIT:
+            bmi.discard(sock, size)
+            send_reply(sock, tag, P.ErrorResponse(P.Status.EACCES), now())
 
     def _one_request(self, sock: socket.socket) -> bool:
         """Serve one request on ``sock``; False when the peer closed the connection."""
@@ -116,12 +265,13 @@ class Server:
         if header is None:
             return False
         mode, tag, size = header
+        if mode != bmi.MODE_UNEXPECTED:  # (read and dropped as it arrives: nothing allocated for it)
+            bmi.discard(sock, size)
+            log.warning("dropped an expected message (tag %d) with no request waiting", tag)
+            send_reply(sock, tag, P.ErrorResponse(P.Status.EPROTO), now())
+            return True
         payload = bmi.recv_payload(sock, size)
         t_recv = now()
-        if mode != bmi.MODE_UNEXPECTED:
-            log.warning("dropped an expected message (tag %d) with no request waiting", tag)
-            send_reply(sock, tag, P.ErrorResponse(P.Status.EPROTO), t_recv)
-            return True
         req: P.Message | None = None
         try:
             req = P.decode(payload)

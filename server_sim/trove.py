@@ -15,9 +15,16 @@ FileRecord = tuple[int, int, list[tuple[str, int]]]  # (handle, strip size, [(se
 
 
 class Trove:
-    """Datafile byte streams under ``storage/bstreams``, one real file per handle."""
+    """Datafile byte streams under ``storage/bstreams``, one real file per handle.
 
-    def __init__(self, storage: str | os.PathLike[str]) -> None:
+    The files stay open between operations, up to ``max_open`` of them; an operation on another
+    handle opens and closes its file (so the descriptors a server holds stay bounded whatever
+    handles its clients name)."""
+
+    MAX_OPEN = 256
+
+    def __init__(self, storage: str | os.PathLike[str], max_open: int = MAX_OPEN) -> None:
+        self.max_open = max_open
         self.dir = Path(storage) / "bstreams"
         self.dir.mkdir(parents=True, exist_ok=True)
         self._fds: dict[int, int] = {}
@@ -26,66 +33,86 @@ class Trove:
     def _path(self, handle: int) -> Path:
         return self.dir / f"{handle:016x}.bstream"
 
-    def _fd(self, handle: int, create: bool) -> int | None:
+    def _fd(self, handle: int, create: bool) -> tuple[int | None, bool]:
+        """The handle's file descriptor (None: no such file) and whether it stays open (else the
+        caller closes it)."""
         fd = self._fds.get(handle)  # (the usual case: open already; no lock needed to look)
         if fd is not None:
-            return fd
+            return fd, True
         with self._lock:
             fd = self._fds.get(handle)
-            if fd is None:
-                flags = os.O_RDWR | (os.O_CREAT if create else 0)
-                try:
-                    fd = os.open(self._path(handle), flags, 0o644)
-                except FileNotFoundError:
-                    return None
+            if fd is not None:
+                return fd, True
+            flags = os.O_RDWR | (os.O_CREAT if create else 0)
+            try:
+                fd = os.open(self._path(handle), flags, 0o644)
+            except FileNotFoundError:
+                return None, True
+            if len(self._fds) < self.max_open:
                 self._fds[handle] = fd
-            return fd
+                return fd, True
+            return fd, False
+
+    @contextmanager
+    def _open(self, handle: int, create: bool) -> Iterator[int | None]:
+        fd, kept = self._fd(handle, create)
+        try:
+            yield fd
+        finally:
+            if not kept:
+                os.close(fd)
 
     def write_list(self, handle: int, segments: Segments, data: memoryview) -> int:
         """Write ``data`` to the physical ``segments`` in order (one list operation)."""
-        fd = self._fd(handle, create=True)
-        assert fd is not None
-        pos = 0
-        for off, length in segments:
-            chunk = data[pos : pos + length]
-            while chunk.nbytes:
-                n = os.pwrite(fd, chunk, off)
-                chunk, off = chunk[n:], off + n
-            pos += length
-        return pos
+        fd, kept = self._fd(handle, create=True)
+        try:
+            pos = 0
+            for off, length in segments:
+                chunk = data[pos : pos + length]
+                while chunk.nbytes:
+                    n = os.pwrite(fd, chunk, off)
+                    chunk, off = chunk[n:], off + n
+                pos += length
+            return pos
+        finally:
+            if not kept:
+                os.close(fd)
 
     def read_list(self, handle: int, segments: Segments, out: memoryview) -> int:
         """Read the physical ``segments`` into ``out``; bytes past the end read as zeros."""
-        fd = self._fd(handle, create=False)
-        pos = got = 0
-        for off, length in segments:
-            view = out[pos : pos + length]
-            n = 0
-            if fd is not None:
-                while n < length:
-                    k = os.preadv(fd, [view[n:]], off + n)
-                    if not k:
-                        break
-                    n += k
-            if n < length:
-                view[n:] = bytes(length - n)
-            got += n
-            pos += length
-        return got
+        fd, kept = self._fd(handle, create=False)
+        try:
+            pos = got = 0
+            for off, length in segments:
+                view = out[pos : pos + length]
+                n = 0
+                if fd is not None:
+                    while n < length:
+                        k = os.preadv(fd, [view[n:]], off + n)
+                        if not k:
+                            break
+                        n += k
+                if n < length:
+                    view[n:] = bytes(length - n)
+                got += n
+                pos += length
+            return got
+        finally:
+            if not kept:
+                os.close(fd)
 
     def size(self, handle: int) -> int:
-        fd = self._fd(handle, create=False)
-        return 0 if fd is None else os.fstat(fd).st_size
+        with self._open(handle, create=False) as fd:
+            return 0 if fd is None else os.fstat(fd).st_size
 
     def truncate(self, handle: int, size: int) -> None:
-        fd = self._fd(handle, create=True)
-        assert fd is not None
-        os.ftruncate(fd, size)
+        with self._open(handle, create=True) as fd:
+            os.ftruncate(fd, size)
 
     def flush(self, handle: int) -> None:
-        fd = self._fd(handle, create=False)
-        if fd is not None:
-            os.fsync(fd)
+        with self._open(handle, create=False) as fd:
+            if fd is not None:
+                os.fsync(fd)
 
     def remove(self, handle: int) -> bool:
         with self._lock:

@@ -13,6 +13,7 @@ import functools
 import itertools
 import select
 import threading
+import time
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +22,7 @@ from callid.mpiio.call import CallContext
 from callid.mpiio.ownership import Item, Owners, owned_per_buffer, split_items, stream_bytes
 from callid_core import clock
 from callid_core.config import Config
-from callid_core.errors import Failed
+from callid_core.errors import CallidError, Failed
 from server_sim import bmi
 from server_sim import protocol as P
 from server_sim.distribution import SimpleStripe, flow_buffers
@@ -62,10 +63,11 @@ class FileAttrs:
 
 
 class _Connection:
-    """One BMI connection to one server, used by one exchange at a time."""
+    """One BMI connection to one server, authenticated (it proved it holds the file system's
+    secret), used by one exchange at a time."""
 
-    def __init__(self, host: str, port: int) -> None:
-        self.sock = bmi.connect(host, port)
+    def __init__(self, host: str, port: int, secret: bytes) -> None:
+        self.sock = bmi.connect(host, port, secret=secret)
         self.lock = threading.Lock()
 
     def request(self, tag: int, msg: P.Request) -> None:
@@ -115,7 +117,12 @@ class SysInt:
         self.small_io_limit = min(config.small_io, P.SMALL_IO_MAX_DATA)
         self._seq = itertools.count(1)
         self._conns: dict[str, _Connection] = {}
+        self._used: dict[str, float] = {}  # when an exchange last took each server's connection (monotonic s)
         self._conn_lock = threading.Lock()
+        self._secret: bytes | None = None  # (read from the configuration's secret file when first needed)
+        # A server closes a connection idle for config.idle_timeout: one idle for half of that is
+        # replaced before it is used again.
+        self._stale = config.idle_timeout / 2
 
     def close(self) -> None:
         with self._conn_lock:
@@ -125,16 +132,31 @@ class SysInt:
 
     # -- plumbing -----------------------------------------------------------------
     def _conn(self, server: str) -> _Connection:
+        """The connection to ``server`` for an exchange starting now (a new one if there is none,
+        or if the one there may be near the server's idle timeout)."""
         with self._conn_lock:
             conn = self._conns.get(server)
+            now = time.monotonic()
+            if conn is not None and now - self._used.get(server, now) > self._stale:
+                del self._conns[server]
+                if conn.lock.acquire(blocking=False):  # (else an exchange still uses it: it ends with it)
+                    conn.sock.close()
+                    conn.lock.release()
+                conn = None
             if conn is None:
                 cfg = self.config.server(server)
+                if self._secret is None:
+                    try:
+                        self._secret = self.config.secret()
+                    except CallidError as exc:  # (no secret to prove)
+                        raise FsError(P.Status.EACCES, f"cannot connect to server {server}: {exc}") from None
                 try:
-                    conn = _Connection(cfg.host, cfg.port)
+                    conn = _Connection(cfg.host, cfg.port, self._secret)
                 except OSError as exc:
                     raise FsError(P.Status.EIO, f"cannot reach server {server} at "
                                                 f"{cfg.host}:{cfg.port}: {exc}") from None
                 self._conns[server] = conn
+            self._used[server] = now
             return conn
 
     def _hints(self, call: CallContext, seq: int, callid_bytes: list[int] | None = None) -> dict:
@@ -296,7 +318,8 @@ class SysInt:
         """Move ``stream`` to/from the file ``regions`` (list I/O); return the bytes transferred.
 
         One request goes to every datafile holding bytes of the access, with at most
-        ``MAX_IO_REGIONS`` regions each (more regions: more requests, same CallIDs).
+        ``MAX_IO_REGIONS`` regions and ``config.max_flow`` bytes each (more: more requests, same
+        CallIDs).
         A request serving several CallIDs says whose bytes each of its disk operations moves
         (the ``callid_bytes`` hint, from the call's ``owners``; no owners: every byte is every
         call's); where that would make it too large it is split into several.
@@ -323,7 +346,8 @@ class SysInt:
         # Small I/O only when every datafile's share fits in one request, as in PVFS2.
         small = max(shares.values()) <= self.small_io_limit and all(
             len(items) <= P.MAX_IO_REGIONS for items in plan.values())
-        jobs = [(f.dfiles[n][0], self._io_dfile(f, n, io_type, items, stream, call, small, owners))
+        jobs = [(f.dfiles[n][0], self._io_dfile(f, n, io_type, items, stream, call, small, owners,
+                                                shares[n] > self.config.max_flow))
                 for n, items in plan.items()]
         sizes = dict(zip(plan, self._parallel(jobs)))
         if io_type == P.IoType.WRITE:
@@ -345,12 +369,15 @@ class SysInt:
         return done
 
     def _io_dfile(self, f: FileAttrs, n: int, io_type: P.IoType, items: list[Item], stream: memoryview,
-                  call: CallContext, small: bool, owners: Owners | bool | None) -> Steps:
+                  call: CallContext, small: bool, owners: Owners | bool | None, big: bool) -> Steps:
         """All requests to one datafile: the steps returning its size before the access (reads use it).
 
         ``owners``: the owners of the bytes of an access serving several CallIDs (False: every
-        byte is every call's; None: one CallID, nothing to say)."""
+        byte is every call's; None: one CallID, nothing to say); ``big``: the datafile's share is
+        more than a request may move (``config.max_flow``)."""
         chunks = [items[i:i + P.MAX_IO_REGIONS] for i in range(0, len(items), P.MAX_IO_REGIONS)]
+        if big:
+            chunks = [part for chunk in chunks for part in self._flows(chunk)]
         if owners is None:
             planned = [(chunk, small, None) for chunk in chunks]
         else:
@@ -359,6 +386,14 @@ class SysInt:
         requests = [self._io_one(f, n, io_type, [region for region, _, _ in chunk], stream, _pieces(chunk),
                                  call, is_small, hint) for chunk, is_small, hint in planned]
         return requests[0] if len(requests) == 1 else _largest(requests)
+
+    def _flows(self, items: list[Item]) -> list[list[Item]]:
+        """``items`` cut into requests of at most ``config.max_flow`` bytes each."""
+        out = []
+        while stream_bytes(items) > self.config.max_flow:
+            left, items = split_items(items, self.config.max_flow)
+            out.append(left)
+        return [*out, items]
 
     def _owned(self, f: FileAttrs, n: int, io_type: P.IoType, items: list[Item], call: CallContext,
                small: bool, owners: Owners | bool) -> list[tuple[list[Item], bool, list[int] | None]]:

@@ -12,6 +12,7 @@ collective call logs the aggregators' ``io`` phases only.  Written bytes are a f
 bytes are dropped.
 """
 
+# ruff: noqa: E402  (the stop signals are blocked before MPI starts)
 from __future__ import annotations
 
 import heapq
@@ -22,6 +23,11 @@ import time
 import traceback
 from collections import defaultdict
 from pathlib import Path
+
+from callid.launch import RankState, end_job, marker, watch_signals, write_marker
+
+#: run as a program, the stop signals go to a thread set up before MPI starts its own (callid.launch)
+STATE = watch_signals() if __name__ == "__main__" else RankState()
 
 import pyarrow.parquet as pq
 from mpi4py import MPI
@@ -281,18 +287,22 @@ def main(argv: list[str] | None = None) -> int:
     config = Config.load(os.environ[CONFIG_ENV])
     clock.use_domain(config.clock_skew, config.clock_t0, "host0")
     replayer = None
+    me = comm.Get_rank()
+    STATE.rank, STATE.trace_dir = me, config.trace_dir
+    write_marker(config.trace_dir, me, "running", str(os.getpid()))
     try:
         replayer = Replayer(args[0], config, comm)
+        STATE.flush = replayer.trace.close
         replayer.run()
     except BaseException as exc:  # a failing replayer stops the others (as callid.launch does)
         traceback.print_exc()
-        path = Path(config.trace_dir) / f"rank-{comm.Get_rank()}.failed"
-        path.write_text(f"replayer {comm.Get_rank()}: {type(exc).__name__}: {exc}".splitlines()[0])
+        write_marker(config.trace_dir, me, "failed", f"replayer {me}: {type(exc).__name__}: {exc}")
         if replayer is not None:
             replayer.close()
-        sys.stderr.flush()
-        comm.Abort(1)
+        marker(config.trace_dir, me, "running").unlink(missing_ok=True)
+        end_job(comm, 1)
     replayer.close()
+    marker(config.trace_dir, me, "running").unlink(missing_ok=True)
     return 0
 
 

@@ -78,3 +78,98 @@ def test_a_response_of_any_size_arrives_whole_with_an_expected_size(size):
     finally:
         a.close()
         b.close()
+
+
+def _handshake(client_secret: bytes, server_secret: bytes) -> tuple[Exception | None, Exception | None]:
+    """Both halves of the handshake over a socket pair; what each side raised (None: nothing)."""
+    a, b = socket.socketpair()
+    raised: list[Exception | None] = [None, None]
+
+    def server() -> None:
+        try:
+            bmi.authenticate(b, server_secret)
+        except Exception as exc:  # noqa: BLE001 (checked by the test)
+            raised[1] = exc
+
+    thread = threading.Thread(target=server)
+    thread.start()
+    try:
+        bmi._prove(a, client_secret, "test")
+    except Exception as exc:  # noqa: BLE001
+        raised[0] = exc
+    thread.join(5)
+    a.close()
+    b.close()
+    return raised[0], raised[1]
+
+
+def test_the_handshake_passes_with_the_secret_and_refuses_a_wrong_one():
+    key = bytes(range(32))
+    assert _handshake(key, key) == (None, None)
+    client, server = _handshake(b"w" * 32, key)
+    assert isinstance(server, bmi.Refused) and "proof is wrong" in str(server)
+    assert isinstance(client, bmi.BmiError) and "refused the connection" in str(client)
+
+
+def test_a_client_checks_that_the_server_holds_the_secret_too():
+    """A server that accepts any proof but cannot compute its own (an impostor on the port)."""
+    a, b = socket.socketpair()
+    try:
+        bmi.send(b, bmi.MODE_AUTH, 0, bmi.HELLO.pack(0, bmi.HANDSHAKE_VERSION, bytes(32)))
+        b.sendall(b"".join(bytes(v) for v in bmi.frame(bmi.MODE_AUTH, 0, bmi.VERDICT.pack(0, bytes(32)))))
+        with pytest.raises(bmi.BmiError, match="does not hold the file system's secret"):
+            bmi._prove(a, bytes(32), "impostor")
+        # a refusal in the hello (a full server) is said so
+        a2, b2 = socket.socketpair()
+        bmi.refuse(b2, 11)
+        with pytest.raises(bmi.BmiError, match="refused the connection: Resource temporarily unavailable"):
+            bmi._prove(a2, bytes(32), "full")
+        a2.close()
+        b2.close()
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_request_instead_of_a_proof_is_refused_with_its_tag_and_size():
+    a, b = socket.socketpair()
+    try:
+        a.sendall(b"".join(bytes(v) for v in bmi.frame(bmi.MODE_UNEXPECTED, 77, b"0123456789")))
+        with pytest.raises(bmi.Refused) as refused:
+            bmi.authenticate(b, bytes(32))
+        assert refused.value.request == (77, 10)
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_payload_is_allocated_as_its_bytes_arrive():
+    """A peer that announces 16 MiB and sends 100 KiB makes the receiver hold about 100 KiB."""
+    import tracemalloc
+
+    def sender(sock: socket.socket, data: bytes) -> threading.Thread:
+        thread = threading.Thread(target=lambda: (sock.sendall(data), sock.shutdown(socket.SHUT_WR)))
+        thread.start()
+        return thread
+
+    a, b = socket.socketpair()
+    try:
+        thread = sender(a, b"x" * 100_000)
+        tracemalloc.start()
+        with pytest.raises(bmi.BmiError, match="closed"):
+            bmi.recv_payload(b, bmi.MESSAGE_LIMIT)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        thread.join()
+        assert peak < 1 << 20
+    finally:
+        a.close()
+        b.close()
+    a, b = socket.socketpair()
+    try:
+        thread = sender(a, bytes(range(256)) * 1000)
+        assert bmi.recv_payload(b, 256_000) == bytes(range(256)) * 1000
+        thread.join()
+    finally:
+        a.close()
+        b.close()

@@ -24,8 +24,9 @@ from tests.conftest import start_servers
 _ids = itertools.count(1)
 
 
-def _raw(srv) -> socket.socket:
-    return bmi.connect(srv.host, srv.port, timeout=10)
+def _raw(fs, srv) -> socket.socket:
+    """A connection to ``srv`` of the file system ``fs`` that proved it holds its secret."""
+    return bmi.connect(srv.host, srv.port, timeout=10, secret=fs.config.secret())
 
 
 def _answer(sock: socket.socket, tag: int) -> P.Message:
@@ -40,7 +41,7 @@ def _ping_ok(sock: socket.socket) -> bool:
 
 def test_bad_requests_get_errors_and_the_server_keeps_serving(fs):
     srv = fs.config.io_servers[0]
-    sock = _raw(srv)
+    sock = _raw(fs, srv)
     # an unexpected message over 16 KiB: rejected, stream stays in sync
     big = P.encode(P.SmallIoRequest(data=b"x" * 20000))
     sock.sendall(bmi.FRAME.pack(bmi.BMI_MAGIC, bmi.MODE_UNEXPECTED, 5, len(big)) + big)
@@ -77,11 +78,11 @@ def test_bad_requests_get_errors_and_the_server_keeps_serving(fs):
     sock.sendall(struct.pack("<IIQQ", 0xDEAD, 1, 10, 4) + b"abcd")
     assert _answer(sock, 10).status == P.Status.EPROTO
     sock.close()
-    sock = _raw(srv)
+    sock = _raw(fs, srv)
     sock.sendall(bmi.FRAME.pack(bmi.BMI_MAGIC, bmi.MODE_UNEXPECTED, 11, 1 << 30))
     assert _answer(sock, 11).status == P.Status.EPROTO
     sock.close()
-    sock = _raw(srv)
+    sock = _raw(fs, srv)
     assert _ping_ok(sock)
     sock.close()
 
@@ -89,7 +90,7 @@ def test_bad_requests_get_errors_and_the_server_keeps_serving(fs):
 def test_an_out_of_range_shared_pointer_is_refused_and_the_metadata_server_keeps_working(fs):
     """A handle or a pointer beyond int64 once left the metadata store inside a transaction, and every
     later create, remove and shared pointer request failed: now it is refused and nothing changes."""
-    sock = _raw(fs.config.meta_server)
+    sock = _raw(fs, fs.config.meta_server)
 
     def shared_fp(tag: int, handle: int, delta: int, assign: int = 0) -> P.Message:
         bmi.send(sock, bmi.MODE_UNEXPECTED, tag, P.encode(P.SharedFpRequest(handle=handle, delta=delta,
@@ -259,3 +260,16 @@ def test_a_read_of_several_batches_reads_back_with_one_trove_op_per_buffer(fs):
     expect = predicted_trove_ops(f.dist, [f.dfiles[0][0]], 999, length + 5000, fs.config.flow_buffer,
                                  min(fs.config.small_io, P.SMALL_IO_MAX_DATA), "trove_read")
     assert reader.trove_ops(read_id) == expect
+
+
+def test_a_server_under_a_low_descriptor_limit_serves_fewer_connections_rather_than_run_out():
+    """With 128 descriptors (and no way to raise the limit) a server takes at most 48 connections
+    and keeps 16 datafiles open: beyond, a connection is refused before a descriptor runs out."""
+    import subprocess
+    import sys
+
+    code = ("import resource; resource.setrlimit(resource.RLIMIT_NOFILE, (128, 128)); "
+            "from server_sim.server import _descriptors; print(_descriptors(256, 256))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "(48, 16)", done.stderr
+    assert "128 file descriptors: at most 48 connections and 16 open datafiles" in done.stderr

@@ -1,0 +1,109 @@
+"""Outputs never destroy inputs: a command refuses to write over one of its inputs, or over an existing
+path that is not an output of the same kind callid wrote (unless ``--force``).
+
+callid recognises what it wrote by content: its logs and tables (Parquet with callid's metadata, or a
+merged output's tables), merged DuckDB databases, its pages (their title), its traces (the Chrome
+trace's ``otherData``, the Perfetto trace's track names, the OTF2 archive's creator) and the
+configuration of its file systems.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from callid_core.errors import InputError
+
+__all__ = ["LOG", "MERGED", "PAGE", "CHROME", "PERFETTO", "OTF2", "CONFIG", "guard_output", "kind_of"]
+
+# The kinds of output callid writes.
+LOG, MERGED, PAGE, CONFIG = "log", "merged output", "page", "file-system configuration"
+CHROME, PERFETTO, OTF2 = "Chrome trace", "Perfetto trace", "OTF2 archive"
+
+_SNIFF = 64 * 1024
+#: what each kind of file callid writes starts with, and holds near its start or its end
+_MARKERS = (
+    (PAGE, b"<!doctype html>", b"<title>callid "),  # callid view, callid report
+    (CHROME, b'{"traceEvents":[', b'"otherData":{"tool":"callid"'),  # (at the end)
+    (PERFETTO, b"\n", b"MPI ranks"),  # a TracePacket, then the tracks' names
+    (CONFIG, b"{", b'"callid_layout"'),  # a file system's configuration (fs.json)
+)
+
+
+def guard_output(out: str | os.PathLike[str], kind: str, inputs: Iterable[str | os.PathLike[str]] = (),
+                 force: bool = False) -> None:
+    """Raise :class:`InputError` if ``out`` is (or holds) one of ``inputs``, or exists and is not an
+    output of ``kind`` callid wrote (an empty directory is fine) and ``force`` is not given."""
+    out = Path(out)
+    target = out.resolve()
+    for inp in inputs:
+        inp = Path(inp).resolve()
+        if inp == target or target in inp.parents:
+            raise InputError(f"{out}: is an input of this command ({inp}); write the output elsewhere")
+    if force or not out.exists() or (out.is_dir() and not any(out.iterdir())):
+        return
+    found = kind_of(out)
+    if found != kind:
+        what = f"is callid's {found}, not a {kind}" if found else "was not written by callid"
+        raise InputError(f"{out}: exists and {what}; choose another name, or add --force to replace it")
+
+
+def kind_of(path: str | os.PathLike[str]) -> str | None:
+    """The kind of output callid wrote ``path`` as (a file or a directory), or None."""
+    path = Path(path)
+    if path.is_dir():
+        names = {p.name for p in path.iterdir()}
+        if "run.parquet" in names and _callid_parquet(path / "run.parquet", merged=True):
+            return MERGED  # (--storage parquet)
+        if "traces.otf2" in names and b"callid" in _head(path / "traces.otf2"):
+            return OTF2
+        return None
+    if not path.is_file():
+        return None
+    head = _head(path)
+    if head.startswith(b"PAR1"):
+        return LOG if _callid_parquet(path) else None
+    if head[8:12] == b"DUCK":
+        return MERGED if _callid_database(path) else None
+    tail = _tail(path)
+    return next((kind for kind, start, mark in _MARKERS
+                 if head.startswith(start) and (mark in head or mark in tail)), None)
+
+
+def _head(path: Path) -> bytes:
+    with open(path, "rb") as fh:
+        return fh.read(_SNIFF)
+
+
+def _tail(path: Path) -> bytes:
+    with open(path, "rb") as fh:
+        fh.seek(max(0, path.stat().st_size - _SNIFF))
+        return fh.read()
+
+
+def _callid_parquet(path: Path, merged: bool = False) -> bool:
+    """A log callid wrote (its key/value metadata), or a table of a merged output (``merged``)."""
+    import pyarrow.parquet as pq
+
+    from callid_core.schema import META_KIND
+
+    try:
+        schema = pq.read_schema(path)
+    except Exception:  # noqa: BLE001 (anything unreadable is not ours)
+        return False
+    if merged:
+        return schema.names == ["key", "value"]
+    return META_KIND.encode() in (schema.metadata or {})
+
+
+def _callid_database(path: Path) -> bool:
+    """A DuckDB database with the tables of a merged output."""
+    import duckdb
+
+    try:
+        with duckdb.connect(str(path), read_only=True) as con:
+            names = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    except duckdb.Error:
+        return False
+    return {"run", "arrows"} <= names

@@ -1,0 +1,84 @@
+"""What looks wrong in a merged output, one line each: ``callid merge`` prints these after writing.
+
+Each warning is a SQL query over the merged tables returning one row (a number and the ranks or
+clocks involved) when it fires: no traced call, ranks that logged nothing or stopped early, server
+operations whose call is missing, clocks that could not be aligned, violations left after alignment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from callid_core.units import ranks_phrase
+from pipeline.query import connect
+
+__all__ = ["merge_warnings"]
+
+#: a rank stopped early if its last call ended before this share of the run's span, while half the
+#: ranks went on past STOPPED_LATE
+STOPPED_EARLY, STOPPED_LATE = 0.5, 0.9
+
+_RANKS = f"""
+WITH r AS (SELECT rank, max(t_end) AS last FROM calls GROUP BY rank),
+     s AS (SELECT min(t_start) AS t0, max(t_end) AS t1, max(rank) AS top FROM calls)
+SELECT list(rank ORDER BY rank) FILTER (WHERE last < t0 + {STOPPED_EARLY} * (t1 - t0)),
+       count(*) FILTER (WHERE last >= t0 + {STOPPED_LATE} * (t1 - t0)) * 2 >= count(*),
+       (SELECT list(x) FROM range((SELECT top FROM s)::BIGINT) t(x) WHERE x NOT IN (SELECT rank FROM r))
+FROM r, s
+"""
+
+
+def _no_calls(row: tuple) -> str | None:
+    (calls, ops) = row
+    return (f"no traced call in the client log ({ops} server operations): did the program run under "
+            "'callid run' or 'python -m callid.launch'?") if calls == 0 else None
+
+
+def _ranks(row: tuple) -> str | None:
+    early, most_late, missing = row
+    parts = []
+    if missing:
+        parts.append(f"{ranks_phrase(missing)} logged no call")
+    if early and most_late:
+        parts.append(f"{ranks_phrase(early)} logged no call after the first {STOPPED_EARLY:.0%} of the run "
+                     "while most ranks went on (stopped early? see the run's messages)")
+    return "; ".join(parts) or None
+
+
+def _orphans(row: tuple) -> str | None:
+    (n,) = row
+    return (f"{n} server operations carry a CallID that no call in the client log has (client events "
+            "lost, e.g. a rank killed before it flushed)") if n else None
+
+
+def _clocks(row: tuple) -> str | None:
+    failed, violations = row
+    parts = []
+    if failed:
+        parts.append(f"clocks {', '.join(failed)} could not be aligned (their times are as logged; see the "
+                     "clocks table)")
+    if violations:
+        parts.append(f"{violations} causality violations remain after clock alignment")
+    return "; ".join(parts) or None
+
+
+#: (query, what the row means)
+CHECKS: list[tuple[str, Callable[[tuple], str | None]]] = [
+    ("SELECT (SELECT count(*) FROM calls), (SELECT count(*) FROM server_ops)", _no_calls),
+    (_RANKS, _ranks),
+    ("""SELECT count(*) FROM server_ops o
+        WHERE o.callid IS NOT NULL AND o.callid <> (SELECT value::UBIGINT FROM run WHERE key = 'sentinel')
+          AND NOT EXISTS (SELECT 1 FROM calls c WHERE c.callid = o.callid)""", _orphans),
+    ("""SELECT list(DISTINCT clock ORDER BY clock) FILTER (WHERE quality = 'failed'),
+               coalesce(sum(violations_after), 0) FROM clocks""", _clocks),
+]
+
+
+def merge_warnings(db: str) -> list[str]:
+    """The warnings about the merged output ``db``."""
+    con = connect(db)
+    try:
+        found = [say(con.execute(sql).fetchone()) for sql, say in CHECKS]
+    finally:
+        con.close()
+    return [w for w in found if w]

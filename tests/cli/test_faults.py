@@ -1,0 +1,132 @@
+"""Faults during a run: a rank or a server killed with SIGKILL, the run stopped with SIGTERM or killed.
+
+Each counts the events that reached the logs and the processes left behind: the killed process
+loses at most its unflushed batch, every other one flushes on the way down, nothing is left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from tests.conftest import CALLID, ROOT, callid_cmd
+
+pytestmark = [pytest.mark.mpi, pytest.mark.slow]
+
+#: each rank opens a file and writes WRITES blocks; then what argv[1] says, on rank 1
+PROGRAM = """\
+import os, signal, sys, time
+from mpi4py import MPI
+comm = MPI.COMM_WORLD
+f = MPI.File.Open(comm, "/pvfs2/faults", MPI.MODE_CREATE | MPI.MODE_RDWR)
+for i in range(WRITES):
+    f.Write_at((comm.rank * WRITES + i) * 4096, bytearray(4096))
+print(f"rank {comm.rank} wrote", flush=True)
+mode = sys.argv[1]
+if mode == "kill" and comm.rank == 1:
+    os.kill(os.getpid(), signal.SIGKILL)
+if mode == "wait":
+    time.sleep(600)
+comm.Barrier()
+f.Close()
+"""
+WRITES = 30
+
+
+def _leftovers(out: Path) -> list[str]:
+    found = subprocess.run(["pgrep", "-af", f"{out}|callid.launch faults"], capture_output=True,
+                           text=True).stdout.splitlines()
+    return [line for line in found if "pgrep" not in line]
+
+
+def _start(tmp_path: Path, mode: str, ranks: int = 3) -> tuple[subprocess.Popen, Path]:
+    prog = tmp_path / "faults.py"
+    prog.write_text(PROGRAM.replace("WRITES", str(WRITES)))
+    out = tmp_path / "out"
+    proc = subprocess.Popen([CALLID, "run", "-n", str(ranks), "-d", out, prog, mode], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    return proc, out
+
+
+def _wait_written(proc: subprocess.Popen, ranks: int) -> None:
+    """Until every rank has written its blocks (they print a line each)."""
+    seen = 0
+    while seen < ranks:
+        line = proc.stdout.readline()
+        assert line, proc.stderr.read()
+        seen += "wrote" in line
+
+
+def _writes(out: Path) -> dict[int, int]:
+    rows = duckdb.sql(f"SELECT rank, count(*) FROM '{out}/client.parquet' WHERE kind = 'call' "
+                      "AND func = 'MPI_File_write_at' GROUP BY rank").fetchall()
+    return dict(rows)
+
+
+def _gone(out: Path, within: float = 15.0) -> list[str]:
+    deadline = time.monotonic() + within
+    while (left := _leftovers(out)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
+
+
+def test_a_killed_rank_is_named_and_the_others_keep_their_events(tmp_path):
+    proc, out = _start(tmp_path, "kill")
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1
+    last = err.strip().splitlines()[-1]
+    assert "rank 1 ended without saying why (killed by a signal" in last, err
+    assert "ranks 0, 2 (2 ranks) stopped after another rank ended, flushing their logs" in last
+    assert "Traceback" not in err
+    writes = _writes(out)
+    assert writes[0] == writes[2] == WRITES  # the others flushed on the way down
+    assert writes.get(1, 0) <= WRITES  # the killed rank lost at most its unflushed batch
+    assert _gone(out) == []
+    merged = callid_cmd("merge", out / "client.parquet", out / "server.parquet", "-o", out / "m.db", "--json")
+    warnings = json.loads(merged.stdout)["warnings"]
+    assert "rank 1 logged no call" in warnings[0]
+    assert "server operations carry a CallID that no call in the client log has" in warnings[1]
+
+
+def test_sigterm_stops_ranks_and_servers_which_flush(tmp_path):
+    proc, out = _start(tmp_path, "wait", ranks=2)
+    _wait_written(proc, 2)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert err.strip().splitlines()[-1].startswith("callid: error: stopped by SIGTERM: ranks and servers")
+    assert _writes(out) == {0: WRITES, 1: WRITES}
+    servers = duckdb.sql(f"SELECT server, count(*) FROM '{out}/server.parquet' GROUP BY server").fetchall()
+    assert {s for s, _ in servers} >= {"meta0", "io0", "io1"}
+    assert _gone(out) == []
+
+
+def test_a_killed_server_is_named_and_nothing_is_left(tmp_path):
+    proc, out = _start(tmp_path, "wait", ranks=2)
+    _wait_written(proc, 2)
+    pid = int(subprocess.run(["pgrep", "-f", f"server_sim serve --config {out}/fs.json --name io1"],
+                             capture_output=True, text=True).stdout.split()[0])
+    os.kill(pid, signal.SIGKILL)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)  # (the ranks sleep: nothing else would end the run)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    assert "Traceback" not in err
+    assert _writes(out) == {0: WRITES, 1: WRITES}
+    assert _gone(out) == []
+
+
+def test_a_killed_run_leaves_no_process(tmp_path):
+    proc, out = _start(tmp_path, "wait", ranks=2)
+    _wait_written(proc, 2)
+    proc.kill()
+    proc.wait()
+    assert _gone(out) == []

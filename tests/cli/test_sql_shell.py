@@ -1,0 +1,64 @@
+"""``callid sql DB`` on a terminal opens a read-only shell; off a terminal it lists the tables."""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import subprocess
+import time
+
+import pytest
+
+from tests.conftest import CALLID, ROOT, callid_cmd
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory):
+    out = tmp_path_factory.mktemp("shell")
+    assert callid_cmd("synth", "--calls", "200", "-d", out).returncode == 0
+    merged = out / "m.duckdb"
+    assert callid_cmd("merge", out / "client.parquet", out / "server.parquet", "-o", merged).returncode == 0
+    return merged
+
+
+def _read_until(fd: int, marker: str, timeout: float = 30.0) -> str:
+    seen = ""
+    deadline = time.monotonic() + timeout
+    while marker not in seen and time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if ready:
+            try:
+                seen += os.read(fd, 65536).decode(errors="replace")
+            except OSError:
+                break
+    return seen
+
+
+def test_the_shell_runs_queries_refuses_writes_and_leaves(db, tmp_path):
+    main, child = pty.openpty()
+    proc = subprocess.Popen([CALLID, "sql", db], stdin=child, stdout=child, stderr=child,
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)), start_new_session=True)
+    os.close(child)
+    try:
+        assert "arrows" in _read_until(main, "callid> ")
+        os.write(main, b"SELECT count(*) AS n\r")
+        os.write(main, b"FROM calls;\r")
+        assert "200" in _read_until(main, "callid> ")
+        os.write(main, b"COPY calls TO 'stolen.csv';\r")
+        assert "refused: callid sql reads the database only" in _read_until(main, "callid> ")
+        os.write(main, b".quit\r")
+        assert proc.wait(timeout=30) == 0
+    finally:
+        proc.kill()
+        os.close(main)
+    assert not (tmp_path / "stolen.csv").exists()
+
+
+def test_off_a_terminal_the_tables_are_listed(db):
+    result = callid_cmd("sql", db)
+    assert result.returncode == 0
+    assert "arrows" in result.stdout and "server_ops" in result.stdout
+    assert "give QUERY" in result.stderr
