@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 
 from callid_core.atomic import replacing
 from callid_core.config import DEFAULT_FLUSH_ROWS
+from callid_core.errors import InputError
 
 __all__ = ["PartLog", "column", "combine_parts"]
 
@@ -75,10 +76,14 @@ class PartLog:
                 raise ValueError(f"{self.stem}: rows must have the {len(self.schema)} columns of the schema")
             columns = [column(values, field.type) for values, field in zip(zip(*rows), self.schema)]
             path = self.directory / f"{self.stem}.{self._parts:06d}.parquet"
+            try:
+                with replacing(path) as tmp:
+                    pq.write_table(pa.Table.from_arrays(columns, schema=self.schema), tmp, compression="none",
+                                   write_statistics=False, use_dictionary=False)
+            except (OSError, InputError):  # (a full disk, no descriptor, no directory): rows wait
+                self._rows[0:0] = rows
+                raise
             self._parts += 1
-            with replacing(path) as tmp:
-                pq.write_table(pa.Table.from_arrays(columns, schema=self.schema), tmp, compression="none",
-                               write_statistics=False, use_dictionary=False)
         return path
 
     def close(self) -> None:

@@ -34,11 +34,7 @@ def start_servers(tmp: Path, **options) -> ServerGroup:
     config.flush_rows = flush_rows
     (tmp / "servers").mkdir(parents=True, exist_ok=True)
     group = ServerGroup(config, tmp / "fs.json", tmp / "servers")
-    try:
-        group.start()
-    except BaseException:
-        group.stop()
-        raise
+    group.start()  # (stops what it started if it fails)
     return group
 
 

@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from callid_core import schema as S
+from callid_core.errors import InputError
 from callid_core.partlog import PartLog, column
 
 SENTINEL = (1 << 64) - 1
@@ -55,6 +56,20 @@ def test_a_row_of_the_wrong_width_is_an_error(tmp_path):
     log.append(_server_row(1)[:-1])
     with pytest.raises(ValueError, match="columns"):
         log.flush()
+
+
+def test_a_failed_write_keeps_the_rows_for_the_next_flush(tmp_path):
+    log = PartLog(S.SERVER_SCHEMA, tmp_path / "d", "s", {}, flush_rows=1000)
+    for i in range(5):
+        log.append(_server_row(i))
+    (tmp_path / "d").rename(tmp_path / "gone")  # (the write fails)
+    with pytest.raises(InputError):
+        log.flush()
+    (tmp_path / "gone").rename(tmp_path / "d")
+    log.append(_server_row(5))
+    log.close()
+    ids = pq.read_table(sorted((tmp_path / "d").glob("*.parquet"))).column("event_id").to_pylist()
+    assert sorted(ids) == list(range(6))
 
 
 def test_logging_does_not_import_pandas(tmp_path):
