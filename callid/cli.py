@@ -963,6 +963,11 @@ def main() -> None:
     except KeyboardInterrupt:
         typer.echo("callid: interrupted", err=True)
         sys.exit(130)
+    except Exception as exc:  # a database or file damaged beyond what the checks on opening see
+        if type(exc).__name__ != "IOException" or not type(exc).__module__.endswith("duckdb"):
+            raise
+        typer.echo(f"callid: error: damaged input ({str(exc).splitlines()[0]})", err=True)
+        sys.exit(EXIT_USAGE)
 
 
 if __name__ == "__main__":

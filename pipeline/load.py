@@ -1,4 +1,5 @@
-"""Load step: find a log's files and validate them against ``callid_core.schema`` (footers only)."""
+"""Load step: find a log's files, validate them against ``callid_core.schema`` (footers), then check
+the values the merge relies on (one SQL pass per log)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -34,6 +36,15 @@ class LogInfo:
     def callid_layout(self) -> Layout:
         """The CallID layout of the log (validated)."""
         return Layout.parse(self.layout)
+
+    def files_sql(self) -> str:
+        """SQL: the list of the log's files."""
+        return "[" + ", ".join("'" + f.replace("'", "''") + "'" for f in self.files) + "]"
+
+    def scan(self, rows: bool = False) -> str:
+        """SQL reading the log's files (``rows``: with each row's ``filename`` and ``file_row_number``)."""
+        where = ", filename = true, file_row_number = true" if rows else ""
+        return f"read_parquet({self.files_sql()}{where})"
 
 
 def resolve(spec: str) -> list[str]:
@@ -122,3 +133,83 @@ def validate_log(path_or_glob: str, kind: str) -> LogInfo:
     return LogInfo(kind, files, first[S.META_LAYOUT], first.get(S.META_RUN_ID, ""),
                    first.get(S.META_CONFIG, ""), rows,
                    {k.removeprefix(_META_PREFIX): v for k, v in first.items()})
+
+
+#: of the ids a server gives its events, a span at most this many times their number is checked for
+#: repeats with a bitmap (one pass, no hash table)
+_BITMAP_SPAN = 64
+
+
+def check_values(con: duckdb.DuckDBPyConnection, info: LogInfo) -> None:
+    """Check the values the merge relies on, in one pass over the log's files (the nulls from their
+    statistics): no null in a column the schema declares non-nullable, no negative size, no end
+    before its start, no CallID of a call twice (client log) or event id of a server twice (server
+    log).  :class:`InputError` names the file, the column and the first bad row (counted from 0)."""
+    required = [c.name for c in S.LOGS[info.kind].columns if not c.nullable and not pa.types.is_list(c.type)]
+    nulls = con.execute("SELECT " + ", ".join(f'count(*) - count("{c}")' for c in required)
+                        + f", count(*) FROM {info.scan()}").fetchall()[0]
+    for column, n in zip(required, nulls):
+        if n:
+            _first_bad(con, info, f'"{column}" IS NULL', f"column '{column}' is null")
+    if info.kind == S.KIND_SERVER:
+        lo, hi = con.execute(f"SELECT min(event_id), max(event_id) FROM {info.scan()}").fetchall()[0]
+        bitmap = hi is not None and hi - lo < _BITMAP_SPAN * nulls[-1]
+        distinct = f"bit_count(bitstring_agg(event_id, {lo}, {hi}))" if bitmap else "count(DISTINCT event_id)"
+        negative, backwards, repeated = con.execute(f"""
+            SELECT sum(negative), sum(backwards), sum(n - ids) FROM (
+                SELECT count(*) FILTER (WHERE size < 0) AS negative,
+                       count(*) FILTER (WHERE t_end < t_start) AS backwards, count(*) AS n, {distinct} AS ids
+                FROM {info.scan()} GROUP BY server)""").fetchall()[0]
+        sizes = {"size": "size < 0"}
+    else:
+        negative, backwards, repeated = con.execute(f"""
+            SELECT count(*) FILTER (WHERE error IS NULL AND (size < 0 OR bytes < 0)),
+                   count(*) FILTER (WHERE t_end < t_start),
+                   count(*) FILTER (WHERE {_CALL}) - count(DISTINCT callid) FILTER (WHERE {_CALL})
+            FROM {info.scan()}""".replace("{sentinel}", str(info.callid_layout.sentinel))).fetchall()[0]
+        # (a failed call logs what it was passed)
+        sizes = {c: f"{c} < 0 AND error IS NULL" for c in ("size", "bytes")}
+    for column, bad in sizes.items() if negative else ():
+        _first_bad(con, info, bad, f"column '{column}' is negative", column)
+    if backwards:
+        _first_bad(con, info, "t_end < t_start", "column 't_end' is before 't_start'", "t_end", "t_start")
+    if repeated:
+        _first_repeat(con, info)
+
+
+#: a client row of a stamped call (``{sentinel}``: the layout's)
+_CALL = "kind = 'call' AND callid <> {sentinel}::UBIGINT"
+
+
+def _first_bad(con: duckdb.DuckDBPyConnection, info: LogInfo, bad: str, say: str, *shown: str) -> None:
+    """:class:`InputError` naming the first row of the log where ``bad`` holds (if one does), with the
+    values of the columns ``shown``."""
+    values = "".join(f', "{c}"' for c in shown)
+    rows = con.execute(f"""
+        SELECT list_position({info.files_sql()}, filename), file_row_number{values}
+        FROM {info.scan(rows=True)} WHERE {bad} ORDER BY 1, 2 LIMIT 1""").fetchall()
+    if rows:
+        f, row, *values = rows[0]
+        detail = f" ({' < '.join(map(str, values))})" if values else ""
+        raise InputError(f"{info.files[f - 1]}: {say} in row {row}{detail}")
+
+
+def _first_repeat(con: duckdb.DuckDBPyConnection, info: LogInfo) -> None:
+    """:class:`InputError` naming the first row that repeats a CallID of a call (client) or an
+    event id of a server (server), and where it was first."""
+    server = info.kind == S.KIND_SERVER
+    key, where = ("server, event_id", "true") if server else ("callid", _CALL)
+    where = where.replace("{sentinel}", str(info.callid_layout.sentinel))
+    found = con.execute(f"""
+        SELECT {key}, places[1], places[2] FROM (
+            SELECT {key}, list([f, file_row_number] ORDER BY f, file_row_number) AS places
+            FROM (SELECT *, list_position({info.files_sql()}, filename) AS f FROM {info.scan(rows=True)})
+            WHERE {where} GROUP BY ALL HAVING count(*) > 1)
+        ORDER BY places[2] LIMIT 1""").fetchall()
+    if found:
+        *value, (f1, r1), (f2, r2) = found[0]
+        what = (f"event_id {value[1]} of server {value[0]}" if server
+                else f"CallID {info.callid_layout.format(value[0])}")
+        first = f"row {r1}" + (f" of {info.files[f1 - 1]}" if f1 != f2 else "")
+        raise InputError(f"{info.files[f2 - 1]}: column '{key.split(', ')[-1]}' repeats {what} in row {r2} "
+                         f"(first in {first})")

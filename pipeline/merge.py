@@ -34,7 +34,7 @@ from callid_core.tables import (
     WAITS,
 )
 from pipeline import clocks
-from pipeline.load import LogInfo, validate_log
+from pipeline.load import LogInfo, check_values, validate_log
 
 VIEWS = ("events",)
 TABLES = tuple(name for name in MERGED if name not in VIEWS)
@@ -82,6 +82,8 @@ def merge(client: str, server: str, out: str, *, memory_limit: str | None = None
         con.execute("SET enable_progress_bar = false")  # progress is the caller's (on_step)
         con.execute(f"SET memory_limit = {_literal(memory_limit or default_memory_limit())}")
         con.execute(f"SET temp_directory = {_literal(str(tmp) + '.spill')}")
+        check_values(con, c)
+        check_values(con, s)
         sources(con, c, s)
         step("align clocks")
         align_clocks(con, clock_sync)

@@ -144,6 +144,11 @@ def _check_complete(con: duckdb.DuckDBPyConnection, db: str) -> None:
         con.execute("SELECT count(*) FROM run").fetchall()
     except duckdb.Error as exc:
         raise InputError(f"{db}: damaged ({str(exc).splitlines()[0]})") from None
+    if Path(db).is_file():  # (a cut file opens, and fails only when a query reaches its end)
+        (blocks,) = con.execute("SELECT block_size * total_blocks FROM pragma_database_size()").fetchone()
+        if Path(db).stat().st_size < blocks:
+            raise InputError(f"{db}: damaged (the file is {Path(db).stat().st_size} bytes, its database "
+                             f"{blocks}: cut short?)")
 
 
 def _literal(path: Path) -> str:
