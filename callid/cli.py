@@ -426,7 +426,11 @@ def stats(
     """
     from pipeline.stats import compute_stats, render_comparison, render_stats
 
-    figures = [compute_stats(str(db)) for db in dbs]
+    figures = []
+    with _steps("stats", quiet=as_json) as step:
+        for db in dbs:
+            step(str(db))
+            figures.append(compute_stats(str(db)))
     if as_json:
         _echo_json(figures[0] if len(figures) == 1 else figures)
     elif len(figures) == 1:
@@ -472,7 +476,9 @@ def check(
         return
     if db is None:
         raise BadValue("give the merged database to check (or --list)")
-    findings = run_checks(str(db), code)
+    with _steps("check", quiet=as_json) as step:
+        step(str(db))
+        findings = run_checks(str(db), code)
     if as_json:
         _echo_json({"counts": count_findings(findings), "findings": findings})
     else:
@@ -528,7 +534,11 @@ def insights(
         return
     if not dbs or len(dbs) > 2:
         raise BadValue("give one merged database (or two to compare; or --list)")
-    found = [run_insights(str(db), code) for db in dbs]
+    found = []
+    with _steps("insights", quiet=as_json) as step:
+        for db in dbs:
+            step(str(db))
+            found.append(run_insights(str(db), code))
     if len(dbs) == 2:
         if as_json:
             _echo_json({"runs": [str(db) for db in dbs], **compare_insights(*found)})
