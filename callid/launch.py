@@ -48,11 +48,37 @@ class RankState:
 
 def watch_signals() -> RankState:
     """Call before MPI starts its threads (they inherit the mask, so only the signal thread takes
-    the stop signals): block them, start the thread that handles them."""
+    the stop signals): block them, start the thread that handles them.  Under ``callid run`` the
+    rank first gets a keeper (``_keep_rank``)."""
+    if os.environ.get(NO_ABORT_ENV):
+        _keep_rank()
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     state = RankState()
     threading.Thread(target=_stop_on_signal, args=(state,), name="callid-signals", daemon=True).start()
     return state
+
+
+def _keep_rank() -> None:
+    """Fork: the child goes on to be the rank; the parent (the process mpiexec started) waits for it
+    and exits with its status, or 128 + the signal that killed it, after marking it
+    ``rank-N.failed``.  MPICH's launcher SIGKILLs every rank at once when one of its processes dies
+    of a signal, before the others can flush; for an exit it sends them SIGUSR1."""
+    pid = os.fork()
+    if pid == 0:
+        return
+    for sig in STOP_SIGNALS:  # (sent to the whole process group: they are the rank's to handle)
+        signal.signal(sig, signal.SIG_IGN)
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    if code < 0:
+        config_path, rank = os.environ.get(CONFIG_ENV), os.environ.get("PMI_RANK", "")
+        if config_path and rank.isdigit():
+            trace_dir = Config.load(config_path).trace_dir
+            running = marker(trace_dir, int(rank), "running")
+            if running.exists():
+                write_marker(trace_dir, int(rank), "failed", f"killed by {signal.Signals(-code).name}")
+                running.unlink(missing_ok=True)
+        code = 128 - code
+    os._exit(code)
 
 
 def end_job(comm, code: int) -> None:
