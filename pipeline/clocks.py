@@ -36,6 +36,8 @@ already-aligned ones; their bound adds the bound of those clocks.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
 
 import duckdb
@@ -45,8 +47,8 @@ from scipy.optimize import linprog
 
 from callid_core.choices import ClockSync, listed
 
-__all__ = ["Bounds", "Fit", "align", "bounds", "create_clock_map", "fit_clock", "mapped",
-           "truth_errors"]
+__all__ = ["Bounds", "Fit", "align", "bounds", "create_clock_map", "fit_clock", "inline_sql", "mapped",
+           "moved_windows", "truth_errors"]
 
 MAX_DRIFT = 1e-3  # |drift| at most 1000 ppm
 MIN_WINDOW = 32  # constraints per window below which a window is not split further
@@ -97,18 +99,41 @@ assert [f.name for f in FIT_SCHEMA] == [f.name for f in fields(Fit)]
 # --------------------------------------------------------------------------- geometry
 
 
-def _hull(x: np.ndarray, y: np.ndarray, upper: bool, block: int = 256) -> np.ndarray:
-    """Indices of the upper (or lower) convex hull of points sorted by x."""
+#: a hull's points are prefiltered against the hull of this many buckets' highest points
+HULL_BUCKETS = 4096
+
+
+def _hull(x: np.ndarray, y: np.ndarray, upper: bool) -> np.ndarray:
+    """Indices of the upper (or lower) convex hull of points in any order, by increasing x.
+
+    No vertex lies below the hull of the highest point of each of :data:`HULL_BUCKETS`
+    buckets of x (found without sorting): only the points above it are sorted."""
     if not upper:
         y = -y
-    idx = np.arange(len(x))  # (of equal x, a lower point is pruned unless it is first or last: harmless)
-    if len(x) > 16 * block:  # prefilter: no vertex lies below the hull of the blocks' highest points
-        full = len(x) // block * block
-        tops = np.r_[y[:full].reshape(-1, block).argmax(axis=1) + np.arange(0, full, block),
-                     full + np.argmax(y[full:]) if full < len(x) else []].astype(np.int64)
-        h = tops[_hull(x[tops], y[tops], True)]
+    idx = np.arange(len(x))
+    lo, hi = (x.min(), x.max()) if len(x) else (0, 0)
+    if len(x) > 4 * HULL_BUCKETS and hi > lo:
+        bucket = ((x - lo) * ((HULL_BUCKETS - 1) / (hi - lo))).astype(np.intp)
+        top = np.full(HULL_BUCKETS, -np.inf)
+        np.maximum.at(top, bucket, y)
+        tops = np.flatnonzero(y >= top[bucket])
+        tops = tops[np.argsort(x[tops], kind="stable")]
+        h = tops[_prune(x[tops], y[tops])]
         inside = (x >= x[h[0]]) & (x <= x[h[-1]])
         idx = idx[~inside | (y >= np.interp(x, x[h], y[h]) - 1e-6)]
+    if not _ascending(x[idx]):
+        idx = idx[np.argsort(x[idx], kind="stable")]
+    return idx[_prune(x[idx], y[idx])]
+
+
+def _ascending(x: np.ndarray) -> bool:
+    return bool(np.all(x[1:] >= x[:-1]))
+
+
+def _prune(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Positions of the upper hull of points sorted by x (of equal x, a lower point is pruned
+    unless it is first or last: harmless)."""
+    idx = np.arange(len(x))
     while len(idx) > 2:  # vectorised pruning: a point on or below its neighbours' chord is not a vertex
         x0, x1, x2 = x[idx[:-2]], x[idx[1:-1]], x[idx[2:]]
         y0, y1, y2 = y[idx[:-2]], y[idx[1:-1]], y[idx[2:]]
@@ -175,8 +200,18 @@ def _theil_sen(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     return float(np.median(y - b * x)), b
 
 
+def _sorted(b: Bounds) -> Bounds:
+    """``b`` by local time."""
+    return b if _ascending(b.x) else b.take(np.argsort(b.x, kind="stable"))
+
+
+def _blocks(x: np.ndarray, n: int) -> list[np.ndarray]:
+    """Indices of the points in ``n`` blocks of consecutive local times."""
+    return np.array_split(np.argsort(x, kind="stable"), min(n, len(x)))
+
+
 def _block_medians(x: np.ndarray, y: np.ndarray, blocks: int = 48) -> tuple[np.ndarray, np.ndarray]:
-    parts = np.array_split(np.arange(len(x)), min(blocks, len(x)))
+    parts = _blocks(x, blocks)
     return (np.array([np.median(x[p]) for p in parts if len(p)]),
             np.array([np.median(y[p]) for p in parts if len(p)]))
 
@@ -191,7 +226,7 @@ def _block_extremes(x: np.ndarray, y: np.ndarray, upper: bool) -> np.ndarray:
     """Indices of the highest (or lowest) point of each of ``SOFT_POINTS`` blocks."""
     if len(x) <= SOFT_POINTS:
         return np.arange(len(x))
-    parts = np.array_split(np.arange(len(x)), SOFT_POINTS)
+    parts = _blocks(x, SOFT_POINTS)
     pick = np.argmax if upper else np.argmin
     return np.array([p[pick(y[p])] for p in parts])
 
@@ -219,7 +254,8 @@ def _soft_fit(lx, ly, hx, hy, bmax: float) -> tuple[float, float]:
 
 @dataclass
 class Bounds:
-    """The constraints of one side (lower or upper bounds) of one clock, sorted by local time."""
+    """The constraints of one side (lower or upper bounds) of one clock, in any order (what needs
+    them by local time sorts them: the hull's candidates, the blocks of the robust and soft fits)."""
 
     x: np.ndarray  # int64 local ns
     y: np.ndarray  # float64 ns: reference time - local time
@@ -273,6 +309,8 @@ def _fit_window(clock: str, lo: Bounds, hi: Bounds, drift_max: float, via: str, 
                    len(lo.x) + len(hi.x), dropped)
 
     def split(parts: list[tuple[Bounds, Bounds]], dropped: int) -> list[Fit]:
+        # (by local time from here on: windows within windows need no more sorting)
+        parts = [(_sorted(lo_), _sorted(hi_)) for lo_, hi_ in parts]
         fits = [f for lo_, hi_ in parts for f in _fit_window(clock, lo_, hi_, drift_max, via, depth + 1)]
         fits[0].dropped += dropped
         for f in fits:
@@ -351,13 +389,16 @@ def _count_many(fits: list[Fit], lo: Bounds, hi: Bounds) -> None:
 
 def _map(fits: dict[int, list[Fit]], clock_ids: np.ndarray, t: np.ndarray) -> np.ndarray:
     """Reference-clock times of local times ``t`` of the (aligned) clocks ``clock_ids``."""
+    present = np.unique(clock_ids)
+    moved = [c for c in map(int, present) if len(fits[c]) > 1 or fits[c][0].offset_ns or fits[c][0].drift_ppm]
+    if not moved:  # (e.g. constraints against the reference clock only)
+        return t
     out = t.copy()
-    for cid in np.unique(clock_ids):
+    for cid in moved:
         m = clock_ids == cid
-        windows = fits[int(cid)]
+        windows = fits[cid]
         if len(windows) == 1:
-            if windows[0].offset_ns or windows[0].drift_ppm:  # (the reference clock maps onto itself)
-                out[m] = windows[0].map(t[m])
+            out[m] = windows[0].map(t[m])
             continue
         w = np.searchsorted(np.array([f.t_from for f in windows[1:]]), t[m], side="right")
         off = np.array([f.offset_ns for f in windows])[w]
@@ -383,14 +424,15 @@ WITH rpc AS (  -- t_recv, t_send 0: no server times (e.g. a bad request)
     SELECT list_position($clocks, clock) - 1 AS cc, t_start, t_end, t_recv, t_send,
            $server_ids[list_position($servers, server)] AS sc
     FROM client_log WHERE kind = 'rpc' AND t_recv > 0 AND t_send > 0
-), req AS (  -- per CallID and server clock, the earliest request start: it implies the others
-    SELECT u AS callid, list_position($clocks, clock) - 1 AS sc, min(t_start) AS q0
-    FROM (SELECT unnest(callids) AS u, clock, t_start FROM server_log WHERE layer = 'req') GROUP BY ALL
+), req AS (  -- every request and each call it serves (of one call's requests to one server clock
+    -- the earliest implies the others: they never bind, and finding it costs more than they do)
+    SELECT unnest(callids) AS callid, list_position($clocks, clock) - 1 AS sc, t_start AS q0
+    FROM server_log WHERE layer = 'req'
 ), per_call AS (
     SELECT list_position($clocks, c.clock) - 1 AS cc, c.t_start AS c0, q.sc, q.q0
     FROM req q JOIN client_log c USING (callid) WHERE c.kind = 'call'
 )
-SELECT a, a_t, b, b_t FROM (
+SELECT a::{ids} AS a, a_t, b::{ids} AS b, b_t FROM (
     SELECT cc AS a, t_start AS a_t, sc AS b, t_recv AS b_t FROM rpc
     UNION ALL SELECT sc, t_send, cc, t_end FROM rpc
     UNION ALL SELECT cc, c0, sc, q0 FROM per_call
@@ -402,6 +444,25 @@ def align(con: duckdb.DuckDBPyConnection, model: str = "drift") -> list[Fit]:
     """Estimate every clock of the logs in views ``client_log``/``server_log``; create ``clocks``."""
     if model not in set(ClockSync):
         raise ValueError(f"unknown clock model {model!r}: choose {listed(ClockSync)}")
+    with _small_pages():
+        return _align(con, model)
+
+
+@contextmanager
+def _small_pages() -> Iterator[None]:
+    """numpy's arrays without its request for transparent huge pages, for a while: a huge page can
+    cost a compaction of memory when it is first touched, and the constraints' arrays are touched
+    once (on a shared machine, 4x the time of small pages for them)."""
+    set_hugepage = getattr(getattr(np, "_core", np.core).multiarray, "_set_madvise_hugepage", None)
+    before = set_hugepage(False) if set_hugepage else None
+    try:
+        yield
+    finally:
+        if set_hugepage:
+            set_hugepage(before)
+
+
+def _align(con: duckdb.DuckDBPyConnection, model: str) -> list[Fit]:
     con.execute(NAMES_SQL)
     names = dict(con.execute("SELECT id, clock FROM clock_names").fetchall())
     ref_rows = con.execute("SELECT clock FROM client_log ORDER BY rank LIMIT 1").fetchall()
@@ -409,43 +470,41 @@ def align(con: duckdb.DuckDBPyConnection, model: str = "drift") -> list[Fit]:
     ref = next((i for i, n in names.items() if n == ref_name), -1)
     servers = con.execute("SELECT server, any_value(n.id) FROM (SELECT DISTINCT server, clock "
                           "FROM server_log) JOIN clock_names n USING (clock) GROUP BY server").fetchall()
-    pairs = pa.table(con.sql(PAIRS_SQL, params={
+    ids = "SMALLINT" if len(names) < 2**15 else "INTEGER"
+    pairs = con.sql(PAIRS_SQL.replace("{ids}", ids), params={
         "clocks": [names[i] for i in sorted(names)], "servers": [s for s, _ in servers],
-        "server_ids": [i for _, i in servers]}))
-    a, a_t, b, b_t = (pairs.column(k).to_numpy() for k in ("a", "a_t", "b", "b_t"))
-    del pairs
+        "server_ids": [i for _, i in servers]}).to_arrow_reader(1 << 20)
+    n = len(names) + 1
+    lo_pairs, hi_pairs = _by_clock(pairs, n, ref)
+    nothing = (np.empty(0, np.int16), np.empty(0, np.int64), np.empty(0, np.int64))
     fits: dict[int, list[Fit]] = {}
     if ref >= 0:
         fits[ref] = [Fit(ref_name, 0, None, None, 0, 0.0, 0.0, 0.0, None, "reference", "reference", "")]
-    while True:
-        done = np.zeros(len(names) + 1, dtype=bool)
+    while True:  # one round: every clock with constraints against the clocks aligned so far
+        done = np.zeros(n, dtype=bool)
         done[list(fits)] = True
-        a_done, b_done = done[a], done[b]
-        lo_m = a_done & ~b_done  # aligned a before unaligned b: lower bound on b
-        hi_m = b_done & ~a_done
-        level = _ids(len(done), b[lo_m], a[hi_m])
-        if not level:
-            break
-        lo_ref = _map(fits, a[lo_m], a_t[lo_m])
-        hi_ref = _map(fits, b[hi_m], b_t[hi_m])
-        lo_c, lo_x, lo_other, lo_raw = b[lo_m], b_t[lo_m], a[lo_m], a_t[lo_m] > b_t[lo_m]
-        hi_c, hi_x, hi_other, hi_raw = a[hi_m], a_t[hi_m], b[hi_m], b_t[hi_m] < a_t[hi_m]
         new = {}
-        for cid in level:
-            ml, mh = lo_c == cid, hi_c == cid
-            others = _ids(len(done), lo_other[ml], hi_other[mh])
-            lo = bounds(lo_x[ml], lo_ref[ml], lo_raw[ml])
-            hi = bounds(hi_x[mh], hi_ref[mh], hi_raw[mh])
+        for cid in np.flatnonzero(~done[:-1]).tolist():
+            # (pairs whose other end is aligned: lower bounds on this clock, and upper bounds)
+            lo_other, lo_t, lo_x = _with_done(lo_pairs.get(cid, nothing), done)
+            hi_other, hi_t, hi_x = _with_done(hi_pairs.get(cid, nothing), done)
+            if not len(lo_x) and not len(hi_x):
+                continue
+            lo = bounds(lo_x, _map(fits, lo_other, lo_t), lo_t > lo_x)
+            hi = bounds(hi_x, _map(fits, hi_other, hi_t), hi_t < hi_x)
+            others = _ids(n, lo_other, hi_other)
             new[cid] = fit_clock(names[cid], lo, hi, model, ",".join(names[o] for o in others))
             inherited = max((f.bound_ns or 0.0) for o in others for f in fits[o])
             for f in new[cid]:
                 if f.bound_ns is not None:
                     f.bound_ns += inherited
+        if not new:
+            break
         fits.update(new)
-    nothing = bounds(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, bool))
+    none = bounds(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, bool))
     for cid, name in names.items():  # clocks no constraint reaches
         if cid not in fits:
-            fits[cid] = fit_clock(name, nothing, nothing, model)
+            fits[cid] = fit_clock(name, none, none, model)
     rows = [f for cid in sorted(fits, key=lambda c: names[c]) for f in fits[cid]]
     con.register("fits", pa.Table.from_pylist([asdict(f) for f in rows], schema=FIT_SCHEMA))
     con.execute("CREATE TABLE clocks AS SELECT f.clock, n.source, f.* EXCLUDE (clock) "
@@ -453,6 +512,40 @@ def align(con: duckdb.DuckDBPyConnection, model: str = "drift") -> list[Fit]:
     con.unregister("fits")
     con.execute("DROP TABLE clock_names")
     return rows
+
+
+def _with_done(pairs: tuple[np.ndarray, ...], done: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Of one clock's ``pairs`` (other clock, its time, this clock's time), those whose other
+    clock is ``done``."""
+    keep = done[pairs[0]]
+    return pairs if keep.all() else tuple(column[keep] for column in pairs)
+
+
+def _by_clock(pairs: pa.RecordBatchReader, n: int, ref: int) -> tuple[dict[int, tuple], dict[int, tuple]]:
+    """Per clock id (below ``n``; not ``ref``, the reference clock, never fitted), its pairs as the
+    later end (lower bounds: the other clock, its time, this clock's time) and as the earlier end
+    (upper bounds), gathered a batch at a time as the query streams them (it is never held whole),
+    then joined clock by clock."""
+    lo: dict[int, list[list[np.ndarray]]] = {}
+    hi: dict[int, list[list[np.ndarray]]] = {}
+    for batch in pairs:
+        a, a_t, b, b_t = (batch.column(k).to_numpy() for k in ("a", "a_t", "b", "b_t"))
+        for key, values, parts in ((b, (a, a_t, b_t), lo), (a, (b, b_t, a_t), hi)):
+            counts = np.bincount(key, minlength=n)
+            present = [c for c in np.flatnonzero(counts).tolist() if c != ref]
+            order = np.argsort(key, kind="stable") if len(present) > 16 else None  # (a radix sort)
+            starts = np.cumsum(counts) - counts
+            for c in present:
+                rows = key == c if order is None else order[starts[c]:starts[c] + counts[c]]
+                for part, column in zip(parts.setdefault(c, [[], [], []]), values):
+                    part.append(column[rows])
+    joined = []
+    for parts in (lo, hi):
+        out = {}
+        for c in list(parts):
+            out[c] = tuple(np.concatenate(p) for p in parts.pop(c))  # (its pieces freed as it goes)
+        joined.append(out)
+    return joined[0], joined[1]
 
 
 def _ids(n: int, *arrays: np.ndarray) -> list[int]:
@@ -465,10 +558,8 @@ def _ids(n: int, *arrays: np.ndarray) -> list[int]:
 
 def bounds(x: np.ndarray, ref: np.ndarray, raw: np.ndarray) -> Bounds:
     """One side's constraints: local times ``x`` of a clock, the reference times ``ref`` of the
-    other ends, and whether each was violated before alignment."""
-    order = np.argsort(x, kind="stable")
-    x = x[order]
-    return Bounds(x, (ref[order] - x).astype(np.float64), raw[order])
+    other ends, and whether each was violated before alignment (in any order)."""
+    return Bounds(x, (ref - x).astype(np.float64), raw)
 
 
 def mapped(column: str, alias: str) -> str:
@@ -492,6 +583,58 @@ def create_clock_map(con: duckdb.DuckDBPyConnection) -> str:
     moved, windows = con.execute("SELECT count(*) FILTER (WHERE offset_ns <> 0 OR drift <> 0), "
                                  "max(win) FROM clock_map").fetchone()
     return "identity" if not moved else "windowed" if windows else "single"
+
+
+#: a mapping of at most this many clocks and windows is written into the SQL that reads the times (lists
+#: of the clocks' names and parameters, no join); a larger one is applied by joining ``clock_map``
+INLINE_CLOCKS, INLINE_WINDOWS = 64, 1024
+
+#: one window of a moved clock: (t_from, t0, offset_ns, drift); the first window starts at -inf
+Window = tuple[int, int, float, float]
+
+
+def moved_windows(con: duckdb.DuckDBPyConnection, lo: int, hi: int) -> dict[str, list[Window]]:
+    """The windows of every clock ``clock_map`` moves by at least a nanosecond somewhere in
+    ``[lo, hi]`` (local times), by clock name, ordered by start.  (A window's shift is linear in
+    the time: if it rounds to 0 at both ends, it does everywhere between.)"""
+    rows = con.execute("SELECT clock, t_from, t0, offset_ns, drift FROM clock_map ORDER BY clock, win")
+    out: dict[str, list[Window]] = {}
+    for clock, *window in rows.fetchall():
+        out.setdefault(clock, []).append(tuple(window))
+    return {clock: ws for clock, ws in out.items()
+            if any(abs(off + drift * (t - t0)) >= 0.5 for _, t0, off, drift in ws for t in (lo, hi))}
+
+
+def inline_sql(t: str, key: str, windows: dict[str, list[Window]]) -> str:
+    """SQL: local time ``t`` (an expression) on the reference clock, with the windows of the clock
+    ``key`` (an expression) names in ``windows`` (others do not move).  The clocks' names and
+    parameters are constant lists: a row looks its clock up (and, if it has several windows, counts
+    the window starts before ``t``), without a join, and pays nothing when ``t`` is not read."""
+    if not windows:
+        return t
+    names = sorted(windows)
+    flat = [w for n in names for w in windows[n]]
+
+    def doubles(values: list[float]) -> str:  # (exactly the floats: decimal literals would be DECIMALs)
+        return "([" + ", ".join(f"'{float(v)!r}'::DOUBLE" for v in values) + "]::DOUBLE[])"
+
+    def ints(values: list[int]) -> str:
+        return "([" + ", ".join(str(int(v)) for v in values) + "]::BIGINT[])"
+
+    clock = f"list_position([{', '.join(map(_literal, names))}], {key})"
+    if len(flat) == len(names):  # one window each
+        w = clock
+    else:
+        first = ints([1 + sum(len(windows[m]) for m in names[:i]) for i in range(len(names))])
+        starts = "([" + ", ".join(ints([w[0] for w in windows[n][1:]]) for n in names) + "])"
+        w = f"({first}[{clock}] + len(list_filter({starts}[{clock}], lambda s: s <= {t})))"
+    t0 = ints([f[1] for f in flat])
+    offset, drift = doubles([f[2] for f in flat]), doubles([f[3] for f in flat])
+    return f"({t} + coalesce(CAST(round({offset}[{w}] + {drift}[{w}] * ({t} - {t0}[{w}])) AS BIGINT), 0))"
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
 
 
 def truth_errors(con: duckdb.DuckDBPyConnection, clocks: list[dict] | None = None,

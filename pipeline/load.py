@@ -162,11 +162,12 @@ def check_values(con: duckdb.DuckDBPyConnection, info: LogInfo) -> None:
                 FROM {info.scan()} GROUP BY server)""").fetchall()[0]
         sizes = {"size": "size < 0"}
     else:
+        call = _stamped(info)
         negative, backwards, repeated = con.execute(f"""
             SELECT count(*) FILTER (WHERE error IS NULL AND (size < 0 OR bytes < 0)),
                    count(*) FILTER (WHERE t_end < t_start),
-                   count(*) FILTER (WHERE {_CALL}) - count(DISTINCT callid) FILTER (WHERE {_CALL})
-            FROM {info.scan()}""".replace("{sentinel}", str(info.callid_layout.sentinel))).fetchall()[0]
+                   count(*) FILTER (WHERE {call}) - count(DISTINCT callid) FILTER (WHERE {call})
+            FROM {info.scan()}""").fetchall()[0]
         # (a failed call logs what it was passed)
         sizes = {c: f"{c} < 0 AND error IS NULL" for c in ("size", "bytes")}
     for column, bad in sizes.items() if negative else ():
@@ -177,8 +178,9 @@ def check_values(con: duckdb.DuckDBPyConnection, info: LogInfo) -> None:
         _first_repeat(con, info)
 
 
-#: a client row of a stamped call (``{sentinel}``: the layout's)
-_CALL = "kind = 'call' AND callid <> {sentinel}::UBIGINT"
+def _stamped(info: LogInfo) -> str:
+    """SQL: a client log row of a stamped call."""
+    return f"kind = 'call' AND callid <> {info.callid_layout.sentinel}::UBIGINT"
 
 
 def _first_bad(con: duckdb.DuckDBPyConnection, info: LogInfo, bad: str, say: str, *shown: str) -> None:
@@ -198,8 +200,7 @@ def _first_repeat(con: duckdb.DuckDBPyConnection, info: LogInfo) -> None:
     """:class:`InputError` naming the first row that repeats a CallID of a call (client) or an
     event id of a server (server), and where it was first."""
     server = info.kind == S.KIND_SERVER
-    key, where = ("server, event_id", "true") if server else ("callid", _CALL)
-    where = where.replace("{sentinel}", str(info.callid_layout.sentinel))
+    key, where = ("server, event_id", "true") if server else ("callid", _stamped(info))
     found = con.execute(f"""
         SELECT {key}, places[1], places[2] FROM (
             SELECT {key}, list([f, file_row_number] ORDER BY f, file_row_number) AS places

@@ -1,9 +1,27 @@
-"""Merge: client + server logs -> one DuckDB database of calls, server operations and arrows.
+"""Merge: client + server logs -> calls, server operations, arrows, fan-out and clocks.
 
 The chain of steps is validate -> align clocks -> build tables -> derive arrows ->
 derive fan-out -> write.  Everything relational runs in DuckDB SQL straight from
-the Parquet files (hash joins, out of core), never as Python loops over rows.  The
-output is written under a temporary name next to ``out`` and renamed only on success.
+the Parquet logs (hash joins, out of core), never as Python loops over rows.
+
+The events stay where they are, columnar: a merged output keeps the logs themselves (hard
+links, or copies on another file system) and its views put their times on the reference
+clock when read (``rpcs``, ``server_ops``, ``events``).  Only what is derived is stored, as
+Parquet: the client's tables (``calls``, ``waits``, ``mpi_calls``, ``phases``), ``arrows`` and
+``fanout``; and ``clocks`` and ``run``.  (Rewriting every event into DuckDB's storage cost more
+than the rest of the merge; Parquet takes a third less time to write than a DuckDB table and
+reads as fast.)  Two packagings of one layout:
+
+- ``--storage duckdb``, ``-o merged.duckdb``: the DuckDB file ``merged.duckdb`` (the views,
+  ``clocks``, ``run``) and beside it the directory ``merged.duckdb.data`` (the logs in
+  ``client/`` and ``server/``, the stored tables as ``arrows.parquet``, ...);
+- ``--storage parquet``, ``-o merged``: one directory holding all of it, every table as Parquet
+  and the views in ``callid.duckdb``.
+
+The views find their files through the DuckDB variable ``callid_dir``, which
+:func:`open_merged` sets to where they are now (else: where the merge wrote them), so an
+output moved as a whole keeps working.  Outputs are written under temporary names and
+renamed only on success.
 """
 
 from __future__ import annotations
@@ -11,6 +29,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -24,12 +43,14 @@ from callid_core.schema import Table
 from callid_core.tables import (
     ARROWS,
     CALLS,
+    CLOCKS,
     DERIVED,
     FANOUT,
     MERGED,
     MPI_CALLS,
     PHASES,
     RPCS,
+    RUN,
     SERVER_OPS,
     WAITS,
 )
@@ -38,6 +59,14 @@ from pipeline.load import LogInfo, check_values, validate_log
 
 VIEWS = ("events",)
 TABLES = tuple(name for name in MERGED if name not in VIEWS)
+#: beside a merged DuckDB file ``X``, the directory ``X.data`` holds the logs and the stored tables
+DATA_SUFFIX = ".data"
+#: in a merged Parquet directory, the database of the views
+CATALOG = "callid.duckdb"
+#: the subdirectories of the logs in an output's data directory
+LOG_DIRS = (S.KIND_CLIENT, S.KIND_SERVER)
+#: the DuckDB variable naming the directory of the logs and of a Parquet output's tables
+DIR_VARIABLE = "callid_dir"
 
 
 def default_memory_limit() -> str:
@@ -49,11 +78,37 @@ def default_memory_limit() -> str:
     return f"{max(total // 2 // 2**20, 256)}MB"
 
 
+def data_dir(out: Path, storage: str) -> Path:
+    """Where a merged output at ``out`` keeps its logs and its stored tables."""
+    return out if storage == Storage.PARQUET else Path(str(out) + DATA_SUFFIX)
+
+
+@dataclass(frozen=True)
+class _Target:
+    """Where a merge writes its files: the data directory it fills now (a temporary one), and the
+    one the views name when no ``callid_dir`` is set (where it will be)."""
+
+    data: Path
+    final: Path
+
+    def file_sql(self, *names: str) -> str:
+        """SQL reading the Parquet files ``names`` of the data directory, wherever the output is when
+        read.  (Named one by one: a reader confined to the output's files may not list a directory.)"""
+        where = f"coalesce(getvariable('{DIR_VARIABLE}'), {_literal(str(self.final))})"
+        return "read_parquet([" + ", ".join(f"{where} || '/{name}'" for name in names) + "])"
+
+    def copy(self, con: duckdb.DuckDBPyConnection, select: str, name: str) -> None:
+        """Write the rows of ``select`` to ``name.parquet`` in the data directory (Parquet 2: its
+        encodings make the file a third smaller, and it reads as fast)."""
+        file = _literal(str(self.data / f"{name}.parquet"))
+        con.execute(f"COPY ({select}) TO {file} (FORMAT parquet, PARQUET_VERSION v2)")
+
+
 def merge(client: str, server: str, out: str, *, memory_limit: str | None = None, storage: str = "duckdb",
           clock_sync: str = "drift", on_step: Callable[[str], None] | None = None) -> dict:
-    """Validate both logs, build the merged tables at ``out``; return the row count per table.
+    """Validate both logs, write the merged output at ``out``; return the row count per table.
 
-    ``storage='parquet'`` writes ``out`` as a directory with one Parquet file per table.
+    ``storage='parquet'`` writes ``out`` as a directory (see the module's doc for both layouts).
     DuckDB spills to a temporary directory beyond ``memory_limit`` (default: half the RAM).
     ``clock_sync`` is the clock model: ``none``, ``offset`` or ``drift`` (see :mod:`pipeline.clocks`).
     ``on_step`` is called with the name of each step as it starts (for progress displays).
@@ -74,33 +129,50 @@ def merge(client: str, server: str, out: str, *, memory_limit: str | None = None
                          "(logs of different runs would link unrelated CallIDs)")
     out_path = Path(out)
     _check_output(out_path, storage, [*c.files, *s.files])
+    final = data_dir(out_path, storage)
     tmp = atomic.temporary(out_path)
+    tmp_data = tmp if storage == Storage.PARQUET else atomic.temporary(final)
+    db = tmp / CATALOG if storage == Storage.PARQUET else tmp
+    target = _Target(tmp_data, final.resolve())
     _remove(tmp)
+    _remove(tmp_data)
     con = None
     try:
-        con = duckdb.connect(str(tmp) if storage == "duckdb" else ":memory:")
+        tmp_data.mkdir()
+        con = duckdb.connect(str(db))
         con.execute("SET enable_progress_bar = false")  # progress is the caller's (on_step)
         con.execute(f"SET memory_limit = {_literal(memory_limit or default_memory_limit())}")
         con.execute(f"SET temp_directory = {_literal(str(tmp) + '.spill')}")
+        # (rows are written in the order of an ORDER BY, else as they come: writing arrows in the order they
+        # were read held every batch a slower thread had not yet written: 8.5 GB at 100 M events)
+        con.execute("SET preserve_insertion_order = false")
+        sources(con, c, s)
         check_values(con, c)
         check_values(con, s)
-        sources(con, c, s)
         step("align clocks")
         align_clocks(con, clock_sync)
-        for name, fn in (("build tables", build_tables),
-                         ("derive arrows", derive_arrows), ("derive fan-out", derive_fanout)):
-            step(name)
-            fn(con)
+        step("build tables")
+        kept = {info.kind: _keep_log(info, tmp_data) for info in (c, s)}
+        con.execute(f"SET VARIABLE {DIR_VARIABLE} = {_literal(str(tmp_data.resolve()))}")
+        times = build_tables(con, target, kept, c.callid_layout.sentinel)
+        step("derive arrows")
+        derive_arrows(con, target, times)
+        step("derive fan-out")
+        derive_fanout(con, target, times.server_clocks)
         write_run(con, c, s, clock_sync)
+        if storage == Storage.PARQUET:  # (as Parquet files: other tools read them too)
+            for table in (CLOCKS, RUN):
+                target.copy(con, f"SELECT * FROM {table.name}", table.name)
+                con.execute(f"DROP TABLE {table.name}")
+                file = target.file_sql(f"{table.name}.parquet")
+                con.execute(f"CREATE VIEW {table.name} AS SELECT * FROM {file}")
         check_tables(con)
         step("write")
         counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0] for t in TABLES}
-        if storage == "parquet":
-            tmp.mkdir()
-            for table in (*TABLES, *VIEWS):
-                con.execute(f"COPY {table} TO {_literal(str(tmp / (table + '.parquet')))} (FORMAT parquet)")
         con.close()
         Path(str(out_path) + ".wal").unlink(missing_ok=True)  # a stale WAL would be replayed onto it
+        if storage == Storage.DUCKDB:
+            atomic.install(tmp_data, final)
         atomic.install(tmp, out_path)
     except duckdb.Error as exc:
         raise InputError(f"merge failed: {str(exc).splitlines()[0]}") from None
@@ -110,7 +182,73 @@ def merge(client: str, server: str, out: str, *, memory_limit: str | None = None
         if con is not None:
             con.close()
         _remove(tmp)
+        _remove(tmp_data)
     return counts
+
+
+def open_merged(db: str) -> duckdb.DuckDBPyConnection:
+    """A read-only connection to the merged output at ``db`` (a DuckDB file, or a directory from
+    ``--storage parquet``), its views pointed at its files wherever the output now is, and only its
+    files allowed (``allowed_paths``: then a query can read them, and no other file, if external access
+    is disabled).  :class:`InputError` if it is none, or missing a file."""
+    path = Path(db)
+    if path.is_dir():
+        data = path
+        if (path / CATALOG).is_file():
+            con = _connect(path / CATALOG, db)
+        else:  # (an output of an earlier version: every table a Parquet file)
+            con = duckdb.connect()
+            for name in MERGED:
+                table = path / f"{name}.parquet"
+                if table.is_file():
+                    try:
+                        con.execute(f'CREATE VIEW "{name}" AS SELECT * FROM '
+                                    f'read_parquet({_literal(str(table))})')
+                    except duckdb.Error as exc:
+                        con.close()
+                        raise InputError(f"{table}: not a table written by 'callid merge' "
+                                         f"({str(exc).splitlines()[0]})") from None
+    elif not path.is_file():
+        raise InputError(f"{db}: no such file")
+    else:
+        with open(path, "rb") as f:
+            head = f.read(12)
+        if head[8:12] != b"DUCK":  # (DuckDB's own error for such a file names something else)
+            what = "a Parquet file: merge the logs with 'callid merge' first" if head[:4] == b"PAR1" \
+                else "not a DuckDB file"
+            raise InputError(f"{db}: not a database written by 'callid merge' ({what})")
+        con = _connect(path, db)
+        data = data_dir(path, Storage.DUCKDB)
+        if not data.is_dir() and _reads_logs(con):
+            con.close()
+            raise InputError(f"{db}: its logs and tables ({data.name}/) are missing: a merged output is "
+                             "the database and that directory, moved or copied together")
+    data = data.resolve()
+    con.execute(f"SET VARIABLE {DIR_VARIABLE} = {_literal(str(data))}")
+    files = [*data.glob("*.parquet"), *data.glob("*/*.parquet")]  # (one by one: not the directories)
+    con.execute("SET allowed_paths = $files", {"files": [str(f) for f in files]})
+    present = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    for name in (t for t in TABLES if t in present):  # (a missing or damaged file: said now, not later)
+        try:
+            con.execute(f'SELECT * FROM "{name}" LIMIT 0')
+        except duckdb.Error as exc:
+            con.close()
+            raise InputError(f"{db}: damaged ({str(exc).splitlines()[0]})") from None
+    return con
+
+
+def _connect(path: Path, db: str) -> duckdb.DuckDBPyConnection:
+    try:
+        return duckdb.connect(str(path), read_only=True)
+    except duckdb.Error as exc:
+        raise InputError(f"{db}: not a database written by 'callid merge' "
+                         f"({str(exc).splitlines()[0]})") from None
+
+
+def _reads_logs(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the database's views read files kept beside it (not so in earlier versions)."""
+    return bool(con.execute("SELECT count(*) FROM duckdb_views() WHERE sql LIKE ?",
+                            [f"%getvariable('{DIR_VARIABLE}')%"]).fetchall()[0][0])
 
 
 def duckdb_type(t: pa.DataType) -> str:
@@ -142,20 +280,28 @@ def _literal(text: str) -> str:
 
 
 def _is_merge_output_dir(path: Path) -> bool:
+    """A directory holding only what a merge writes there (or wrote before the logs were kept)."""
     names = {p.name for p in path.iterdir()}
-    return names <= {f"{t}.parquet" for t in (*TABLES, *VIEWS)}
+    return names <= {f"{t}.parquet" for t in (*TABLES, *VIEWS)} | {CATALOG, *LOG_DIRS}
 
 
 def _check_output(out: Path, storage: str, inputs: Iterable[str]) -> None:
     """Refuse outputs that would destroy something other than a previous merge output."""
     if not out.parent.is_dir():
         raise InputError(f"{out}: directory {out.parent} does not exist")
-    if out.exists() and any(out.resolve() == Path(f).resolve() for f in inputs):
-        raise InputError(f"{out}: is one of the input logs; choose another output")
+    data = data_dir(out, storage).resolve()
+    for f in inputs:
+        f = Path(f).resolve()
+        if f == out.resolve():
+            raise InputError(f"{out}: is one of the input logs; choose another output")
+        if data in f.parents:
+            raise InputError(f"{out}: holds the input log {f}; choose another output")
     if out.is_dir() and (storage == "duckdb" or not _is_merge_output_dir(out)):
         raise InputError(f"{out}: is a directory that 'callid merge --storage parquet' did not write")
     if out.exists() and not out.is_dir() and storage == "parquet":
         raise InputError(f"{out}: is a file; --storage parquet writes a directory")
+    if storage == "duckdb" and data.exists() and not (data.is_dir() and _is_merge_output_dir(data)):
+        raise InputError(f"{data}: is not the data of a merged output; choose another output")
 
 
 def _remove(path: Path) -> None:
@@ -166,21 +312,30 @@ def _remove(path: Path) -> None:
             p.unlink(missing_ok=True)
 
 
-def _files(info: LogInfo) -> str:
-    return "[" + ", ".join(_literal(f) for f in info.files) + "]"
+def _keep_log(info: LogInfo, data: Path) -> list[str]:
+    """The log's files in ``data/KIND/`` as ``000000.parquet``, ...: hard links (callid writes a log
+    once, under a temporary name, and never changes it), else copies; their names in ``data``."""
+    (data / info.kind).mkdir()
+    names = [f"{info.kind}/{i:06d}.parquet" for i in range(len(info.files))]
+    for f, name in zip(info.files, names):
+        try:
+            os.link(f, data / name)
+        except OSError:
+            shutil.copyfile(f, data / name)
+    return names
 
 
 def sources(con: duckdb.DuckDBPyConnection, c: LogInfo, s: LogInfo) -> None:
     """Views over the Parquet files, and the CallID macros of the run's layout."""
-    con.execute(f"CREATE TEMP VIEW client_log AS SELECT * FROM read_parquet({_files(c)})")
-    con.execute(f"CREATE TEMP VIEW server_log AS SELECT * FROM read_parquet({_files(s)})")
+    con.execute(f"CREATE TEMP VIEW client_log AS SELECT * FROM {c.scan()}")
+    con.execute(f"CREATE TEMP VIEW server_log AS SELECT * FROM {s.scan()}")
     layout = c.callid_layout
     bits = layout.counter_bits
     (rank_w, counter_w), mask = layout.hex_digits, (1 << bits) - 1
     con.execute(f"CREATE TEMP MACRO no_callid() AS {layout.sentinel}::UBIGINT")
     con.execute(f"CREATE TEMP MACRO counter_mask() AS {mask}::UBIGINT")
     # callid_hex(id) prints a CallID as callid_core.ids.Layout.format does; kept in the database (the
-    # rpcs and server_ops views use it), so it may not call the temporary macros above.
+    # views use it), so it may not call the temporary macros above.
     con.execute(
         f"CREATE MACRO callid_hex(id) AS CASE WHEN id IS NULL THEN NULL ELSE "
         f"printf('0x%0{rank_w}x_%0{counter_w}x', id >> {bits}, id & {mask}::UBIGINT) END"
@@ -192,63 +347,102 @@ def align_clocks(con: duckdb.DuckDBPyConnection, model: str = "drift") -> None:
     clocks.align(con, model)
 
 
-def _timed_source(source: str, times: dict[str, str], mode: str,
-                  join: str = "") -> tuple[str, dict[str, str]]:
-    """The ``FROM`` clause (``source`` as ``x``) and the expressions putting the time columns
-    ``times`` (column -> its clock's expression) on the reference clock (``mode``: see
-    :func:`pipeline.clocks.create_clock_map`)."""
-    sql = f"FROM {source} x {join}"
-    if mode == "identity":
-        return sql, {col: f"x.{col}" for col in times}
-    exprs: dict[str, str] = {}
-    aliases: dict[str, str] = {}
-    for col, clock in times.items():
-        if mode == "windowed":  # each time finds its own window
-            alias = f"m{len(exprs)}"
-            sql += (f" ASOF LEFT JOIN clock_map {alias} ON {clock} = {alias}.clock"
-                    f" AND x.{col} >= {alias}.t_from")
-        elif clock not in aliases:  # one window per clock: one join per clock expression
-            alias = aliases[clock] = f"m{len(aliases)}"
-            sql += f" LEFT JOIN clock_map {alias} ON {clock} = {alias}.clock"
-        else:
-            alias = aliases[clock]
-        exprs[col] = clocks.mapped(f"x.{col}", alias)
-    return sql, exprs
+@dataclass(frozen=True)
+class _Times:
+    """How times are put on the reference clock: written into the SQL (``inline``, a few clocks and
+    windows: no join, see :func:`pipeline.clocks.inline_sql`), or by joining ``_clock_map``
+    (``single``: one window per clock; ``windowed``: an ASOF join per time); ``identity`` when no
+    clock moves."""
+
+    mode: str
+    windows: dict[str, list[clocks.Window]]
+    server_clocks: dict[str, str]
+
+    def source(self, source: str, times: dict[str, str], join: str = "") -> tuple[str, dict[str, str]]:
+        """The ``FROM`` clause (``source`` as ``x``) and the expressions putting the time columns
+        ``times`` (column -> ``x.clock``, or ``x.server`` for times on that server's clock) on the
+        reference clock."""
+        sql = f"FROM {source} x {join}"
+        if self.mode == "identity":
+            return sql, {col: f"x.{col}" for col in times}
+        if self.mode == "inline":
+            by_server = {srv: self.windows[clk] for srv, clk in self.server_clocks.items()
+                         if clk in self.windows}
+            return sql, {col: clocks.inline_sql(f"x.{col}", key, by_server if key == "x.server"
+                                                else self.windows) for col, key in times.items()}
+        exprs: dict[str, str] = {}
+        aliases: dict[str, str] = {}
+        for col, key in times.items():
+            clock = key
+            if key == "x.server":
+                if "sc" not in aliases:
+                    sql += " LEFT JOIN _server_clocks sc ON sc.server = x.server"
+                    aliases["sc"] = "sc"
+                clock = "sc.clock"
+            if self.mode == "windowed":  # each time finds its own window
+                alias = f"m{len(exprs)}"
+                sql += (f" ASOF LEFT JOIN _clock_map {alias} ON {clock} = {alias}.clock"
+                        f" AND x.{col} >= {alias}.t_from")
+            elif clock not in aliases:  # one window per clock: one join per clock expression
+                alias = aliases[clock] = f"m{len(aliases)}"
+                sql += f" LEFT JOIN _clock_map {alias} ON {clock} = {alias}.clock"
+            else:
+                alias = aliases[clock]
+            exprs[col] = clocks.mapped(f"x.{col}", alias)
+        return sql, exprs
 
 
-def build_tables(con: duckdb.DuckDBPyConnection) -> None:
-    """``calls``, ``waits``, ``mpi_calls``, ``rpcs``, ``phases``, ``server_ops`` (times on the reference
-    clock; CallIDs NULL where absent), the run's start (macro ``run_start()``) and the ``events`` view."""
-    mode = clocks.create_clock_map(con)
-    callid = "NULLIF(x.callid, no_callid())"
-    src, t = _timed_source("client_log", {"t_start": "x.clock", "t_end": "x.clock"}, mode)
+def _times(con: duckdb.DuckDBPyConnection) -> _Times:
+    """The clock mapping of the ``clocks`` table, leaving out the clocks it moves by less than a
+    nanosecond over the logs' times; for a join, kept in the database (the views use it)."""
+    joined = clocks.create_clock_map(con)  # (how a join applies it: single or windowed)
+    lo, hi = con.execute("""
+        SELECT least(min(c.lo), min(s.lo)), greatest(max(c.hi), max(s.hi))
+        FROM (SELECT least(min(t_start), min(t_end), min(t_recv), min(t_send)) AS lo,
+                     greatest(max(t_start), max(t_end), max(t_recv), max(t_send)) AS hi FROM client_log) c,
+             (SELECT least(min(t_start), min(t_end)) AS lo, greatest(max(t_start), max(t_end)) AS hi
+              FROM server_log) s""").fetchall()[0]
+    windows = clocks.moved_windows(con, lo or 0, hi or 0)
+    servers = dict(con.execute("SELECT server, any_value(clock) FROM server_log GROUP BY server").fetchall())
+    if not windows:
+        return _Times("identity", {}, servers)
+    if max(len(windows), len(servers)) <= clocks.INLINE_CLOCKS and \
+            sum(map(len, windows.values())) <= clocks.INLINE_WINDOWS:
+        return _Times("inline", windows, servers)
+    con.execute("CREATE TABLE _clock_map AS SELECT * FROM clock_map")
+    con.register("server_clocks", pa.table({"server": list(servers), "clock": list(servers.values())}))
+    con.execute("CREATE TABLE _server_clocks AS SELECT * FROM server_clocks")
+    con.unregister("server_clocks")
+    return _Times(joined, windows, servers)
+
+
+def build_tables(con: duckdb.DuckDBPyConnection, target: _Target, logs: dict[str, list[str]],
+                 sentinel: int) -> _Times:
+    """The client's tables ``calls``, ``waits``, ``mpi_calls``, ``phases`` (stored: times on the
+    reference clock, CallIDs NULL where absent), the views ``rpcs`` and ``server_ops`` over the logs
+    kept at ``target`` (``logs``: their files by kind), the run's start (macro ``run_start()``) and
+    the ``events`` view."""
+    times = _times(con)
+    callid = f"NULLIF(x.callid, {sentinel}::UBIGINT)"
+    src, t = times.source("client_log", {"t_start": "x.clock", "t_end": "x.clock"})
     columns = _select(CALLS, t, callid=callid, counter=f"{callid} & counter_mask()", file_offset="x.offset")
-    _store(con, CALLS, f"SELECT {columns} {src} WHERE x.kind = 'call' ORDER BY t_start")
-    src, t = _timed_source(
-        "client_log", {"t_start": "x.clock", "t_end": "x.clock", "t_recv": "sc.clock", "t_send": "sc.clock"},
-        mode, "LEFT JOIN (SELECT server, any_value(clock) AS clock FROM server_log GROUP BY server) sc "
-        "ON sc.server = x.server")
-    # (a log that names no callids, e.g. a synthetic one: the one CallID of the callid column)
-    callids = ("CASE WHEN len(x.callids) = 0 AND x.callid <> no_callid() THEN [x.callid] "
-               "ELSE list_filter(x.callids, lambda v: v <> no_callid()) END")
-    _store(con, RPCS, f"SELECT {_select(RPCS, t, callid=callid, callids=callids)} {src} "
-                      "WHERE x.kind = 'rpc' ORDER BY t_start")
-    src, t = _timed_source("client_log", {"t_start": "x.clock", "t_end": "x.clock"}, mode)
-    _store(con, WAITS, f"SELECT {_select(WAITS, t, callid=callid)} {src} WHERE x.kind = 'wait' "
-                       "ORDER BY t_start")
-    _store(con, MPI_CALLS, f"SELECT {_select(MPI_CALLS, t)} {src} WHERE x.kind = 'mpi' ORDER BY t_start")
+    _store(con, target, CALLS, f"SELECT {columns} {src} WHERE x.kind = 'call' ORDER BY t_start")
+    _store(con, target, WAITS, f"SELECT {_select(WAITS, t, callid=callid)} {src} WHERE x.kind = 'wait' "
+                               "ORDER BY t_start")
+    _store(con, target, MPI_CALLS, f"SELECT {_select(MPI_CALLS, t)} {src} WHERE x.kind = 'mpi' "
+                                   "ORDER BY t_start")
     columns = _select(PHASES, t, callid=callid, phase="x.op", file_offset="x.offset")
-    _store(con, PHASES, f"SELECT {columns} {src} WHERE x.kind = 'phase' ORDER BY t_start")
-    src, t = _timed_source("server_log", {"t_start": "x.clock", "t_end": "x.clock"}, mode)
-    columns = _select(SERVER_OPS, t, callid=callid, disk_offset="x.offset",
-                      callids="list_filter(x.callids, lambda v: v <> no_callid())",
-                      # (aligned with callids: the unstamped left out of both)
-                      callid_bytes="CASE WHEN len(x.callid_bytes) <> len(x.callids) THEN []::BIGINT[] "
-                                   "WHEN list_contains(x.callids, no_callid()) THEN "
-                                   "list_filter(x.callid_bytes, lambda b, i: x.callids[i] <> no_callid()) "
-                                   "ELSE x.callid_bytes END",
-                      file_offset="NULLIF(x.file_offset, -1)", file_end="NULLIF(x.file_end, -1)")
-    _store(con, SERVER_OPS, f"SELECT {columns} {src}")
+    _store(con, target, PHASES, f"SELECT {columns} {src} WHERE x.kind = 'phase' ORDER BY t_start")
+    logs = {kind: target.file_sql(*names) for kind, names in logs.items()}
+    src, t = times.source(logs[S.KIND_CLIENT], {"t_start": "x.clock", "t_end": "x.clock",
+                                                "t_recv": "x.server", "t_send": "x.server"})
+    # (a log that names no callids, e.g. a synthetic one: the one CallID of the callid column)
+    callids = (f"CASE WHEN len(x.callids) = 0 AND x.callid <> {sentinel}::UBIGINT THEN [x.callid] "
+               f"ELSE list_filter(x.callids, lambda v: v <> {sentinel}::UBIGINT) END")
+    columns = _select(RPCS, t, callid=callid, callids=callids)
+    con.execute(f"CREATE VIEW _{RPCS.name} AS SELECT {columns} {src} WHERE x.kind = 'rpc'")
+    src, t = times.source(logs[S.KIND_SERVER], {"t_start": "x.clock", "t_end": "x.clock"})
+    con.execute(f"CREATE VIEW _{SERVER_OPS.name} AS SELECT {_server_ops_columns(t, sentinel)} {src}")
     start = con.execute("SELECT least((SELECT min(t_start) FROM _calls), (SELECT min(t_start) FROM _rpcs), "
                         "(SELECT min(t_start) FROM _server_ops))").fetchall()[0][0]
     con.execute(f"CREATE MACRO run_start() AS {int(start or 0)}::BIGINT")
@@ -265,6 +459,20 @@ def build_tables(con: duckdb.DuckDBPyConnection) -> None:
             SELECT 'server', server, layer, op, callid, callid_hex, t_start, t_end, size FROM server_ops
         )
     """)
+    return times
+
+
+def _server_ops_columns(t: dict[str, str], sentinel: int) -> str:
+    """The stored columns of ``server_ops`` from a server log row ``x`` (times through ``t``)."""
+    none = f"{sentinel}::UBIGINT"
+    return _select(SERVER_OPS, t, callid=f"NULLIF(x.callid, {none})", disk_offset="x.offset",
+                   callids=f"list_filter(x.callids, lambda v: v <> {none})",
+                   # (aligned with callids: the unstamped left out of both)
+                   callid_bytes="CASE WHEN len(x.callid_bytes) <> len(x.callids) THEN []::BIGINT[] "
+                                f"WHEN list_contains(x.callids, {none}) THEN "
+                                f"list_filter(x.callid_bytes, lambda b, i: x.callids[i] <> {none}) "
+                                "ELSE x.callid_bytes END",
+                   file_offset="NULLIF(x.file_offset, -1)", file_end="NULLIF(x.file_end, -1)")
 
 
 def _stored(table: Table) -> list[str]:
@@ -272,9 +480,11 @@ def _stored(table: Table) -> list[str]:
     return [c.name for c in table.columns if c.name not in DERIVED]
 
 
-def _store(con: duckdb.DuckDBPyConnection, table: Table, select: str) -> None:
-    """Table ``_name`` holds the stored columns of ``table``, the rows of ``select``."""
-    con.execute(f"CREATE TABLE _{table.name} AS {select}")
+def _store(con: duckdb.DuckDBPyConnection, target: _Target, table: Table, select: str) -> None:
+    """``name.parquet`` holds the rows of ``select``, and the view ``_name`` shows it.  (Parquet in
+    both layouts: it takes a third less time to write than a table of the database, and reads as fast.)"""
+    target.copy(con, select, table.name)
+    con.execute(f"CREATE VIEW _{table.name} AS SELECT * FROM {target.file_sql(table.name + '.parquet')}")
 
 
 def _show(con: duckdb.DuckDBPyConnection, table: Table) -> None:
@@ -299,18 +509,43 @@ _OP_BYTES = ("CASE WHEN len(callid_bytes) = len(callids) THEN callid_bytes "
              "ELSE list_transform(callids, lambda v: CASE WHEN size = 0 THEN 0 END) END")
 
 
-def derive_arrows(con: duckdb.DuckDBPyConnection) -> None:
+def derive_arrows(con: duckdb.DuckDBPyConnection, target: _Target, times: _Times) -> None:
     """One row per (call, disk operation) with the call's bytes of it: unnest each operation's
     CallIDs with their bytes, hash-join the calls.  An operation of one CallID is all its
-    call's; a CallID listed twice is one arrow with the bytes of both."""
-    con.execute(f"""
-        CREATE TABLE _arrows AS
-        WITH ops AS (
-            SELECT callids, callid_bytes, server, layer, op, handle, disk_offset, file_offset, file_end,
-                   size, t_start, t_end, event_id
-            FROM _server_ops WHERE layer IN ({S.DISK_LAYERS_SQL}) AND len(callids) > 0
-        ), links AS (
-            -- one CallID (most operations): every byte is its call's
+    call's; a CallID listed twice is one arrow with the bytes of both.  Straight from the
+    server log, in one pass when no operation lists a CallID twice or an unstamped one."""
+    src, t = times.source("server_log", {"t_start": "x.clock", "t_end": "x.clock"})
+    disk = f"x.layer IN ({S.DISK_LAYERS_SQL})"
+    odd = ("len(x.callids) > 1 AND (list_contains(x.callids, no_callid()) "
+           "OR len(list_distinct(x.callids)) < len(x.callids))")
+    has_odd = con.execute(f"SELECT count(*) FROM server_log x WHERE {disk} AND {odd}").fetchall()[0][0]
+    labels = _labels(con, {"server": "server_log", "layer": f"server_log x WHERE {disk}",
+                           "op": f"server_log x WHERE {disk}", "func": "_calls"})
+    columns = (f"x.server{labels['server']} AS server, x.layer{labels['layer']} AS layer, "
+               f"x.op{labels['op']} AS op, x.handle, x.offset AS disk_offset, NULLIF(x.file_offset, -1) AS "
+               f"file_offset, NULLIF(x.file_end, -1) AS file_end, x.size, {t['t_start']} AS t_start, "
+               f"{t['t_end']} AS t_end, x.event_id")
+    links = f"""
+        SELECT callid, n_callids,
+               CASE WHEN n_callids = 1 THEN size WHEN n_bytes = n_callids THEN b
+                    WHEN size = 0 THEN 0 END AS bytes, * EXCLUDE (callid, n_callids, b, n_bytes)
+        FROM (  -- each CallID with its bytes (the logged ones, if there is one per CallID)
+            SELECT unnest(x.callids) AS callid, unnest(x.callid_bytes) AS b, len(x.callids) AS n_callids,
+                   len(x.callid_bytes) AS n_bytes, {columns}
+            {src} WHERE {disk} AND len(x.callids) > 0 {f"AND NOT ({odd})" if has_odd else ""})"""
+    if has_odd:
+        links += f"""
+        UNION ALL BY NAME
+        SELECT * FROM (
+            WITH ops AS (  -- the unstamped left out of both lists
+                SELECT list_filter(x.callids, lambda v: v <> no_callid()) AS callids,
+                       CASE WHEN len(x.callid_bytes) <> len(x.callids) THEN []::BIGINT[]
+                            ELSE list_filter(x.callid_bytes, lambda b, i: x.callids[i] <> no_callid())
+                       END AS callid_bytes,
+                       {columns}
+                {src} WHERE {disk} AND {odd}
+            )
+            -- one CallID left: every byte is its call's
             SELECT callids[1] AS callid, size AS bytes, 1 AS n_callids, * EXCLUDE (callids, callid_bytes)
             FROM ops WHERE len(callids) = 1
             UNION ALL BY NAME
@@ -326,39 +561,83 @@ def derive_arrows(con: duckdb.DuckDBPyConnection) -> None:
                   FROM (SELECT unnest(callids) AS callid, unnest({_OP_BYTES}) AS bytes,
                                len(list_distinct(callids)) AS n_callids, * EXCLUDE (callids, callid_bytes)
                         FROM ops WHERE len(list_distinct(callids)) < len(callids))
-                  GROUP BY ALL)
-        )
-        SELECT l.callid, c.rank, c.func, c.file,
+                  GROUP BY ALL))"""
+    # (the calls are the join's build side, whatever the estimates say: the links are many more, 80 M at
+    # 100 M events, and a hash table of them took 7 GB)
+    con.execute("SET disabled_optimizers = 'build_side_probe_side'")
+    _store(con, target, ARROWS, f"""
+        SELECT l.callid, c.rank, c.func{labels['func']} AS func, c.file,
                c.t_start AS call_t_start, c.t_end AS call_t_end, l.server, l.layer, l.op,
                l.handle, l.disk_offset, l.file_offset, l.file_end, l.size, l.bytes, l.t_start, l.t_end,
                l.event_id, l.n_callids, l.bytes IS NOT NULL AS exact
-        FROM links l JOIN _calls c ON c.callid = l.callid
+        FROM ({links}) l JOIN _calls c ON c.callid = l.callid
     """)
+    con.execute("RESET disabled_optimizers")
+    for column in labels:
+        con.execute(f"DROP TYPE IF EXISTS _{column}_label")
     _show(con, ARROWS)
 
 
-def derive_fanout(con: duckdb.DuckDBPyConnection) -> None:
+def _labels(con: duckdb.DuckDBPyConnection, sources: dict[str, str]) -> dict[str, str]:
+    """Per text column (-> the rows it comes from, ``FROM`` what), a cast to an ENUM of its values when
+    it has at most 2^16, else nothing: a column of a few labels repeated is written a sixth faster so
+    (the file holds text either way)."""
+    out = {}
+    for column, source in sources.items():
+        values = con.execute(f"SELECT count(DISTINCT {column}) FROM {source}").fetchall()[0][0]
+        out[column] = ""
+        if 0 < values <= 2**16:
+            con.execute(f"CREATE TYPE _{column}_label AS ENUM (SELECT DISTINCT {column} FROM {source} "
+                        f"{'AND' if 'WHERE' in source else 'WHERE'} {column} IS NOT NULL)")
+            out[column] = f"::_{column}_label"
+    return out
+
+
+#: the type of ``fanout.bytes_per_server`` (an empty list of no server has none)
+_BYTES_PER_SERVER = duckdb_type(next(c.type for c in FANOUT.columns if c.name == "bytes_per_server"))
+#: fan-out per server is counted in one pass for at most this many servers (a pair of columns each)
+PIVOT_SERVERS = 32
+
+
+def derive_fanout(con: duckdb.DuckDBPyConnection, target: _Target, servers: Iterable[str]) -> None:
     """Per call: disk operations, servers touched, its bytes of them in total and per server
-    (attributed bytes: over all calls each disk byte counts once), arrows without bytes."""
-    con.execute("""
-        CREATE TABLE _fanout AS
-        WITH per_server AS (
-            SELECT callid, server, count(*) AS ops, coalesce(sum(bytes), 0)::BIGINT AS bytes,
-                   count(*) FILTER (WHERE NOT exact) AS inexact
-            FROM _arrows GROUP BY ALL
-        ), per_call AS (
-            SELECT callid, sum(ops)::BIGINT AS disk_ops, count(*)::BIGINT AS servers,
-                   sum(bytes)::BIGINT AS disk_bytes, sum(inexact)::BIGINT AS inexact_arrows,
+    (attributed bytes: over all calls each disk byte counts once), arrows without bytes.  For
+    a few servers, one aggregation with a pair of columns per server (ops, bytes); else per
+    call and server, then per call."""
+    servers = sorted(servers)
+    if len(servers) <= PIVOT_SERVERS:
+        names = "[" + ", ".join(map(_literal, servers)) + "]"
+        pairs = ", ".join(f"count(*) FILTER (WHERE s = {i}) AS o{i}, "
+                          f"sum(bytes) FILTER (WHERE s = {i}) AS b{i}" for i in range(1, len(servers) + 1))
+        per_server = ("list_filter([" + ", ".join(
+            f"{{'server': {_literal(name)}, 'ops': o{i}, 'bytes': coalesce(b{i}, 0)::BIGINT}}"
+            for i, name in enumerate(servers, 1)) + "], lambda e: e.ops > 0)")
+        per_call = f"""
+            SELECT callid, disk_ops, disk_bytes, inexact_arrows, len(bytes_per_server)::BIGINT AS servers,
+                   bytes_per_server
+            FROM (SELECT callid, disk_ops, disk_bytes, inexact_arrows, {per_server} AS bytes_per_server
+                  FROM (SELECT callid, count(*)::BIGINT AS disk_ops,
+                               coalesce(sum(bytes), 0)::BIGINT AS disk_bytes,
+                               count(*) FILTER (WHERE NOT exact)::BIGINT AS inexact_arrows, {pairs}
+                        FROM (SELECT callid, bytes, exact, list_position({names}, server) AS s FROM _arrows)
+                        GROUP BY callid))"""
+    else:
+        per_call = """
+            SELECT callid, sum(ops)::BIGINT AS disk_ops, sum(bytes)::BIGINT AS disk_bytes,
+                   sum(inexact)::BIGINT AS inexact_arrows, count(*)::BIGINT AS servers,
                    -- (sorted afterwards, by server as it comes first: cheaper than an ordered aggregate)
                    list_sort(list({'server': server, 'ops': ops, 'bytes': bytes})) AS bytes_per_server
-            FROM per_server GROUP BY callid
-        )
+            FROM (SELECT callid, server, count(*) AS ops, coalesce(sum(bytes), 0)::BIGINT AS bytes,
+                         count(*) FILTER (WHERE NOT exact) AS inexact
+                  FROM _arrows GROUP BY ALL)
+            GROUP BY callid"""
+    _store(con, target, FANOUT, f"""
         SELECT c.callid, c.rank, c.func, c.size,
                coalesce(p.disk_ops, 0) AS disk_ops, coalesce(p.servers, 0) AS servers,
                coalesce(p.disk_bytes, 0) AS disk_bytes, coalesce(p.inexact_arrows, 0) AS inexact_arrows,
-               coalesce(p.bytes_per_server, []) AS bytes_per_server
-        FROM _calls c LEFT JOIN per_call p ON p.callid = c.callid
-        ORDER BY c.t_start
+               coalesce(p.bytes_per_server, [])::{_BYTES_PER_SERVER}
+                   AS bytes_per_server
+        FROM _calls c LEFT JOIN ({per_call}) p ON p.callid = c.callid
     """)
     _show(con, FANOUT)
 

@@ -19,7 +19,7 @@ from callid_core.choices import RowFormat, listed
 from callid_core.errors import BadValue, InputError
 from callid_core.tables import MERGED
 from callid_core.units import ranks_text  # noqa: F401  (re-exported: stats, checks)
-from pipeline.merge import TABLES, VIEWS
+from pipeline.merge import TABLES, VIEWS, open_merged
 
 #: a call that moves data (a split collective's data is its _begin's): a condition on a row of calls
 DATA_CALL_WHERE = ("size > 0 AND (func LIKE 'MPI_File_%read%' OR func LIKE 'MPI_File_%write%') "
@@ -86,33 +86,7 @@ def connect(db: str, sandbox: bool = False) -> duckdb.DuckDBPyConnection:
     ``sandbox`` (``callid sql``): the queries reach no file but the database's own (no ``COPY ... TO``,
     ``ATTACH``, ``INSTALL``/``LOAD``, file readers), and the configuration is locked.
     """
-    path = Path(db)
-    if path.is_dir():
-        con = duckdb.connect()
-        files = {name: path / f"{name}.parquet" for name in MERGED}
-        found = {name: f for name, f in files.items() if f.is_file()}
-        con.execute("SET allowed_paths = $paths", {"paths": [str(f.resolve()) for f in found.values()]})
-        for name, table in found.items():
-            try:
-                con.execute(f'CREATE VIEW "{name}" AS SELECT * FROM read_parquet({_literal(table)})')
-            except duckdb.Error as exc:
-                con.close()
-                raise InputError(f"{table}: not a table written by 'callid merge' "
-                                 f"({str(exc).splitlines()[0]})") from None
-    elif not path.is_file():
-        raise InputError(f"{db}: no such file")
-    else:
-        with open(path, "rb") as f:
-            head = f.read(12)
-        if head[8:12] != b"DUCK":  # (DuckDB's own error for such a file names something else)
-            what = "a Parquet file: merge the logs with 'callid merge' first" if head[:4] == b"PAR1" \
-                else "not a DuckDB file"
-            raise InputError(f"{db}: not a database written by 'callid merge' ({what})")
-        try:
-            con = duckdb.connect(db, read_only=True)
-        except duckdb.Error as exc:
-            raise InputError(f"{db}: not a database written by 'callid merge' "
-                             f"({str(exc).splitlines()[0]})") from None
+    con = open_merged(db)
     try:
         con.execute("SET enable_progress_bar = false")  # (DuckDB would draw it into stdout, amid the results)
         con.execute(MACROS_SQL)
@@ -149,11 +123,6 @@ def _check_complete(con: duckdb.DuckDBPyConnection, db: str) -> None:
         if Path(db).stat().st_size < blocks:
             raise InputError(f"{db}: damaged (the file is {Path(db).stat().st_size} bytes, its database "
                              f"{blocks}: cut short?)")
-
-
-def _literal(path: Path) -> str:
-    """A path as a SQL string literal."""
-    return "'" + str(path).replace("'", "''") + "'"
 
 
 def leading_comment(sql: str) -> list[str]:

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 
 import duckdb
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -340,29 +342,35 @@ def test_progress_and_one_line_errors(collective8, tmp_path):
 @pytest.fixture(scope="module")
 def synthetic(tmp_path_factory):
     """A small synthetic run whose calls and server events overlap in time (lanes), merged; of two disk
-    operations serving one call each, the first moved to start before its call (clocks off), the second
-    to end before it: returns the database and their event ids (server io0)."""
+    operations serving one call each, the first moved (in the server log) to start before its call
+    (clocks off), the second to end before it: returns the database and their event ids (server io0)."""
     out = tmp_path_factory.mktemp("synthetic")
     run = callid_cmd("synth", "--ranks", "8", "--servers", "2", "--calls", "300", "--fanout", "4",
                      "--seed", "3", "-d", out)
     assert run.returncode == 0, run.stderr
+    first = out / "first.duckdb"
+    assert callid_cmd("merge", out / "client.parquet", out / "server.parquet", "-o", first).returncode == 0
+    con = connect(str(first))
+    try:
+        moved = con.execute("""
+            SELECT a.event_id, a.call_t_start FROM arrows a JOIN server_ops o USING (server, event_id)
+            WHERE a.server = 'io0' AND a.n_callids = 1 AND o.rank = a.rank
+            ORDER BY a.event_id LIMIT 2""").fetchall()
+    finally:
+        con.close()
+    log = pq.read_table(out / "server.parquet")
+    t_start, t_end = log["t_start"].to_numpy().copy(), log["t_end"].to_numpy().copy()
+    io0 = np.asarray(log["server"]) == "io0"
+    for (eid, c), (lo, hi) in zip(moved, ((-1000, None), (-3000, -2000))):
+        row = np.flatnonzero(io0 & (log["event_id"].to_numpy() == eid))[0]
+        t_start[row], t_end[row] = c + lo, t_end[row] if hi is None else c + hi
+    log = log.set_column(log.schema.get_field_index("t_start"), "t_start", pa.array(t_start))
+    log = log.set_column(log.schema.get_field_index("t_end"), "t_end", pa.array(t_end))
+    pq.write_table(log, out / "server.parquet")
     db = out / "m.duckdb"
     merge = callid_cmd("merge", out / "client.parquet", out / "server.parquet", "-o", db)
     assert merge.returncode == 0, merge.stderr
-    con = duckdb.connect(str(db))
-    try:
-        moved = [e for (e,) in con.execute("""
-            SELECT a.event_id FROM arrows a JOIN server_ops o USING (server, event_id)
-            WHERE a.server = 'io0' AND a.n_callids = 1 AND o.rank = a.rank
-            ORDER BY a.event_id LIMIT 2""").fetchall()]
-        for eid, (lo, hi) in zip(moved, (("c - 1000", "t_end"), ("c - 3000", "c - 2000"))):
-            c = f"(SELECT call_t_start FROM _arrows WHERE server = 'io0' AND event_id = {eid})"
-            for table in ("_arrows", "_server_ops"):  # (the first: the arrow reads the call's start)
-                con.execute(f"UPDATE {table} SET t_start = {lo.replace('c', c, 1)}, "
-                            f"t_end = {hi.replace('c', c, 1)} WHERE server = 'io0' AND event_id = {eid}")
-    finally:
-        con.close()
-    return db, moved
+    return db, [eid for eid, _ in moved]
 
 
 SELECTIONS = [Selection(), Selection(ranks=frozenset({1, 2})), Selection(window=(2e6, 6e6)),

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import duckdb
 import pyarrow as pa
@@ -14,10 +16,12 @@ from callid_core.errors import InputError
 from callid_core.ids import Layout
 from callid_core.partlog import PartLog, combine_parts
 from callid_core.schema import file_metadata
+from pipeline import clocks
 from pipeline.load import validate_log
-from pipeline.merge import merge
+from pipeline.merge import CATALOG, merge
 from pipeline.query import format_rows, ranks_text, run_query
 from pipeline.stats import compute_stats, render_stats
+from pipeline.synth import SynthOptions, synthesize
 from tests.conftest import callid_cmd, query
 
 LAYOUT = "32/8"
@@ -400,11 +404,27 @@ def test_stats_and_sql_refuse_what_is_not_a_merged_database(logs, tmp_path):
             assert message in str(err.value) and "\n" not in str(err.value)
 
 
-def test_parquet_output_is_a_directory_of_the_same_tables(logs, merged, tmp_path):
+#: the tables a merge stores (the others are views over the logs it keeps)
+STORED = {"calls", "waits", "mpi_calls", "phases", "arrows", "fanout", "clocks", "run"}
+
+
+def test_the_logs_are_kept_beside_the_database_not_copied_into_it(logs, merged):
+    data = Path(str(merged) + ".data")
+    assert {p.name for p in data.iterdir()} == {f"{t}.parquet" for t in STORED - {"clocks", "run"}} | {
+        "client", "server"}
+    for log, kind in zip(logs, ("client", "server")):
+        assert os.stat(data / kind / "000000.parquet").st_ino == os.stat(log).st_ino  # a hard link
+    views = {name for (name,) in query(merged, "SELECT view_name FROM duckdb_views() WHERE NOT internal")}
+    assert {"rpcs", "_rpcs", "server_ops", "_server_ops", "events", "arrows", "_arrows"} <= views
+    assert {name for (name,) in query(merged, "SELECT table_name FROM duckdb_tables()")} == {"clocks", "run"}
+
+
+def test_parquet_output_is_one_directory_of_the_same_tables(logs, merged, tmp_path):
     out = tmp_path / "tables"
     counts = merge(str(logs[0]), str(logs[1]), str(out), storage="parquet", memory_limit="256MB",
                    clock_sync="none")
-    assert sorted(p.stem for p in out.glob("*.parquet")) == sorted([*counts, "events"])
+    assert {p.name for p in out.iterdir()} == {f"{t}.parquet" for t in STORED} | {CATALOG, "client", "server"}
+    assert set(counts) - STORED == {"rpcs", "server_ops"}  # views over the logs
     assert compute_stats(str(out)) == compute_stats(str(merged))
     for table in ("rpcs", "server_ops"):  # views in the database: their CallID text is written out
         sql = f"SELECT callid, callid_hex FROM {table} ORDER BY ALL"
@@ -413,6 +433,42 @@ def test_parquet_output_is_a_directory_of_the_same_tables(logs, merged, tmp_path
     merge(str(logs[0]), str(logs[1]), str(out), storage="parquet")  # a previous output is replaced
     assert run_query(str(out), "SELECT count(*) FROM arrows") == (["count_star()"], [(6,)])
     assert not list(tmp_path.glob(".*"))  # no temporary or spill directory left
+
+
+@pytest.mark.parametrize("storage", ["duckdb", "parquet"])
+def test_a_merged_output_moved_as_a_whole_keeps_working_without_the_logs(logs, tmp_path, storage):
+    here, there = tmp_path / "here", tmp_path / "there"
+    here.mkdir()
+    name = "m.duckdb" if storage == "duckdb" else "m"
+    merge(str(logs[0]), str(logs[1]), str(here / name), storage=storage)
+    sql = "SELECT server, count(*), sum(size), min(t_start), max(t_end) FROM server_ops GROUP BY 1 ORDER BY 1"
+    before = compute_stats(str(here / name)), run_query(str(here / name), sql)
+    here.rename(there)
+    for log in logs:
+        log.unlink()
+    assert (compute_stats(str(there / name)), run_query(str(there / name), sql)) == before
+    if storage == "duckdb":  # the database alone is not the output
+        (there / name).rename(tmp_path / "alone.duckdb")
+        with pytest.raises(InputError, match=r"alone.duckdb: its logs and tables \(alone.duckdb.data/\) are "
+                                             "missing"):
+            compute_stats(str(tmp_path / "alone.duckdb"))
+
+
+def test_times_are_the_same_whether_the_clock_mapping_is_inlined_or_joined(tmp_path, monkeypatch):
+    synthesize(SynthOptions(ranks=4, servers=2, calls=400, skew="server:0=+250ms@15ppm~2ppm,server:1=-3ms",
+                            duration=3600e9, seed=1), tmp_path)
+    logs = str(tmp_path / "client.parquet"), str(tmp_path / "server.parquet")
+    merge(*logs, str(tmp_path / "inline.duckdb"))
+    monkeypatch.setattr(clocks, "INLINE_CLOCKS", 0)
+    merge(*logs, str(tmp_path / "joined.duckdb"))
+    windows = query(tmp_path / "inline.duckdb", "SELECT max(win) FROM clocks")[0][0]
+    assert windows > 0  # (the wandering drift: several windows)
+    for table in ("calls", "rpcs", "server_ops", "arrows", "events"):
+        sql = f"SELECT * FROM {table} ORDER BY ALL"
+        assert query(tmp_path / "inline.duckdb", sql) == query(tmp_path / "joined.duckdb", sql), table
+    times = "SELECT min(t_start), max(t_end) FROM server_ops"
+    assert query(tmp_path / "inline.duckdb", times) != query(tmp_path / "inline.duckdb", times.replace(
+        "server_ops", "read_parquet('" + str(tmp_path / "server.parquet") + "')"))  # (the times did move)
 
 
 def test_merge_reports_its_steps(logs, tmp_path):
@@ -496,6 +552,73 @@ def test_bad_input_is_a_one_line_error_and_writes_nothing(logs, tmp_path, case, 
     assert set(tmp_path.iterdir()) == before  # no output, no temporary left behind
 
 
+def _with_value(src, dst, row, column, value):
+    """``src`` with ``value`` in ``column`` of ``row`` (the schema made nullable, as another writer's
+    may be), written to ``dst``."""
+    table = pq.read_table(src)
+    values = table.column(column).to_pylist()
+    values[row] = value
+    schema = pa.schema([f.with_nullable(True) for f in table.schema], metadata=table.schema.metadata)
+    field = table.schema.field(column)
+    table = table.set_column(table.schema.get_field_index(column), column, pa.array(values, field.type))
+    table = table.cast(schema)
+    pq.write_table(table, dst)
+
+
+BAD_VALUES = [  # (log, row, column, value, what the error says after the file's name)
+    ("client", 1, "func", None, "column 'func' is null in row 1"),
+    ("client", 0, "size", -5, "column 'size' is negative in row 0 (-5)"),
+    ("client", 2, "t_end", 1150, "column 't_end' is before 't_start' in row 2 (1150 < 1200)"),
+    ("client", 3, "callid", B, f"column 'callid' repeats CallID {Layout.parse(LAYOUT).format(B)} in row 3 "
+                               "(first in row 1)"),
+    ("server", 2, "clock", None, "column 'clock' is null in row 2"),
+    ("server", 6, "size", -1, "column 'size' is negative in row 6 (-1)"),
+    ("server", 3, "t_start", 2000, "column 't_end' is before 't_start' in row 3 (1130 < 2000)"),
+    ("server", 5, "event_id", 2, "column 'event_id' repeats event_id 2 of server io0 in row 5 "
+                                 "(first in row 1)"),
+]
+
+
+@pytest.mark.parametrize("kind, row, column, value, says", BAD_VALUES,
+                         ids=[f"{k}-{c}-{'null' if v is None else v}" for k, _, c, v, _ in BAD_VALUES])
+def test_values_the_merge_relies_on_are_checked_first(logs, tmp_path, kind, row, column, value, says):
+    bad = tmp_path / f"{kind}.bad.parquet"
+    _with_value(logs[kind == "server"], bad, row, column, value)
+    client, server = (bad, logs[1]) if kind == "client" else (logs[0], bad)
+    before = set(tmp_path.iterdir())
+    with pytest.raises(InputError) as err:
+        merge(str(client), str(server), str(tmp_path / "out.duckdb"))
+    assert str(err.value) == f"{bad}: {says}"
+    assert set(tmp_path.iterdir()) == before  # nothing written
+
+
+def test_a_failed_call_may_log_the_bad_size_it_was_given(logs, tmp_path):
+    bad = tmp_path / "client.failed.parquet"
+    _with_value(logs[0], tmp_path / "c1.parquet", 3, "size", -1)
+    _with_value(tmp_path / "c1.parquet", bad, 3, "error", "MPI_ERR_ARG: negative size")
+    assert merge(str(bad), str(logs[1]), str(tmp_path / "out.duckdb"))["calls"] == 4
+
+
+def test_an_event_id_repeated_in_another_part_names_both_files(logs, tmp_path):
+    parts = tmp_path / "server-parts-2"
+    parts.mkdir()
+    _write(parts / "a.parquet", S.SERVER_SCHEMA, SERVER_ROWS[:4], S.KIND_SERVER)
+    _write(parts / "b.parquet", S.SERVER_SCHEMA, [SERVER_ROWS[5], SERVER_ROWS[0]], S.KIND_SERVER)
+    with pytest.raises(InputError) as err:
+        merge(str(logs[0]), str(parts), str(tmp_path / "out.duckdb"))
+    assert str(err.value) == (f"{parts / 'b.parquet'}: column 'event_id' repeats event_id 1 of server io0 in "
+                              f"row 1 (first in row 0 of {parts / 'a.parquet'})")
+
+
+def test_command_line_reports_bad_values_in_one_line_with_exit_2(logs, tmp_path):
+    bad = tmp_path / "server.bad.parquet"
+    _with_value(logs[1], bad, 0, "size", -7)
+    result = callid_cmd("merge", logs[0], bad, "-o", tmp_path / "out.duckdb")
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"callid: error: {bad}: column 'size' is negative in row 0 (-7)"
+    assert not (tmp_path / "out.duckdb").exists()
+
+
 def test_parts_of_one_log_must_agree(logs, tmp_path):
     parts = tmp_path / "mixed"
     parts.mkdir()
@@ -542,6 +665,17 @@ def test_outputs_that_must_not_be_written(logs, tmp_path):
     with pytest.raises(InputError, match="(?i)merge failed: .*memory"):
         merge(str(client), str(server), str(tmp_path / "m.duckdb"), memory_limit="lots")
     assert not (tmp_path / "m.duckdb").exists()
+    mine = tmp_path / "d.duckdb.data"  # where the output would keep its logs and tables
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    with pytest.raises(InputError, match=r"d.duckdb.data: is not the data of a merged output"):
+        merge(str(client), str(server), str(tmp_path / "d.duckdb"))
+    assert (mine / "notes.txt").read_text() == "mine" and not (tmp_path / "d.duckdb").exists()
+    merge(str(client), str(server), str(tmp_path / "m.duckdb"))
+    kept = tmp_path / "m.duckdb.data"  # an output's logs, merged into that output again
+    with pytest.raises(InputError, match="m.duckdb: holds the input log"):
+        merge(str(kept / "client"), str(kept / "server"), str(tmp_path / "m.duckdb"))
+    assert query(tmp_path / "m.duckdb", "SELECT count(*) FROM arrows") == [(6,)]
     assert not list(tmp_path.glob(".*"))
 
 
@@ -549,10 +683,10 @@ def test_a_failed_merge_keeps_the_previous_output(logs, tmp_path):
     client, server = logs
     out = tmp_path / "out.duckdb"
     merge(str(client), str(server), str(out))
-    before = out.read_bytes()
+    before = out.read_bytes(), sorted(p.name for p in Path(str(out) + ".data").iterdir())
     with pytest.raises(InputError):
         merge(str(server), str(server), str(out))
-    assert out.read_bytes() == before
+    assert (out.read_bytes(), sorted(p.name for p in Path(str(out) + ".data").iterdir())) == before
     merge(str(client), str(server), str(out))  # a successful merge replaces it
     assert query(out, "SELECT count(*) FROM arrows") == [(6,)]
 
@@ -568,76 +702,3 @@ def test_command_line_reports_bad_input_in_one_line_with_exit_2(logs, tmp_path, 
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("callid: error: ") and message in lines[0]
     assert set(tmp_path.iterdir()) == before
-
-
-def _with_value(src, dst, row, column, value):
-    """``src`` with ``value`` in ``column`` of ``row`` (the schema made nullable, as another writer's
-    may be), written to ``dst``."""
-    table = pq.read_table(src)
-    values = table.column(column).to_pylist()
-    values[row] = value
-    schema = pa.schema([f.with_nullable(True) for f in table.schema], metadata=table.schema.metadata)
-    field = table.schema.field(column)
-    table = table.set_column(table.schema.get_field_index(column), column, pa.array(values, field.type))
-    table = table.cast(schema)
-    pq.write_table(table, dst)
-
-
-
-BAD_VALUES = [  # (log, row, column, value, what the error says after the file's name)
-    ("client", 1, "func", None, "column 'func' is null in row 1"),
-    ("client", 0, "size", -5, "column 'size' is negative in row 0 (-5)"),
-    ("client", 2, "t_end", 1150, "column 't_end' is before 't_start' in row 2 (1150 < 1200)"),
-    ("client", 3, "callid", B, f"column 'callid' repeats CallID {Layout.parse(LAYOUT).format(B)} in row 3 "
-                               "(first in row 1)"),
-    ("server", 2, "clock", None, "column 'clock' is null in row 2"),
-    ("server", 6, "size", -1, "column 'size' is negative in row 6 (-1)"),
-    ("server", 3, "t_start", 2000, "column 't_end' is before 't_start' in row 3 (1130 < 2000)"),
-    ("server", 5, "event_id", 2, "column 'event_id' repeats event_id 2 of server io0 in row 5 "
-                                 "(first in row 1)"),
-]
-
-
-
-@pytest.mark.parametrize("kind, row, column, value, says", BAD_VALUES,
-                         ids=[f"{k}-{c}-{'null' if v is None else v}" for k, _, c, v, _ in BAD_VALUES])
-def test_values_the_merge_relies_on_are_checked_first(logs, tmp_path, kind, row, column, value, says):
-    bad = tmp_path / f"{kind}.bad.parquet"
-    _with_value(logs[kind == "server"], bad, row, column, value)
-    client, server = (bad, logs[1]) if kind == "client" else (logs[0], bad)
-    before = set(tmp_path.iterdir())
-    with pytest.raises(InputError) as err:
-        merge(str(client), str(server), str(tmp_path / "out.duckdb"))
-    assert str(err.value) == f"{bad}: {says}"
-    assert set(tmp_path.iterdir()) == before  # nothing written
-
-
-
-def test_a_failed_call_may_log_the_bad_size_it_was_given(logs, tmp_path):
-    bad = tmp_path / "client.failed.parquet"
-    _with_value(logs[0], tmp_path / "c1.parquet", 3, "size", -1)
-    _with_value(tmp_path / "c1.parquet", bad, 3, "error", "MPI_ERR_ARG: negative size")
-    assert merge(str(bad), str(logs[1]), str(tmp_path / "out.duckdb"))["calls"] == 4
-
-
-
-def test_an_event_id_repeated_in_another_part_names_both_files(logs, tmp_path):
-    parts = tmp_path / "server-parts-2"
-    parts.mkdir()
-    _write(parts / "a.parquet", S.SERVER_SCHEMA, SERVER_ROWS[:4], S.KIND_SERVER)
-    _write(parts / "b.parquet", S.SERVER_SCHEMA, [SERVER_ROWS[5], SERVER_ROWS[0]], S.KIND_SERVER)
-    with pytest.raises(InputError) as err:
-        merge(str(logs[0]), str(parts), str(tmp_path / "out.duckdb"))
-    assert str(err.value) == (f"{parts / 'b.parquet'}: column 'event_id' repeats event_id 1 of server io0 in "
-                              f"row 1 (first in row 0 of {parts / 'a.parquet'})")
-
-
-
-def test_command_line_reports_bad_values_in_one_line_with_exit_2(logs, tmp_path):
-    bad = tmp_path / "server.bad.parquet"
-    _with_value(logs[1], bad, 0, "size", -7)
-    result = callid_cmd("merge", logs[0], bad, "-o", tmp_path / "out.duckdb")
-    assert result.returncode == 2
-    assert result.stderr.strip() == f"callid: error: {bad}: column 'size' is negative in row 0 (-7)"
-    assert not (tmp_path / "out.duckdb").exists()
-
