@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import glob
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
+import click
 import typer
 from typer.core import TyperCommand
 
@@ -173,9 +175,18 @@ def _run_traced(opts):
         raise BadValue(f"--clock-skew: {exc}") from None
 
 
+#: the options of ``callid run`` that a file system of ``callid fs init`` fixes (``run --fs``)
+_FS_OPTIONS = {"servers": "--servers", "strip_size": "--strip-size", "flow_buffer": "--flow-buffer",
+               "callid_layout": "--callid-layout", "clock_skew": "--clock-skew"}
+FsConfig = Annotated[Path, typer.Option(
+    "--config", metavar="FS_JSON", envvar=defaults.CONFIG_ENV, show_envvar=True,
+    help="the file system's configuration (written by callid fs init)")]
+
+
 @app.command(cls=_Command,
              context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True})
 def run(
+    ctx: typer.Context,
     target: Annotated[list[str] | None, typer.Argument(
         metavar="SCRIPT [ARGS]...", help="the program and its arguments (with -m: the module's arguments)",
         show_default=False)] = None,
@@ -201,6 +212,10 @@ def run(
         "-d", "--out-dir", metavar="DIR", help="directory for the logs and the file system")
     ] = Path("callid-out"),
     timeout: Timeout = None,
+    fs: Annotated[Path | None, typer.Option(
+        "--fs", metavar="FS_JSON", help="use the servers of this file system (callid fs init), which run "
+        "already (callid servers start) and go on running; their logs of the run are collected",
+        show_default=False)] = None,
     force: Force = False,
     as_json: JsonFlag = False,
 ) -> None:
@@ -208,12 +223,19 @@ def run(
 
     Starts one metadata server and --servers I/O servers on loopback, runs the
     ranks with the mpich wheel's mpiexec, stops the servers and writes
-    DIR/client.parquet and DIR/server.parquet.
+    DIR/client.parquet and DIR/server.parquet.  With --fs, the servers of that
+    file system run already, on any host; the run asks them to flush their logs
+    and takes the parts written while it ran.
 
     Example: callid run -n 2 --servers 2 examples/callid_demo.py
     """
     from callid.run import RunOptions
 
+    if fs is not None:
+        for name, flag in _FS_OPTIONS.items():
+            source = ctx.get_parameter_source(name)
+            if source is not None and source.name == "COMMANDLINE":
+                raise BadValue(f"{flag}: the file system of --fs has its own (set it with callid fs init)")
     if module:
         target = ["-m", module, *(target or [])]
     if not target:
@@ -222,12 +244,12 @@ def run(
         if target[0].startswith("-"):  # (options after the first unknown one reach the target)
             raise BadValue(f"no such option: {target[0]} (see 'callid run --help')")
         raise BadValue(f"{target[0]}: no such script")
-    _guard_dir(out_dir, RUN_OUTPUTS, [] if module else [target[0]], force)
+    _guard_dir(out_dir, RUN_OUTPUTS, ([] if module else [target[0]]) + ([fs] if fs else []), force)
     opts = RunOptions(target=target, np=np, servers=servers, strip_size=strip_size,
                       flow_buffer=flow_buffer, small_io=small_io,
                       callid=callid, callid_layout=callid_layout, mount=mount or [defaults.DEFAULT_MOUNT],
                       ranks_per_host=ranks_per_host, clock_skew=clock_skew, out=str(out_dir),
-                      timeout=timeout, stdout_to_stderr=as_json)
+                      timeout=timeout, stdout_to_stderr=as_json, fs=str(fs) if fs else "")
     result = _run_traced(opts)
     if as_json:
         _echo_json({"out_dir": result.out, "client": result.client, "server": result.server,
@@ -238,6 +260,141 @@ def run(
                f"{result.server_rows} server events", err=True)
     typer.echo(f"  client log: {result.client}\n  server log: {result.server}", err=True)
     typer.echo(f"next: callid merge {result.client} {result.server} -o {out_dir / 'merged.duckdb'}", err=True)
+
+
+def _group(name: str, help_text: str) -> typer.Typer:
+    """A group of commands: ``callid NAME COMMAND``."""
+    group = typer.Typer(name=name, help=help_text, no_args_is_help=True, rich_markup_mode=None)
+    app.add_typer(group)
+    return group
+
+
+fs_app = _group("fs", "A file system whose servers run on any host: its configuration and secret.\n\n"
+                "Example: callid fs init --servers node1:io0,node2:io1 -o fs.json")
+
+
+@fs_app.command("init", cls=_Command)
+def fs_init(
+    servers: Annotated[str, typer.Option(
+        "--servers", metavar="HOST[:PORT]:NAME,...", help="where each server listens: meta0 and io0 ... "
+        "ioN-1 (meta0 not named: on the first host); a port not given is the first free one from --port",
+        show_default=False)],
+    output: Annotated[Path, typer.Option(
+        "-o", "--output", metavar="FS_JSON", help="the configuration to write; the secret goes beside it "
+        "(fs.json: fs.secret, readable by its owner only)")] = Path("fs.json"),
+    server_dir: Annotated[Path | None, typer.Option(
+        "--server-dir", metavar="DIR", help="each server's directory (storage, log, pid file) is DIR/NAME "
+        "on its host", show_default="servers beside the configuration")] = None,
+    port: Annotated[int, typer.Option(
+        min=1, max=65535, metavar="PORT", help="first TCP port of the servers on each host")
+    ] = defaults.DEFAULT_PORT,
+    strip_size: StripSize = _STRIP_SIZE,
+    flow_buffer: FlowBuffer = _FLOW_BUFFER,
+    callid_layout: CallidLayout = str(DEFAULT_LAYOUT),
+    force: Force = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Write the configuration of a file system whose servers run on any host.
+
+    The fs.conf/pvfs2tab of this system: each server's address, role and
+    directory, the striping, and a new secret every client must prove it holds
+    (a server refuses any other).  Start the servers with callid servers start
+    on each host, then run with callid run --fs FS_JSON (or set CALLID_CONFIG
+    for ranks started by another launcher: srun python -m callid.launch app.py).
+
+    Example: callid fs init --servers node1:io0,node2:io1 -o fs.json
+    """
+    from callid.run import RunOptions, init_fs
+
+    guard_output(output, outputs.CONFIG, [], force)
+    secret = output.with_suffix(".secret")
+    if secret == output:
+        raise BadValue(f"-o: {output} is the name of the secret's file; name the configuration e.g. fs.json")
+    if secret.exists() and not force:
+        raise InputError(f"{secret}: exists (the secret of a file system); choose another -o, or add --force "
+                         "to replace it (its servers then refuse every client until they restart)")
+    config = init_fs(servers, output, server_dir, RunOptions(
+        target=[], strip_size=strip_size, flow_buffer=flow_buffer, callid_layout=callid_layout), port)
+    if as_json:
+        _echo_json({"config": str(output), "secret_file": config.secret_file,
+                    "servers": [{"server": s.name, "address": f"{s.host}:{s.port}", "roles": s.roles,
+                                 "dir": s.home} for s in config.servers]})
+        return
+    for srv in config.servers:
+        typer.echo(f"{srv.name:<8}{f'{srv.host}:{srv.port}':<22}{srv.home}")
+    typer.echo(f"callid: wrote {output} and its secret {config.secret_file} (owner only)", err=True)
+    typer.echo(f"next: callid servers start --config {output}   (on each server's host)", err=True)
+
+
+servers_app = _group("servers", "Start, stop and look at the servers of a file system of callid fs init "
+                     "on this host.\n\nExample: callid servers start --config fs.json; callid servers status "
+                     "--config fs.json")
+ServerNames = Annotated[list[str] | None, typer.Option(
+    "--name", metavar="NAME", help="only this server (repeatable)", show_default="all of this host")]
+
+
+@servers_app.command("start", cls=_Command)
+def servers_start(config: FsConfig = Path("fs.json"), name: ServerNames = None) -> None:
+    """Start the servers of a file system that have an address of this host.
+
+    Each runs in the background, from its directory (its storage, its log parts,
+    NAME.addr with its process id, NAME.log with its output), until callid
+    servers stop.  The command returns once every server answers.
+
+    Example: callid servers start --config fs.json --name io0
+    """
+    from callid.run import start_servers
+
+    for srv in start_servers(config, name):
+        typer.echo(f"started {srv.name} on {srv.host}:{srv.port} (its directory: {srv.home})")
+
+
+@servers_app.command("stop", cls=_Command)
+def servers_stop(config: FsConfig = Path("fs.json"), name: ServerNames = None) -> None:
+    """Stop the servers of a file system that run on this machine.
+
+    Each gets SIGTERM, flushes its log into its directory's parts/ and ends
+    (killed after 20 s).  The logs of runs made with callid run --fs are in
+    their run directories already.
+
+    Example: callid servers stop --config fs.json
+    """
+    from callid import servers
+    from callid_core.config import Config
+
+    fs = Config.load(config)
+    chosen = [fs.server(n) for n in name] if name else [
+        s for s in fs.servers if servers.running_pid(s) is not None]
+    if not chosen:
+        raise Failed(f"no server of {config} runs on this machine")
+    done, failures = servers.stop(chosen)
+    for line in done:
+        typer.echo(line)
+    if failures:
+        raise Failed("; ".join(failures))
+
+
+@servers_app.command("status", cls=_Command)
+def servers_status(config: FsConfig = Path("fs.json"), as_json: JsonFlag = False) -> None:
+    """Say where each server of a file system listens, its process, and whether it answers.
+
+    A server answers when a connection proving the file system's secret gets a
+    reply to a ping.  Exit status 1 when one does not answer.
+
+    Example: callid servers status --config fs.json
+    """
+    from callid.run import server_status
+    from callid_core.config import Config
+
+    rows = server_status(Config.load(config))
+    if as_json:
+        _echo_json(rows)
+    else:
+        for row in rows:
+            state = "answers" if row["answers"] else "does not answer"
+            typer.echo(f"{row['server']:<8}{row['address']:<22}{state:<17}{row['process']}")
+    if not all(row["answers"] for row in rows):
+        raise typer.Exit(EXIT_FAILED)
 
 
 @app.command(cls=_Command)
@@ -957,6 +1114,17 @@ def demo(
     typer.echo(render_stats(figures))
     typer.echo(f"\nmerged database: {db}   (try: callid insights {db}; callid report {db} -o report.html; "
                f"callid sql {db} \"SELECT * FROM fanout\")", err=True)
+
+
+def commands() -> dict[str, click.Command]:
+    """Every command by its name after ``callid`` (a group's as ``GROUP COMMAND``), in order."""
+    def walk(prefix: str, group: click.Group) -> Iterator[tuple[str, click.Command]]:
+        for name, command in group.commands.items():
+            if isinstance(command, click.Group):
+                yield from walk(f"{prefix}{name} ", command)
+            else:
+                yield prefix + name, command
+    return dict(walk("", typer.main.get_command(app)))
 
 
 def main() -> None:

@@ -14,16 +14,17 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from callid import servers
 from callid.launch import NO_ABORT_ENV
 from callid_core import config as defaults
 from callid_core import schema as S
 from callid_core.clock import parse_skew, skews_to_json
 from callid_core.config import CONFIG_ENV, ROLE_IO, ROLE_META, SECRET_FILE, Config, ServerConfig, new_secret
-from callid_core.errors import BadValue, Failed
+from callid_core.errors import BadValue, Failed, InputError
 from callid_core.ids import DEFAULT_LAYOUT, Layout
 from callid_core.partlog import combine_parts
 from callid_core.units import ranks_phrase
@@ -60,6 +61,7 @@ class RunOptions:
     launcher: str = "callid.launch"  # the module each rank runs (target: its arguments)
     source: str = ""  # what the run replays (the client log's callid.source metadata)
     on_wait: Callable[[], None] | None = None  # called about 4 times a second while the ranks run
+    fs: str = ""  # a configuration of callid fs init: use its servers, which run already
 
 
 @dataclass
@@ -111,9 +113,10 @@ def check_options(opts: RunOptions) -> None:
             raise BadValue(f"--mount: {mount!r} is not an absolute path below / (e.g. /pvfs2)")
 
 
-def make_config(opts: RunOptions, out: Path) -> Config:
+def make_config(opts: RunOptions, out: Path, secret_file: Path | None = None) -> Config:
     """The file system of one run: one metadata server and ``opts.servers`` I/O servers, and a new
-    secret that every connection to them proves it holds (``out/fs.secret``, its owner's only).
+    secret that every connection to them proves it holds (``secret_file``, default ``out/fs.secret``,
+    its owner's only).
 
     Raises ``callid_core.clock.SkewError`` for a bad ``opts.clock_skew``.
     """
@@ -124,7 +127,7 @@ def make_config(opts: RunOptions, out: Path) -> Config:
     skews = parse_skew(opts.clock_skew, [s.name for s in servers],
                        [s.name for s in servers if ROLE_IO in s.roles], hosts)
     out.mkdir(parents=True, exist_ok=True)
-    secret = Path(os.path.abspath(out / SECRET_FILE))
+    secret = Path(os.path.abspath(secret_file or out / SECRET_FILE))
     new_secret(secret)
     return Config(secret_file=str(secret),
         run_id=uuid.uuid4().hex[:12], servers=servers, trace_dir=str(out / "parts"),
@@ -137,13 +140,26 @@ def make_config(opts: RunOptions, out: Path) -> Config:
 
 
 class ServerGroup:
-    """The server processes of one file system; stopping them is always safe."""
+    """The server processes of one file system; stopping them is always safe.
 
-    def __init__(self, config: Config, config_path: Path, run_dir: Path) -> None:
+    ``run_dir``: where their address files and output go (None: each server's own directory,
+    ``ServerConfig.home``); ``names``: the servers to start (default: all); ``detach``: servers that
+    outlive this process (``callid servers start``), of a configuration with fixed addresses that is
+    not rewritten.
+    """
+
+    def __init__(self, config: Config, config_path: Path, run_dir: Path | None = None,
+                 names: list[str] | None = None, detach: bool = False) -> None:
         self.config = config
         self.config_path = config_path
         self.run_dir = run_dir
+        self.servers = [config.server(n) for n in names] if names else list(config.servers)
+        self.detach = detach
         self.procs: dict[str, subprocess.Popen] = {}
+
+    def _file(self, srv: ServerConfig, suffix: str) -> Path:
+        """The server's address file (``.addr``) or output (``.log``)."""
+        return (self.run_dir or Path(srv.home)) / f"{srv.name}{suffix}"
 
     def start(self, timeout: float = 30.0) -> None:
         """Start every server, wait for its address, write the final config, ping each; when one
@@ -155,33 +171,35 @@ class ServerGroup:
             raise
 
     def _start(self, timeout: float) -> None:
-        self.config.save(self.config_path)
-        for srv in self.config.servers:
-            addr = self.run_dir / f"{srv.name}.addr"
+        if not self.detach:
+            self.config.save(self.config_path)
+        for srv in self.servers:
+            addr = self._file(srv, ".addr")
             addr.unlink(missing_ok=True)
-            log = open(self.run_dir / f"{srv.name}.log", "wb")  # noqa: SIM115 (child owns it)
+            log = open(self._file(srv, ".log"), "wb")  # noqa: SIM115 (child owns it)
             self.procs[srv.name] = subprocess.Popen(
                 [sys.executable, "-m", "server_sim", "serve", "--config", str(self.config_path),
                  "--name", srv.name, "--addr-file", str(addr), "--log-level", "INFO"],
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=die_with_parent,
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                preexec_fn=None if self.detach else die_with_parent,
             )
             log.close()
         deadline = time.monotonic() + timeout
-        for srv in self.config.servers:
-            addr = self.run_dir / f"{srv.name}.addr"
+        for srv in self.servers:
+            addr = self._file(srv, ".addr")
             while not addr.exists():
                 if self.procs[srv.name].poll() is not None:
-                    raise RunError(f"server {srv.name} exited with status "
-                                   f"{self.procs[srv.name].returncode} at start-up "
-                                   f"(see {self.run_dir / (srv.name + '.log')})")
+                    raise RunError(f"server {srv.name} exited with status {self.procs[srv.name].returncode} "
+                                   f"at start-up{_last_line(self._file(srv, '.log'))}")
                 if time.monotonic() > deadline:
                     raise RunError(f"server {srv.name} did not start within {timeout:.0f} s")
                 time.sleep(0.02)
             info = json.loads(addr.read_text())
             srv.host, srv.port = info["host"], info["port"]
-        self.config.save(self.config_path)
+        if not self.detach:
+            self.config.save(self.config_path)
         secret = self.config.secret()
-        for srv in self.config.servers:
+        for srv in self.servers:
             ping(srv, secret)
 
     def stop(self, timeout: float = 20.0) -> list[str]:
@@ -200,8 +218,17 @@ class ServerGroup:
                 continue
             if code not in (0, -signal.SIGTERM):
                 failures.append(f"server {name} exited with status {code} "
-                                f"(see {self.run_dir / (name + '.log')})")
+                                f"(see {self._file(self.config.server(name), '.log')})")
         return failures
+
+
+def _last_line(log: Path) -> str:
+    """``: LAST LINE (see LOG)`` of a server's output, to say why it did not start."""
+    try:
+        lines = log.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        lines = []
+    return (f": {lines[-1].strip()}" if lines else "") + f" (see {log})"
 
 
 def ping(srv: ServerConfig, secret: bytes, timeout: float = 5.0) -> str:
@@ -231,18 +258,25 @@ def run(opts: RunOptions) -> RunResult:
     t0 = time.monotonic()
     check_options(opts)
     out = Path(opts.out)
-    config = make_config(opts, out)
-    _check_storage(out / "storage", opts.servers)
+    if opts.fs:
+        config = fs_run_config(opts, out)
+    else:
+        config = make_config(opts, out)
+        _check_storage(out / "storage", opts.servers)
     out.mkdir(parents=True, exist_ok=True)
     parts = out / "parts"
     parts.mkdir(exist_ok=True)
     for pattern in PART_FILES:  # what an earlier run left; nothing else in the directory is touched
         for path in parts.glob(pattern):
             path.unlink()
-    run_dir = out / "servers"
-    run_dir.mkdir(exist_ok=True)
     config_path = out / "fs.json"
-    group = ServerGroup(config, config_path, run_dir)
+    group: ServerGroup | RunningServers
+    if opts.fs:
+        group = RunningServers(config, config_path, parts)
+    else:
+        run_dir = out / "servers"
+        run_dir.mkdir(exist_ok=True)
+        group = ServerGroup(config, config_path, run_dir)
     failures: list[str] = []
     stdout = ""
     interrupted: signal.Signals | None = None
@@ -271,6 +305,105 @@ def run(opts: RunOptions) -> RunResult:
     if failures:
         raise RunError("; ".join(failures) + f" (the events logged before are in {client} and {server})")
     return RunResult(out, client, server, client_rows, server_rows, time.monotonic() - t0, stdout)
+
+
+def fs_run_config(opts: RunOptions, out: Path) -> Config:
+    """The configuration of a run on the servers of ``opts.fs`` (``callid fs init``): theirs, with the
+    run's own id, trace directory (``out/parts``) and client options."""
+    fs = Config.load(opts.fs)
+    fs.secret()  # (one line now if it is missing, or others may read it)
+    for srv in fs.servers:
+        if not srv.home:
+            raise InputError(f"{opts.fs}: server {srv.name} has no directory of its own: not a configuration "
+                             "of callid fs init (callid run makes and stops its own servers)")
+    return replace(fs, run_id=uuid.uuid4().hex[:12], trace_dir=str((out / "parts").resolve()),
+                   mount=[os.path.abspath(m) for m in opts.mount], callid=opts.callid, small_io=opts.small_io,
+                   ranks_per_host=opts.ranks_per_host, client_events=opts.client_events)
+
+
+class RunningServers:
+    """The servers of a run with ``--fs``: they run already (``callid servers start``) and go on
+    running after it.  The run checks that each answers, and takes the log parts they write while it
+    runs: it asks them to flush their logs (SIGUSR1) at its start and at its end, and moves the parts
+    written in between from their directories to ``parts``.  (Stopping them would flush too, but a
+    file system serves many runs, and its servers may have been started on other hosts' shells.)"""
+
+    def __init__(self, config: Config, config_path: Path, parts: Path) -> None:
+        self.config = config
+        self.config_path = config_path
+        self.parts = parts
+        self.before: set[Path] | None = None
+
+    def start(self) -> None:
+        """Write the run's configuration, ping every server, flush their logs."""
+        self.config.save(self.config_path)
+        secret = self.config.secret()
+        for srv in self.config.servers:
+            ping(srv, secret)
+        failures = servers.flush_logs(self.config.servers)
+        if failures:
+            raise RunError("; ".join(failures))
+        self.before = servers.log_parts(self.config, self.config.servers)
+
+    def stop(self) -> list[str]:
+        """Flush the servers' logs and take the parts written since :meth:`start`; what failed."""
+        if self.before is None:
+            return []
+        failures = servers.flush_logs(self.config.servers)
+        for part in sorted(servers.log_parts(self.config, self.config.servers) - self.before):
+            shutil.move(part, self.parts / part.name)
+        return failures
+
+
+def init_fs(spec: str, output: Path, server_dir: Path | None, opts: RunOptions,
+            first_port: int = defaults.DEFAULT_PORT) -> Config:
+    """``callid fs init``: write the configuration of a file system whose servers run where ``spec``
+    says (``HOST[:PORT]:NAME,...``, ``callid.servers.parse_servers``), each with its directory under
+    ``server_dir`` (default: ``servers`` beside ``output``), and its new secret beside ``output``
+    (``.secret``, its owner's only).  The client's trace directory is ``parts`` beside ``output``."""
+    placements = servers.parse_servers(spec, first_port)
+    opts.servers = len(placements) - 1
+    check_options(opts)
+    here = output.resolve().parent
+    config = make_config(opts, here, secret_file=output.with_suffix(".secret"))
+    servers.place(config, placements, server_dir or here / "servers")
+    config.save(output)
+    return config
+
+
+def start_servers(config_path: Path, names: list[str] | None = None) -> list[ServerConfig]:
+    """``callid servers start``: start the servers named, else those of this host, in the background;
+    return them once each answers.  Their log parts of an earlier start are kept (``parts.N``)."""
+    config = Config.load(config_path)
+    config.secret()  # (one line now if it is missing, or others may read it)
+    chosen = servers.select(config, names)
+    for srv in chosen:
+        if not srv.home:
+            raise InputError(f"{config_path}: server {srv.name} has no directory of its own: not a "
+                             "configuration of callid fs init")
+        pid = servers.running_pid(srv)
+        if pid is not None:
+            raise RunError(f"server {srv.name} runs already (process {pid}); callid servers stop stops it")
+        Path(srv.home).mkdir(parents=True, exist_ok=True)
+        servers.keep_earlier_log(config, srv)
+    ServerGroup(config, config_path.resolve(), names=[s.name for s in chosen], detach=True).start()
+    return chosen
+
+
+def server_status(config: Config, timeout: float = 2.0) -> list[dict[str, Any]]:
+    """``callid servers status``: each server's address, its process (when on this machine) and
+    whether it answers (a ping proving the secret)."""
+    secret = config.secret()
+    rows = []
+    for srv in config.servers:
+        try:
+            ping(srv, secret, timeout)
+            error = ""
+        except RunError as exc:
+            error = str(exc)
+        rows.append({"server": srv.name, "address": f"{srv.host}:{srv.port}", "roles": srv.roles,
+                     "process": servers.process_state(srv), "answers": not error, "error": error})
+    return rows
 
 
 #: what a run writes in ``DIR/parts`` (and removes there before it starts)

@@ -55,6 +55,10 @@ DEFAULT_IDLE_TIMEOUT = 300.0
 SECRET_BYTES = 32
 #: the secret's file, next to the configuration file (``callid run``: ``OUT/fs.secret``)
 SECRET_FILE = "fs.secret"
+#: first TCP port of the servers on one host (PVFS2's; ``callid fs init``: the next ones follow)
+DEFAULT_PORT = 3334
+#: a server's log parts, in its own directory (``ServerConfig.home``)
+HOME_PARTS = "parts"
 
 # The bounds of the run parameters (checked where ``callid run`` reads them: callid.run.check_options).
 #: strip sizes: a strip of a few sectors up to 1 GiB
@@ -83,6 +87,9 @@ class ServerConfig:
     storage: str
     host: str = "127.0.0.1"
     port: int = 0  # 0: not started yet
+    # Its own directory on its host (``callid fs init``; empty: a server of ``callid run``): its address
+    # file (with its process id), its output and its log parts (HOME_PARTS).
+    home: str = ""
 
 
 @dataclass
@@ -125,6 +132,10 @@ class Config:
                 return s
         raise InputError(f"no server named {name!r} in the configuration")
 
+    def trace_dir_of(self, srv: ServerConfig) -> str:
+        """Where ``srv`` writes its log parts: its own directory's, else the run's."""
+        return os.path.join(srv.home, HOME_PARTS) if srv.home else self.trace_dir
+
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
 
@@ -132,7 +143,8 @@ class Config:
         """The file system's secret, read from :attr:`secret_file`; :class:`InputError` if there is
         none, or if others than its owner may read or write the file."""
         if not self.secret_file:
-            raise InputError("the file system configuration names no secret file (made by callid run)")
+            raise InputError("the file system configuration names no secret file "
+                             "(made by callid run or callid fs init)")
         try:
             fd = os.open(self.secret_file, os.O_RDONLY | os.O_NOFOLLOW)
         except OSError as exc:

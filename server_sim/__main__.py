@@ -17,7 +17,8 @@ def main(argv: list[str] | None = None) -> int:
     serve = sub.add_parser("serve", help="run one server of the file system in the foreground")
     serve.add_argument("--config", required=True, help="file system configuration (JSON)")
     serve.add_argument("--name", required=True, help="which server of the configuration to run")
-    serve.add_argument("--addr-file", help="write {host, port, pid} here once listening")
+    serve.add_argument("--addr-file", help="write {host, port, pid, hostname, flushes} here once listening "
+                       "(SIGUSR1 flushes the event log and counts it here)")
     serve.add_argument("--log-level", default="WARNING")
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -27,7 +28,13 @@ def main(argv: list[str] | None = None) -> int:
     except (CallidError, OSError) as exc:
         print(f"server_sim: cannot start server {args.name!r}: {exc}", file=sys.stderr)
         return 2
-    server.serve(args.addr_file)
+    try:
+        listener = server.listen()
+    except OSError as exc:  # (an address of another host, a port in use)
+        print(f"server_sim: server {args.name!r} cannot listen on {server.me.host}:{server.me.port}: "
+              f"{exc.strerror or exc}", file=sys.stderr)
+        return 2
+    server.serve(args.addr_file, listener)
     return 0
 
 

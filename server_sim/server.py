@@ -6,7 +6,8 @@ EAGAIN; when the process runs out of file descriptors, EMFILE, through a descrip
 reserve for that); a connection proves it holds the file system's secret within
 ``AUTH_TIMEOUT`` (``bmi.authenticate``) and is closed after ``idle_timeout`` seconds without a
 byte.  SIGTERM or SIGINT stops it: no new connection, every connection shut down, their
-threads waited for at most ``SHUTDOWN_GRACE`` seconds, the event log flushed.
+threads waited for at most ``SHUTDOWN_GRACE`` seconds, the event log flushed.  SIGUSR1 flushes
+the event log of a server that goes on serving.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import signal
 import socket
 import threading
 import time
+from dataclasses import replace
 
 from callid_core import clock
 from callid_core.atomic import replacing
@@ -89,7 +91,7 @@ class Server:
         self.secret = config.secret()
         clock.use_domain(config.clock_skew, config.clock_t0, name)
         self.max_connections, open_files = _descriptors(config.max_connections, Trove.MAX_OPEN)
-        self.events = ServerEvents(config, name)
+        self.events = ServerEvents(replace(config, trace_dir=config.trace_dir_of(self.me)), name)
         self.trove = Trove(self.me.storage, open_files)
         self.meta = MetaStore(self.me.storage) if ROLE_META in self.me.roles else None
         self.state = ServerState(name, self.trove, self.meta, self.events, config.flow_buffer,
@@ -100,15 +102,24 @@ class Server:
         self._stopping = False
 
     # -- lifecycle ------------------------------------------------------------------
-    def serve(self, addr_file: str | os.PathLike[str] | None = None) -> None:
-        """Listen, write ``addr_file`` ({host, port, pid}), serve until SIGTERM, then flush."""
-        listener = socket.create_server((self.me.host, self.me.port), backlog=BACKLOG)
+    def listen(self) -> socket.socket:
+        """The listening socket, on the configuration's address (port 0: any free one); OSError
+        if it cannot be had (an address of another host, a port in use)."""
+        return socket.create_server((self.me.host, self.me.port), backlog=BACKLOG)
+
+    def serve(self, addr_file: str | os.PathLike[str] | None = None,
+              listener: socket.socket | None = None) -> None:
+        """Listen, write ``addr_file`` (its address and process id), serve until SIGTERM, then
+        flush.  SIGUSR1 flushes the event log and counts the flush in ``addr_file`` (``flushes``)."""
+        listener = listener or self.listen()
         host, port = listener.getsockname()[:2]
-        if addr_file:
-            with replacing(addr_file) as tmp:
-                tmp.write_text(json.dumps({"host": host, "port": port, "pid": os.getpid()}))
+        self._addr = {"host": host, "port": port, "pid": os.getpid(), "hostname": socket.gethostname(),
+                      "flushes": 0}
+        self._addr_file = addr_file
         signal.signal(signal.SIGTERM, self._signal)
         signal.signal(signal.SIGINT, self._signal)
+        signal.signal(signal.SIGUSR1, self._flush_signal)
+        self._write_addr()  # (once the signals are handled: whoever reads it may send them)
         log.info("server %s listening on %s:%d", self.me.name, host, port)
         spare = _reserve()
         try:
@@ -124,6 +135,26 @@ class Server:
         finally:
             listener.close()
             self.close()
+
+    def _write_addr(self) -> None:
+        if self._addr_file:
+            with replacing(self._addr_file) as tmp:
+                tmp.write_text(json.dumps(self._addr))
+
+    def _flush_signal(self, signum: int, frame: object) -> None:
+        """SIGUSR1: write the events logged so far as a part file, then count the flush in the
+        address file (``callid run --fs`` collects the log of servers that go on running)."""
+        if self._stopping:  # (the stop flushes; this thread may hold the log's lock already)
+            return
+        try:
+            self.events.log.flush()
+        except Exception:  # noqa: BLE001 (a server never dies of a flush; the rows wait for the next)
+            log.exception("the event log could not be flushed")
+        self._addr["flushes"] += 1
+        try:
+            self._write_addr()
+        except OSError as exc:
+            log.warning("the address file could not be written: %s", exc)
 
     def _signal(self, signum: int, frame: object) -> None:
         """SIGTERM, SIGINT: stop (the first one only: a later one cannot cut the stop short)."""

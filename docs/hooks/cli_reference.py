@@ -9,7 +9,7 @@ from __future__ import annotations
 import typer.main
 from mkdocs.structure.files import File, Files
 
-from callid.cli import app
+from callid.cli import app, commands
 
 PAGE = "cli.md"
 WIDTH = 100  # help text wrapped as on a 100-column terminal
@@ -32,9 +32,12 @@ def render() -> str:
         "what `callid COMMAND --help` prints.\n",
         "```text\n" + _help(root, "callid") + "\n```\n",
     ]
-    for name, command in root.commands.items():
+    for name, command in commands().items():
         parts.append(f"## `callid {name}`\n")
-        parts.append("```text\n" + _help(command, name, root_ctx) + "\n```\n")
+        ctx = root_ctx
+        for group in name.split()[:-1]:  # (a group's command: its usage line names the group)
+            ctx = root.commands[group].context_class(root.commands[group], info_name=group, parent=ctx)
+        parts.append("```text\n" + _help(command, name.split()[-1], ctx) + "\n```\n")
     return "\n".join(parts)
 
 

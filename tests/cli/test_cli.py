@@ -9,17 +9,16 @@ import json
 import re
 
 import pytest
-import typer
 
-from callid.cli import app
+from callid.cli import commands
 from tests.conftest import ROOT, callid_cmd
 
-CLICK = typer.main.get_command(app)
-COMMANDS = sorted(CLICK.commands)
+CLICK = commands()
+COMMANDS = sorted(CLICK)
 
 
 def _params(name: str):
-    return [p for p in CLICK.commands[name].params if p.name != "help"]
+    return [p for p in CLICK[name].params if p.name != "help"]
 
 
 def test_the_app_has_the_commands_users_know():
@@ -28,7 +27,7 @@ def test_the_app_has_the_commands_users_know():
 
 @pytest.mark.parametrize("name", COMMANDS)
 def test_every_command_and_option_has_help(name):
-    command = CLICK.commands[name]
+    command = CLICK[name]
     assert command.help and "Example" in command.help or name == "demo", f"{name}: no help with an example"
     missing = [p.name for p in _params(name) if not getattr(p, "help", None)]
     assert missing == [], f"callid {name}: no help for {missing}"
@@ -36,7 +35,7 @@ def test_every_command_and_option_has_help(name):
 
 @pytest.mark.parametrize("name", COMMANDS)
 def test_usage_and_metavars_are_readable(name):
-    out = callid_cmd(name, "--help").stdout
+    out = callid_cmd(*name.split(), "--help").stdout
     assert out.startswith(f"Usage: callid {name} [OPTIONS]")
     for junk in ("<str>", "<list[", "<path>", "<int", "<float", "{"):
         assert junk not in out, f"callid {name} --help shows {junk!r}"

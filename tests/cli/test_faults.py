@@ -63,7 +63,7 @@ def _wait_written(proc: subprocess.Popen, ranks: int) -> None:
     while seen < ranks:
         line = proc.stdout.readline()
         assert line, proc.stderr.read()
-        seen += "wrote" in line
+        seen += line.count("wrote")  # (two ranks' lines can arrive interleaved on one)
 
 
 def _writes(out: Path) -> dict[int, int]:

@@ -6,9 +6,7 @@ from __future__ import annotations
 import re
 import subprocess
 
-import typer.main
-
-from callid.cli import app
+from callid.cli import commands
 from callid_core.tables import MERGED
 from tests.conftest import BIN, ROOT
 
@@ -46,9 +44,9 @@ def test_site_builds_strict_offline_with_complete_references(tmp_path):
         assert not re.search(r"<(script|link)[^>]+(src|href)=\"(https?:)?//", text), name
 
     cli = pages["cli/index.html"]
-    commands = typer.main.get_command(app).commands
-    assert len(commands) >= 10
-    for name, command in commands.items():
+    every = commands()
+    assert len(every) >= 10
+    for name, command in every.items():
         assert f"Usage: callid {name} " in cli, name
         for param in command.params:
             for opt in param.opts:
