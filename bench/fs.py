@@ -271,9 +271,8 @@ def _floor_connection(sock: socket.socket, fd: int, chunk: int) -> None:
     from server_sim import bmi
     from server_sim import protocol as P
     from server_sim.distribution import SimpleStripe, flow_buffers
-    from server_sim.flow import READ_BATCH
 
-    per_batch = max(1, READ_BATCH // chunk)
+    per_batch = max(1, bmi.FLOW_BATCH // chunk)
     scratch = memoryview(bytearray(per_batch * chunk))
     while (header := bmi.recv_header(sock)) is not None:
         tag = header[1]
@@ -284,22 +283,27 @@ def _floor_connection(sock: socket.socket, fd: int, chunk: int) -> None:
         writing = req.io_type == P.IoType.WRITE
         if writing:
             bmi.send_buffers(sock, out)
+            out = []
         buffers = flow_buffers(segments, chunk)
+        batch: list[tuple[tuple, memoryview]] = []  # (a batch's buffers: received at once, or sent at once)
         pos = 0
         for i, (pieces, nbytes) in enumerate(buffers, 1):
-            view = scratch[pos:pos + nbytes]
+            batch.append((pieces, scratch[pos:pos + nbytes]))
+            pos += nbytes
+            if i % per_batch and i < len(buffers):
+                continue
             if writing:
-                bmi.recv_expected_into(sock, tag, view)
-            rest = view
-            for off, k in pieces:
-                (os.pwritev if writing else os.preadv)(fd, [rest[:k]], off)
-                rest = rest[k:]
+                bmi.recv_messages_into(sock, tag, [[view] for _, view in batch])
+            for pieces, view in batch:
+                rest = view
+                for off, k in pieces:
+                    (os.pwritev if writing else os.preadv)(fd, [rest[:k]], off)
+                    rest = rest[k:]
+                if not writing:
+                    out += bmi.frame(bmi.MODE_EXPECTED, tag, view)
             if not writing:
-                out += bmi.frame(bmi.MODE_EXPECTED, tag, view)
-                pos += nbytes
-                if i % per_batch == 0 or i == len(buffers):
-                    bmi.send_buffers(sock, out)
-                    out, pos = [], 0
+                bmi.send_buffers(sock, out)
+            out, batch, pos = [], [], 0
         if writing:
             done = sum(n for _, n in segments)
             bmi.send(sock, bmi.MODE_EXPECTED, tag, P.encode(req.completion(bytes_written=done)))
@@ -316,6 +320,7 @@ def _floor_client(rank: int, ranks: int, ports: list[int], block: int, iteration
     dist = SimpleStripe(STRIP, len(ports))
     socks = [bmi.connect("127.0.0.1", p) for p in ports]
     data, back = memoryview(_pattern(rank, block)), memoryview(bytearray(block))
+    per_batch = max(1, bmi.FLOW_BATCH // chunk)
     ack_size = len(P.encode(P.IoResponse()))
 
     def access(io_type: P.IoType, tag: int, off: int) -> None:
@@ -333,8 +338,13 @@ def _floor_client(rank: int, ranks: int, ports: list[int], block: int, iteration
                 P.decode(ack[:bmi.recv_messages_into(socks[n], tag, messages, short_first=True)])
                 continue
             P.decode(bmi.recv_expected(socks[n], tag, ack_size))
-            for buf, _ in flow_buffers(pieces, chunk):
-                bmi.send(socks[n], bmi.MODE_EXPECTED, tag, *[data[o:o + k] for o, k in buf])
+            buffers = flow_buffers(pieces, chunk)
+            out: list[memoryview] = []
+            for i, (buf, _) in enumerate(buffers, 1):
+                out += bmi.frame(bmi.MODE_EXPECTED, tag, *[data[o:o + k] for o, k in buf])
+                if i % per_batch == 0 or i == len(buffers):
+                    bmi.send_buffers(socks[n], out)
+                    out = []
         if io_type == P.IoType.WRITE:
             for n, _, _ in shares:
                 P.decode(bmi.recv_expected(socks[n], tag))

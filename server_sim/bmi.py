@@ -40,6 +40,9 @@ MESSAGE_LIMIT = 16 * 1024 * 1024
 
 FRAME = struct.Struct("<IIQQ")  # magic, mode, tag, size
 _IOV_MAX = 512  # buffers per sendmsg/recvmsg (the kernel allows 1024)
+#: Bytes of a flow's buffers (expected messages) sent or received together, in one system call
+#: where the socket allows: by the server for a read, by the client and the server for a write.
+FLOW_BATCH = 1 << 20
 _GROW = 1 << 16  # a payload's buffer starts this big and doubles as its bytes arrive
 
 #: Bump when a handshake message changes.

@@ -8,8 +8,10 @@ own thread straight from (into) one scratch area, reused from flow to flow (the
 server keeps a few between flows, not one per connection): zero copies in Python,
 and no thread hand-off per buffer (under the GIL a hand-off costs more than the
 overlap it buys: profile in bench/README.md).  Several buffers are in flight, in
-the kernel's socket buffers: the client sends every buffer of a write without
-waiting, and a read's buffers leave in batches (several messages, one system call).
+the kernel's socket buffers, and move in batches of up to ``bmi.FLOW_BATCH`` bytes: the client
+sends a write's buffers without waiting, a batch at a time, the server receives a batch
+in one scatter receive (``bmi.recv_messages_into``) and then writes each buffer; a read's
+buffers are read one by one and leave a batch at a time (several messages, one system call).
 """
 
 from __future__ import annotations
@@ -23,8 +25,6 @@ from server_sim.distribution import buffer_count, stream_buffers
 from server_sim.events import now
 
 log = logging.getLogger("server_sim.flow")
-#: Bytes of a read flow's buffers that leave together, in one system call.
-READ_BATCH = 1 << 20
 #: Scratch areas of each size kept while no flow uses them (a fresh one would page-fault on every
 #: flow; one per connection would stay with idle connections).
 IDLE_SCRATCH = 8
@@ -61,26 +61,35 @@ def _trove_op(ctx: RequestContext, handle: int, flow_id: int, op: str,
 
 
 def write_flow(ctx: RequestContext, handle: int, segments: Segments) -> int:
-    """Receive the stream's buffers from the request's connection and write each with one
-    Trove operation (attributed by the request's ``ctx.attribution``)."""
+    """Receive the stream's buffers from the request's connection, up to ``bmi.FLOW_BATCH`` bytes
+    of them in one scatter receive, and write each with one Trove operation (attributed by the
+    request's ``ctx.attribution``)."""
     flow_id = ctx.new_id()
     t0 = now()
     state, sock, tag = ctx.state, ctx.sock, ctx.tag
-    scratch = _take(state.flow_buffer)
+    per_batch = max(1, bmi.FLOW_BATCH // state.flow_buffer)
+    count = buffer_count(ctx.nbytes, state.flow_buffer)
+    scratch = _take(per_batch * state.flow_buffer)
     buf = memoryview(scratch)
-    total = 0
+    total = pos = 0
+    batch: list[tuple[int, list, memoryview]] = []
     failure: OSError | None = None
     try:
-        ctx.attribution.expect(buffer_count(ctx.nbytes, state.flow_buffer))
+        ctx.attribution.expect(count)
         for k, (pieces, nbytes) in enumerate(stream_buffers(segments, state.flow_buffer)):
-            view = buf[:nbytes]
-            bmi.recv_expected_into(sock, tag, view)
-            if failure is None:  # after a Trove error, keep draining the client's buffers
-                try:
-                    total += _trove_op(ctx, handle, flow_id, "trove_write", state.trove.write_list, k, pieces,
-                                       view)
-                except OSError as exc:
-                    failure = exc
+            batch.append((k, pieces, buf[pos:pos + nbytes]))
+            pos += nbytes
+            if len(batch) < per_batch and k + 1 < count:
+                continue
+            bmi.recv_messages_into(sock, tag, [[view] for _, _, view in batch])
+            for i, buf_pieces, view in batch:
+                if failure is None:  # after a Trove error, keep draining the client's buffers
+                    try:
+                        total += _trove_op(ctx, handle, flow_id, "trove_write", state.trove.write_list, i,
+                                           buf_pieces, view)
+                    except OSError as exc:
+                        failure = exc
+            batch, pos = [], 0
         if failure is not None:
             raise failure
     finally:
@@ -94,13 +103,13 @@ def read_flow(ctx: RequestContext, handle: int, segments: Segments, ahead: list[
     """Read the stream's buffers with Trove and send them on the request's connection in
     stream order (each Trove operation attributed by the request's ``ctx.attribution``).
 
-    Buffers leave in batches of up to ``READ_BATCH`` bytes, one system call each;
+    Buffers leave in batches of up to ``bmi.FLOW_BATCH`` bytes, one system call each;
     ``ahead`` (the request's acknowledgement) leaves with the first batch, so after a
     Trove error before that it is never sent."""
     flow_id = ctx.new_id()
     t0 = now()
     state, sock, tag = ctx.state, ctx.sock, ctx.tag
-    per_batch = max(1, READ_BATCH // state.flow_buffer)
+    per_batch = max(1, bmi.FLOW_BATCH // state.flow_buffer)
     scratch = _take(per_batch * state.flow_buffer)
     buf = memoryview(scratch)
     out = ahead

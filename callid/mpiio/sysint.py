@@ -471,12 +471,18 @@ class SysInt:
             ack = conn.response(tag, msg, _ACK_SIZE)
             if isinstance(ack, P.ErrorResponse):
                 return ack
-            if callid_bytes:  # (it says whose each buffer is: they must be cut as it was planned)
-                self._check_buffers(ack)
+            self._check_buffers(ack)  # (callid_bytes says whose each buffer is: cut as it was planned)
+            # The buffers leave in batches of up to bmi.FLOW_BATCH bytes, one system call each
+            # where the socket takes them (the server receives a batch at once too).
             buffers = flow_buffers(pieces, ack.buffer_size)
-            for i, (buf, _) in enumerate(buffers):
-                bmi.send(conn.sock, bmi.MODE_EXPECTED, tag, *[view[o:o + k] for o, k in buf])
-                yield MORE if i + 1 < len(buffers) else WAIT
+            per_batch = max(1, bmi.FLOW_BATCH // ack.buffer_size)
+            out: list[memoryview] = []
+            for i, (buf, _) in enumerate(buffers, 1):
+                out += bmi.frame(bmi.MODE_EXPECTED, tag, *[view[o:o + k] for o, k in buf])
+                if i % per_batch == 0 or i == len(buffers):
+                    bmi.send_buffers(conn.sock, out)
+                    out = []
+                    yield MORE if i < len(buffers) else WAIT
             done = conn.response(tag, msg, _DONE_SIZE, msg.COMPLETION)
             done.t_recv = ack.t_recv
             return done

@@ -245,13 +245,13 @@ def _reader(fs) -> EventReader:
 
 
 def test_a_read_of_several_batches_reads_back_with_one_trove_op_per_buffer(fs):
-    """A read flow sends its buffers in batches of flow.READ_BATCH bytes: here three batches,
+    """A read flow sends its buffers in batches of bmi.FLOW_BATCH bytes: here three batches,
     the last one partial, on one datafile (32 KiB buffers)."""
-    from server_sim.flow import READ_BATCH
+    from server_sim.bmi import FLOW_BATCH
 
     client, reader = _client(fs), _reader(fs)
     f = client.create("/pvfs2/batches", _call(_cid()), dfile_count=1, strip_size=65536)
-    length = 2 * READ_BATCH + 17 * fs.config.flow_buffer + 1234
+    length = 2 * FLOW_BATCH + 17 * fs.config.flow_buffer + 1234
     data = random.Random(7).randbytes(length)
     client.io(f, P.IoType.WRITE, [(999, length)], memoryview(data), _call(_cid()))
     back, read_id = bytearray(length + 5000), _cid()
