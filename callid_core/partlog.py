@@ -91,6 +91,21 @@ class PartLog:
         self.flush()
 
 
+def log_writer(where: str | os.PathLike[str], schema: pa.Schema) -> pq.ParquetWriter:
+    """A writer of a log as ``callid merge`` reads it best: integers delta-encoded, labels
+    dictionary-encoded, Parquet 2 data pages, row groups of a million rows.  (A query scanning
+    every server event of the merged output reads the log itself, in 0.4-0.65x the time DuckDB
+    takes over a table of its own; with pyarrow's defaults, up to 1.5x: bench/HISTORY.md.)"""
+    ints = [f.name for f in schema if pa.types.is_integer(f.type)]
+    return pq.ParquetWriter(where, schema, data_page_version="2.0",
+                            use_dictionary=[f.name for f in schema if pa.types.is_string(f.type)],
+                            column_encoding=dict.fromkeys(ints, "DELTA_BINARY_PACKED"))
+
+
+#: rows per row group of a log (its unit of parallel reading)
+LOG_ROW_GROUP = 1 << 20
+
+
 def combine_parts(
     parts: Iterable[str | os.PathLike[str]], out: str | os.PathLike[str], schema: pa.Schema,
     metadata: dict[bytes, bytes],
@@ -98,11 +113,11 @@ def combine_parts(
     """Concatenate part files into ``out`` (written under a temporary name); return the row count."""
     rows = 0
     schema = schema.with_metadata(metadata)
-    with replacing(out) as tmp, pq.ParquetWriter(tmp, schema) as writer:
+    with replacing(out) as tmp, log_writer(tmp, schema) as writer:
         for part in sorted(map(str, parts)):
             table = pq.read_table(part, schema=schema)
             rows += table.num_rows
-            writer.write_table(table.replace_schema_metadata(metadata))
+            writer.write_table(table.replace_schema_metadata(metadata), row_group_size=LOG_ROW_GROUP)
     return rows
 
 

@@ -32,13 +32,13 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from callid_core import schema as S
 from callid_core.atomic import replacing
 from callid_core.clock import parse_skew, skews_to_json
 from callid_core.errors import BadValue
 from callid_core.ids import DEFAULT_LAYOUT
+from callid_core.partlog import LOG_ROW_GROUP, log_writer
 from pipeline.synth_options import SynthOptions
 
 LAYOUT = DEFAULT_LAYOUT
@@ -96,14 +96,14 @@ def synthesize(opts: SynthOptions, out: str | Path, chunk_calls: int = CHUNK_CAL
         for name, schema, kind in files:
             meta = S.file_metadata(kind, *meta_args) if kind else {b"callid.kind": b"truth"}
             tmp = stack.enter_context(replacing(out / f"{name}.parquet"))
-            writers.append(pq.ParquetWriter(tmp, schema.with_metadata(meta)))
+            writers.append(log_writer(tmp, schema.with_metadata(meta)))
         try:
             for k0 in range(0, per_rank, step):
                 k1 = min(per_rank, k0 + step)
                 misjoined = opts.misjoined * k1 // per_rank - opts.misjoined * k0 // per_rank
                 tables, chunk_counts = _chunk(opts, rng, names, clock_of, k0, k1, per_rank, misjoined, carry)
                 for writer, table, (_, schema, _) in zip(writers, tables, files, strict=True):
-                    writer.write_table(table.cast(schema), row_group_size=1 << 20)
+                    writer.write_table(table.cast(schema), row_group_size=LOG_ROW_GROUP)
                 for key, value in chunk_counts.items():
                     counts[key] += value
                 if on_chunk:
