@@ -305,9 +305,12 @@ def fs_init(
     Example: callid fs init --servers node1:io0,node2:io1 -o fs.json
     """
     from callid.run import RunOptions, init_fs
+    from callid_core.config import secret_beside
 
+    if not output.parent.is_dir():
+        raise InputError(f"{output}: directory {output.parent} does not exist")
     guard_output(output, outputs.CONFIG, [], force)
-    secret = output.with_suffix(".secret")
+    secret = secret_beside(output)
     if secret == output:
         raise BadValue(f"-o: {output} is the name of the secret's file; name the configuration e.g. fs.json")
     if secret.exists() and not force:

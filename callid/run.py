@@ -23,7 +23,18 @@ from callid.launch import NO_ABORT_ENV
 from callid_core import config as defaults
 from callid_core import schema as S
 from callid_core.clock import parse_skew, skews_to_json
-from callid_core.config import CONFIG_ENV, ROLE_IO, ROLE_META, SECRET_FILE, Config, ServerConfig, new_secret
+from callid_core.config import (
+    CONFIG_ENV,
+    META_SERVER,
+    ROLE_IO,
+    ROLE_META,
+    SECRET_FILE,
+    Config,
+    ServerConfig,
+    io_server,
+    new_secret,
+    secret_beside,
+)
 from callid_core.errors import BadValue, Failed, InputError
 from callid_core.ids import DEFAULT_LAYOUT, Layout
 from callid_core.partlog import combine_parts
@@ -121,8 +132,9 @@ def make_config(opts: RunOptions, out: Path, secret_file: Path | None = None) ->
     Raises ``callid_core.clock.SkewError`` for a bad ``opts.clock_skew``.
     """
     storage = out / "storage"
-    servers = [ServerConfig("meta0", [ROLE_META], str(storage / "meta0"))]
-    servers += [ServerConfig(f"io{i}", [ROLE_IO], str(storage / f"io{i}")) for i in range(opts.servers)]
+    servers = [ServerConfig(META_SERVER, [ROLE_META], str(storage / META_SERVER))]
+    io = [io_server(i) for i in range(opts.servers)]
+    servers += [ServerConfig(name, [ROLE_IO], str(storage / name)) for name in io]
     hosts = -(-opts.np // opts.ranks_per_host) if opts.ranks_per_host else 1
     skews = parse_skew(opts.clock_skew, [s.name for s in servers],
                        [s.name for s in servers if ROLE_IO in s.roles], hosts)
@@ -310,12 +322,7 @@ def run(opts: RunOptions) -> RunResult:
 def fs_run_config(opts: RunOptions, out: Path) -> Config:
     """The configuration of a run on the servers of ``opts.fs`` (``callid fs init``): theirs, with the
     run's own id, trace directory (``out/parts``) and client options."""
-    fs = Config.load(opts.fs)
-    fs.secret()  # (one line now if it is missing, or others may read it)
-    for srv in fs.servers:
-        if not srv.home:
-            raise InputError(f"{opts.fs}: server {srv.name} has no directory of its own: not a configuration "
-                             "of callid fs init (callid run makes and stops its own servers)")
+    fs = load_fs(opts.fs)
     return replace(fs, run_id=uuid.uuid4().hex[:12], trace_dir=str((out / "parts").resolve()),
                    mount=[os.path.abspath(m) for m in opts.mount], callid=opts.callid, small_io=opts.small_io,
                    ranks_per_host=opts.ranks_per_host, client_events=opts.client_events)
@@ -365,22 +372,30 @@ def init_fs(spec: str, output: Path, server_dir: Path | None, opts: RunOptions,
     opts.servers = len(placements) - 1
     check_options(opts)
     here = output.resolve().parent
-    config = make_config(opts, here, secret_file=output.with_suffix(".secret"))
+    config = make_config(opts, here, secret_file=secret_beside(output))
     servers.place(config, placements, server_dir or here / "servers")
     config.save(output)
     return config
 
 
+def load_fs(config_path: str | os.PathLike[str]) -> Config:
+    """The configuration of a file system of ``callid fs init``, its secret readable by its owner only;
+    :class:`InputError` if it is not one (a ``callid run`` makes and stops its own servers)."""
+    fs = Config.load(config_path)
+    fs.secret()  # (one line now if it is missing, or others may read it)
+    for srv in fs.servers:
+        if not srv.home:
+            raise InputError(f"{config_path}: server {srv.name} has no directory of its own: not a "
+                             "configuration of callid fs init (callid run makes and stops its own servers)")
+    return fs
+
+
 def start_servers(config_path: Path, names: list[str] | None = None) -> list[ServerConfig]:
     """``callid servers start``: start the servers named, else those of this host, in the background;
     return them once each answers.  Their log parts of an earlier start are kept (``parts.N``)."""
-    config = Config.load(config_path)
-    config.secret()  # (one line now if it is missing, or others may read it)
+    config = load_fs(config_path)
     chosen = servers.select(config, names)
     for srv in chosen:
-        if not srv.home:
-            raise InputError(f"{config_path}: server {srv.name} has no directory of its own: not a "
-                             "configuration of callid fs init")
         pid = servers.running_pid(srv)
         if pid is not None:
             raise RunError(f"server {srv.name} runs already (process {pid}); callid servers stop stops it")

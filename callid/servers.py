@@ -25,13 +25,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from callid_core.config import DEFAULT_PORT, HOME_PARTS, ROLE_IO, ROLE_META, Config, ServerConfig
+from callid_core.config import DEFAULT_PORT, HOME_PARTS, META_SERVER, Config, ServerConfig, io_server
 from callid_core.errors import BadValue, Failed
 
 #: one server of ``callid fs init --servers``: HOST:NAME or HOST:PORT:NAME
-_PLACEMENT = re.compile(r"(?P<host>[^:\s,]+)(?::(?P<port>\d+))?:(?P<name>meta0|io\d+)")
-#: the metadata server's name (``callid run`` names its servers the same way)
-META_NAME = "meta0"
+_PLACEMENT = re.compile(rf"(?P<host>[^:\s,]+)(?::(?P<port>\d+))?:(?P<name>{META_SERVER}|io\d+)")
 #: seconds a server has to flush its log when asked (SIGUSR1)
 FLUSH_TIMEOUT = 10.0
 #: seconds a server has to stop (SIGTERM: it flushes its log) before it is killed
@@ -70,10 +68,11 @@ def parse_servers(spec: str, first_port: int = DEFAULT_PORT) -> list[Placement]:
     if not io:
         raise BadValue("--servers: no I/O server given (io0, io1, ...)")
     for i, name in enumerate(io):
-        if name != f"io{i}":
-            raise BadValue(f"--servers: no io{i}: the I/O servers are io0 to io{len(io) - 1}, each once")
-    given.setdefault(META_NAME, (given[next(iter(given))][0], None))
-    order = [META_NAME, *io]
+        if name != io_server(i):
+            raise BadValue(f"--servers: no {io_server(i)}: the I/O servers are {io_server(0)} to "
+                           f"{io_server(len(io) - 1)}, each once")
+    given.setdefault(META_SERVER, (given[next(iter(given))][0], None))
+    order = [META_SERVER, *io]
     used = {(host, port) for host, port in given.values() if port is not None}
     placed = []
     for name in order:
@@ -93,14 +92,13 @@ def parse_servers(spec: str, first_port: int = DEFAULT_PORT) -> list[Placement]:
 
 
 def place(config: Config, placements: list[Placement], server_dir: Path) -> None:
-    """Put each server of ``config`` where ``placements`` say, with its own directory
-    ``server_dir/NAME`` (on its host)."""
+    """Put each server of ``config`` (named as ``placements`` name them) where they say, with its
+    own directory ``server_dir/NAME`` (on its host)."""
     where = {p.name: p for p in placements}
     for srv in config.servers:
         p = where[srv.name]
         home = server_dir.resolve() / srv.name
         srv.host, srv.port, srv.home, srv.storage = p.host, p.port, str(home), str(home / "storage")
-        srv.roles = [ROLE_META] if srv.name == META_NAME else [ROLE_IO]
 
 
 def on_this_host(srv: ServerConfig) -> bool:
@@ -238,8 +236,7 @@ def keep_earlier_log(config: Config, srv: ServerConfig) -> Path | None:
     n = 1
     while parts.with_name(f"{parts.name}.{n}").exists():
         n += 1
-    kept = parts.rename(parts.with_name(f"{parts.name}.{n}"))
-    return kept
+    return parts.rename(parts.with_name(f"{parts.name}.{n}"))
 
 
 def log_parts(config: Config, servers: list[ServerConfig]) -> set[Path]:

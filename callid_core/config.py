@@ -27,6 +27,8 @@ from callid_core.ids import DEFAULT_LAYOUT
 CONFIG_ENV = "CALLID_CONFIG"
 ROLE_META = "meta"
 ROLE_IO = "io"
+#: the metadata server's name; the I/O servers are io0, io1, ... (:func:`io_server`)
+META_SERVER = "meta0"
 
 # The defaults of a file system, in one place (``callid run``, the CLI and the servers read them).
 #: simple_stripe strip size in bytes (PVFS2's default)
@@ -76,6 +78,16 @@ PROCESS_BYTES = 64 << 20
 def host_of(world_rank: int, ranks_per_host: int) -> int:
     """The simulated host of a rank: ranks ``[h*n, (h+1)*n)`` share host ``h`` (0 per host: all on 0)."""
     return world_rank // ranks_per_host if ranks_per_host > 0 else 0
+
+
+def io_server(i: int) -> str:
+    """The name of the I/O server number ``i``."""
+    return f"io{i}"
+
+
+def secret_beside(config_path: str | os.PathLike[str]) -> Path:
+    """The secret's file of the configuration ``config_path`` (``fs.json``: ``fs.secret``)."""
+    return Path(config_path).with_suffix(Path(SECRET_FILE).suffix)
 
 
 @dataclass

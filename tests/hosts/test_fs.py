@@ -87,6 +87,13 @@ def test_a_bad_server_list_is_one_line_naming_the_item(tmp_path, spec, message):
     assert not (tmp_path / "fs.json").exists() and not (tmp_path / "fs.secret").exists()
 
 
+def test_fs_init_into_a_directory_that_does_not_exist_makes_nothing(tmp_path):
+    result = callid_cmd("fs", "init", "--servers", "node1:io0", "-o", tmp_path / "typo" / "fs.json")
+    assert result.returncode == 2
+    assert f"directory {tmp_path / 'typo'} does not exist" in error_line(result)
+    assert not (tmp_path / "typo").exists()
+
+
 def test_servers_outlive_start_answer_and_stop_with_their_logs_kept(tmp_path):
     fs = init(tmp_path)
     home = tmp_path / "servers" / "io0"
