@@ -23,7 +23,7 @@ from typer.core import TyperCommand
 
 from callid_core import config as defaults
 from callid_core import outputs
-from callid_core.choices import ClockSync, RowFormat, Storage, Timing, TraceFormat
+from callid_core.choices import ClockSync, Engine, RowFormat, Storage, Timing, TraceFormat
 from callid_core.errors import EXIT_FAILED, EXIT_USAGE, BadValue, CallidError, Failed, InputError
 from callid_core.ids import DEFAULT_LAYOUT
 from callid_core.outputs import guard_output
@@ -529,11 +529,19 @@ def merge(
         help="duckdb: one database file; parquet: a directory with one Parquet file per table")
     ] = Storage.DUCKDB,
     memory_limit: Annotated[str | None, typer.Option(
-        metavar="SIZE", help="DuckDB memory limit, e.g. 4GB; beyond it the merge spills to disk",
-        show_default="half of the RAM")] = None,
+        metavar="SIZE", help="DuckDB memory limit, e.g. 4GB; beyond it the merge spills to disk "
+        "(--engine spark: the Spark driver's memory)",
+        show_default="half of the RAM; spark: 4GB")] = None,
     clock_sync: Annotated[ClockSync, typer.Option(
         help="clock model: none (times as logged), offset, or offset and drift per time window")
     ] = ClockSync.DRIFT,
+    engine: Annotated[Engine, typer.Option(
+        help="what runs the merge: an embedded DuckDB, or Apache Spark for traces larger than one "
+        "machine merges (pip install 'callid[spark]'; needs Java 17+); the output is the same")
+    ] = Engine.DUCKDB,
+    master: Annotated[str | None, typer.Option(
+        metavar="URL", help="--engine spark: the cluster's master URL, e.g. spark://head:7077",
+        show_default="local[*]: this machine's cores")] = None,
     force: Force = False,
     as_json: JsonFlag = False,
 ) -> None:
@@ -559,7 +567,7 @@ def merge(
     guard_output(output, outputs.MERGED, [client, server, *glob.glob(client), *glob.glob(server)], force)
     with _steps("merging", quiet=as_json) as on_step:
         summary = do_merge(client, server, str(output), memory_limit=memory_limit, storage=storage.value,
-                           clock_sync=clock_sync.value, on_step=on_step)
+                           clock_sync=clock_sync.value, on_step=on_step, engine=engine.value, master=master)
     warnings = merge_warnings(str(output))
     if as_json:
         _echo_json({"output": str(output), **summary, "warnings": warnings})

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-__all__ = ["ClockSync", "RowFormat", "Storage", "Timing", "TraceFormat", "listed"]
+__all__ = ["ClockSync", "Engine", "RowFormat", "Storage", "Timing", "TraceFormat", "listed"]
 
 
 class ClockSync(str, Enum):
@@ -24,6 +24,13 @@ class Storage(str, Enum):
 
     DUCKDB = "duckdb"
     PARQUET = "parquet"
+
+
+class Engine(str, Enum):
+    """What runs a merge's SQL: an embedded DuckDB, or Apache Spark (local mode or a cluster)."""
+
+    DUCKDB = "duckdb"
+    SPARK = "spark"
 
 
 class RowFormat(str, Enum):

@@ -36,7 +36,7 @@ already-aligned ones; their bound adds the bound of those clocks.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
 
@@ -46,9 +46,11 @@ import pyarrow as pa
 from scipy.optimize import linprog
 
 from callid_core.choices import ClockSync, listed
+from callid_core.tables import CLOCKS
+from pipeline.dialect import DUCKDB, Dialect
 
-__all__ = ["Bounds", "Fit", "align", "bounds", "create_clock_map", "fit_clock", "inline_sql", "mapped",
-           "moved_windows", "truth_errors"]
+__all__ = ["Bounds", "Fit", "align", "bounds", "create_clock_map", "estimate", "fit_clock", "inline_sql",
+           "mapped", "moved_windows", "pairs_sql", "truth_errors"]
 
 MAX_DRIFT = 1e-3  # |drift| at most 1000 ppm
 MIN_WINDOW = 32  # constraints per window below which a window is not split further
@@ -86,14 +88,9 @@ class Fit:
         return t + np.rint(self.offset_ns + self.drift_ppm * 1e-6 * (t - self.t0)).astype(np.int64)
 
 
-FIT_SCHEMA = pa.schema([
-    ("clock", pa.string()), ("win", pa.int32()), ("t_from", pa.int64()), ("t_to", pa.int64()),
-    ("t0", pa.int64()), ("offset_ns", pa.float64()), ("drift_ppm", pa.float64()),
-    ("bound_ns", pa.float64()), ("slack_ns", pa.float64()), ("quality", pa.string()),
-    ("method", pa.string()), ("via", pa.string()), ("constraints", pa.int64()), ("dropped", pa.int64()),
-    ("violations_before", pa.int64()), ("violations_after", pa.int64()), ("violation_ns", pa.float64()),
-])
-assert [f.name for f in FIT_SCHEMA] == [f.name for f in fields(Fit)]
+#: the ``clocks`` table: a fit's fields, and after the clock its source (client or server)
+CLOCKS_SCHEMA = CLOCKS.schema
+assert [f.name for f in CLOCKS_SCHEMA if f.name != "source"] == [f.name for f in fields(Fit)]
 
 
 # --------------------------------------------------------------------------- geometry
@@ -117,12 +114,11 @@ def _hull(x: np.ndarray, y: np.ndarray, upper: bool) -> np.ndarray:
         top = np.full(HULL_BUCKETS, -np.inf)
         np.maximum.at(top, bucket, y)
         tops = np.flatnonzero(y >= top[bucket])
-        tops = tops[np.argsort(x[tops], kind="stable")]
+        tops = tops[np.lexsort((y[tops], x[tops]))]  # (ties by y: the same hull whatever the order)
         h = tops[_prune(x[tops], y[tops])]
         inside = (x >= x[h[0]]) & (x <= x[h[-1]])
         idx = idx[~inside | (y >= np.interp(x, x[h], y[h]) - 1e-6)]
-    if not _ascending(x[idx]):
-        idx = idx[np.argsort(x[idx], kind="stable")]
+    idx = idx[np.lexsort((y[idx], x[idx]))]
     return idx[_prune(x[idx], y[idx])]
 
 
@@ -409,43 +405,60 @@ def _map(fits: dict[int, list[Fit]], clock_ids: np.ndarray, t: np.ndarray) -> np
 
 
 NAMES_SQL = """
-CREATE TEMP TABLE clock_names AS
-SELECT clock, min(source) AS source, (row_number() OVER (ORDER BY clock) - 1)::INTEGER AS id
+SELECT CAST(row_number() OVER (ORDER BY clock) - 1 AS INTEGER) AS id, clock, min(source) AS source
 FROM (SELECT DISTINCT clock, 'client' AS source FROM client_log
-      UNION SELECT DISTINCT clock, 'server' AS source FROM server_log)
+      UNION SELECT DISTINCT clock, 'server' AS source FROM server_log) c
 GROUP BY clock
 """
 
-# (a, a_t) happened before (b, b_t): clock ids and local times.  Clock and server names become
-# ids by position in the lists $clocks (id order) and $servers (their clocks' ids: $server_ids),
-# which costs less than joining name tables on every row.
-PAIRS_SQL = """
+
+def pairs_sql(d: Dialect, clocks: list[str], servers: list[str], server_ids: list[int], ids: str) -> str:
+    """SQL of the pairs (a, a_t) happened before (b, b_t): clock ids and local times.  Clock and
+    server names become ids by position in the lists ``clocks`` (id order) and ``servers`` (their
+    clocks' ids: ``server_ids``), which costs less than joining name tables on every row."""
+    def clock_id(column: str) -> str:
+        return f"{d.position(d.strings(clocks), column)} - 1"
+
+    server_clock = d.at(d.ints(server_ids), d.position(d.strings(servers), "server"))
+    return f"""
 WITH rpc AS (  -- t_recv, t_send 0: no server times (e.g. a bad request)
-    SELECT list_position($clocks, clock) - 1 AS cc, t_start, t_end, t_recv, t_send,
-           $server_ids[list_position($servers, server)] AS sc
+    SELECT {clock_id("clock")} AS cc, t_start, t_end, t_recv, t_send, {server_clock} AS sc
     FROM client_log WHERE kind = 'rpc' AND t_recv > 0 AND t_send > 0
 ), req AS (  -- every request and each call it serves (of one call's requests to one server clock
     -- the earliest implies the others: they never bind, and finding it costs more than they do)
-    SELECT unnest(callids) AS callid, list_position($clocks, clock) - 1 AS sc, t_start AS q0
+    SELECT {d.unnest("callids")} AS callid, {clock_id("clock")} AS sc, t_start AS q0
     FROM server_log WHERE layer = 'req'
 ), per_call AS (
-    SELECT list_position($clocks, c.clock) - 1 AS cc, c.t_start AS c0, q.sc, q.q0
-    FROM req q JOIN client_log c USING (callid) WHERE c.kind = 'call'
+    SELECT {clock_id("c.clock")} AS cc, c.t_start AS c0, q.sc, q.q0
+    FROM req q JOIN client_log c ON c.callid = q.callid WHERE c.kind = 'call'
 )
-SELECT a::{ids} AS a, a_t, b::{ids} AS b, b_t FROM (
+SELECT CAST(a AS {ids}) AS a, a_t, CAST(b AS {ids}) AS b, b_t FROM (
     SELECT cc AS a, t_start AS a_t, sc AS b, t_recv AS b_t FROM rpc
     UNION ALL SELECT sc, t_send, cc, t_end FROM rpc
     UNION ALL SELECT cc, c0, sc, q0 FROM per_call
-) WHERE a <> b
+) p WHERE a <> b
 """
 
 
 def align(con: duckdb.DuckDBPyConnection, model: str = "drift") -> list[Fit]:
     """Estimate every clock of the logs in views ``client_log``/``server_log``; create ``clocks``."""
+    table = estimate(lambda sql: con.execute(sql).fetchall(),
+                     lambda sql: con.sql(sql).to_arrow_reader(1 << 20), DUCKDB, model)
+    con.register("fits", table)
+    con.execute("CREATE TABLE clocks AS SELECT * FROM fits")
+    con.unregister("fits")
+    return [Fit(**{k: v for k, v in row.items() if k != "source"}) for row in table.to_pylist()]
+
+
+def estimate(rows: Callable[[str], list[tuple]], reader: Callable[[str], pa.RecordBatchReader],
+             d: Dialect, model: str = "drift") -> pa.Table:
+    """The ``clocks`` table (:data:`CLOCKS_SCHEMA`) of the logs in the views ``client_log`` and
+    ``server_log`` of an engine that runs SQL of dialect ``d``: ``rows(sql)`` fetches a small result,
+    ``reader(sql)`` streams a large one (the pairs)."""
     if model not in set(ClockSync):
         raise ValueError(f"unknown clock model {model!r}: choose {listed(ClockSync)}")
     with _small_pages():
-        return _align(con, model)
+        return _estimate(rows, reader, d, model)
 
 
 @contextmanager
@@ -462,18 +475,20 @@ def _small_pages() -> Iterator[None]:
             set_hugepage(before)
 
 
-def _align(con: duckdb.DuckDBPyConnection, model: str) -> list[Fit]:
-    con.execute(NAMES_SQL)
-    names = dict(con.execute("SELECT id, clock FROM clock_names").fetchall())
-    ref_rows = con.execute("SELECT clock FROM client_log ORDER BY rank LIMIT 1").fetchall()
+def _estimate(rows: Callable[[str], list[tuple]], reader: Callable[[str], pa.RecordBatchReader],
+              d: Dialect, model: str) -> pa.Table:
+    listed_names = rows(NAMES_SQL)
+    names = {i: clock for i, clock, _ in listed_names}
+    source = {clock: src for _, clock, src in listed_names}
+    ref_rows = rows("SELECT clock FROM client_log ORDER BY rank LIMIT 1")
     ref_name = ref_rows[0][0] if ref_rows else min(names.values(), default="")
     ref = next((i for i, n in names.items() if n == ref_name), -1)
-    servers = con.execute("SELECT server, any_value(n.id) FROM (SELECT DISTINCT server, clock "
-                          "FROM server_log) JOIN clock_names n USING (clock) GROUP BY server").fetchall()
+    ids_of = {clock: i for i, clock in names.items()}
+    servers = sorted(rows("SELECT DISTINCT server, clock FROM server_log"))
+    servers = list({server: ids_of[clock] for server, clock in servers}.items())
     ids = "SMALLINT" if len(names) < 2**15 else "INTEGER"
-    pairs = con.sql(PAIRS_SQL.replace("{ids}", ids), params={
-        "clocks": [names[i] for i in sorted(names)], "servers": [s for s, _ in servers],
-        "server_ids": [i for _, i in servers]}).to_arrow_reader(1 << 20)
+    pairs = reader(pairs_sql(d, [names[i] for i in sorted(names)], [s for s, _ in servers],
+                             [i for _, i in servers], ids))
     n = len(names) + 1
     lo_pairs, hi_pairs = _by_clock(pairs, n, ref)
     nothing = (np.empty(0, np.int16), np.empty(0, np.int64), np.empty(0, np.int64))
@@ -505,13 +520,9 @@ def _align(con: duckdb.DuckDBPyConnection, model: str) -> list[Fit]:
     for cid, name in names.items():  # clocks no constraint reaches
         if cid not in fits:
             fits[cid] = fit_clock(name, none, none, model)
-    rows = [f for cid in sorted(fits, key=lambda c: names[c]) for f in fits[cid]]
-    con.register("fits", pa.Table.from_pylist([asdict(f) for f in rows], schema=FIT_SCHEMA))
-    con.execute("CREATE TABLE clocks AS SELECT f.clock, n.source, f.* EXCLUDE (clock) "
-                "FROM fits f LEFT JOIN clock_names n USING (clock) ORDER BY f.clock, f.win")
-    con.unregister("fits")
-    con.execute("DROP TABLE clock_names")
-    return rows
+    fitted = [asdict(f) for cid in sorted(fits, key=lambda c: names[c]) for f in fits[cid]]
+    return pa.Table.from_pylist([{"source": source.get(f["clock"]), **f} for f in fitted],
+                                schema=CLOCKS_SCHEMA)
 
 
 def _with_done(pairs: tuple[np.ndarray, ...], done: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -605,36 +616,26 @@ def moved_windows(con: duckdb.DuckDBPyConnection, lo: int, hi: int) -> dict[str,
             if any(abs(off + drift * (t - t0)) >= 0.5 for _, t0, off, drift in ws for t in (lo, hi))}
 
 
-def inline_sql(t: str, key: str, windows: dict[str, list[Window]]) -> str:
-    """SQL: local time ``t`` (an expression) on the reference clock, with the windows of the clock
-    ``key`` (an expression) names in ``windows`` (others do not move).  The clocks' names and
+def inline_sql(t: str, key: str, windows: dict[str, list[Window]], d: Dialect = DUCKDB) -> str:
+    """SQL (dialect ``d``): local time ``t`` (an expression) on the reference clock, with the windows of
+    the clock ``key`` (an expression) names in ``windows`` (others do not move).  The clocks' names and
     parameters are constant lists: a row looks its clock up (and, if it has several windows, counts
     the window starts before ``t``), without a join, and pays nothing when ``t`` is not read."""
     if not windows:
         return t
     names = sorted(windows)
     flat = [w for n in names for w in windows[n]]
-
-    def doubles(values: list[float]) -> str:  # (exactly the floats: decimal literals would be DECIMALs)
-        return "([" + ", ".join(f"'{float(v)!r}'::DOUBLE" for v in values) + "]::DOUBLE[])"
-
-    def ints(values: list[int]) -> str:
-        return "([" + ", ".join(str(int(v)) for v in values) + "]::BIGINT[])"
-
-    clock = f"list_position([{', '.join(map(_literal, names))}], {key})"
+    clock = d.position(d.strings(names), key)
     if len(flat) == len(names):  # one window each
         w = clock
     else:
-        first = ints([1 + sum(len(windows[m]) for m in names[:i]) for i in range(len(names))])
-        starts = "([" + ", ".join(ints([w[0] for w in windows[n][1:]]) for n in names) + "])"
-        w = f"({first}[{clock}] + len(list_filter({starts}[{clock}], lambda s: s <= {t})))"
-    t0 = ints([f[1] for f in flat])
-    offset, drift = doubles([f[2] for f in flat]), doubles([f[3] for f in flat])
-    return f"({t} + coalesce(CAST(round({offset}[{w}] + {drift}[{w}] * ({t} - {t0}[{w}])) AS BIGINT), 0))"
-
-
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
+        first = d.ints([1 + sum(len(windows[m]) for m in names[:i]) for i in range(len(names))])
+        starts = d.array(d.ints([w[0] for w in windows[n][1:]]) for n in names)
+        w = f"({d.at(first, clock)} + {d.size(d.filter(d.at(starts, clock), 's', f's <= {t}'))})"
+    t0 = d.ints([f[1] for f in flat])
+    offset, drift = d.doubles([f[2] for f in flat]), d.doubles([f[3] for f in flat])
+    return (f"({t} + coalesce(CAST(round({d.at(offset, w)} + {d.at(drift, w)} * ({t} - {d.at(t0, w)})) "
+            "AS BIGINT), 0))")
 
 
 def truth_errors(con: duckdb.DuckDBPyConnection, clocks: list[dict] | None = None,

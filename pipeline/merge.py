@@ -31,6 +31,7 @@ import shutil
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import duckdb
 import pyarrow as pa
@@ -38,6 +39,7 @@ import pyarrow as pa
 from callid_core import atomic
 from callid_core import schema as S
 from callid_core.choices import ClockSync, Storage, listed
+from callid_core.choices import Engine as EngineChoice
 from callid_core.errors import Failed, InputError
 from callid_core.schema import Table
 from callid_core.tables import (
@@ -55,6 +57,7 @@ from callid_core.tables import (
     WAITS,
 )
 from pipeline import clocks
+from pipeline.dialect import DUCKDB, Dialect, literal
 from pipeline.load import LogInfo, check_values, validate_log
 
 VIEWS = ("events",)
@@ -94,23 +97,26 @@ class _Target:
     def file_sql(self, *names: str) -> str:
         """SQL reading the Parquet files ``names`` of the data directory, wherever the output is when
         read.  (Named one by one: a reader confined to the output's files may not list a directory.)"""
-        where = f"coalesce(getvariable('{DIR_VARIABLE}'), {_literal(str(self.final))})"
+        where = f"coalesce(getvariable('{DIR_VARIABLE}'), {literal(str(self.final))})"
         return "read_parquet([" + ", ".join(f"{where} || '/{name}'" for name in names) + "])"
 
     def copy(self, con: duckdb.DuckDBPyConnection, select: str, name: str) -> None:
         """Write the rows of ``select`` to ``name.parquet`` in the data directory (Parquet 2: its
         encodings make the file a third smaller, and it reads as fast)."""
-        file = _literal(str(self.data / f"{name}.parquet"))
+        file = literal(str(self.data / f"{name}.parquet"))
         con.execute(f"COPY ({select}) TO {file} (FORMAT parquet, PARQUET_VERSION v2)")
 
 
 def merge(client: str, server: str, out: str, *, memory_limit: str | None = None, storage: str = "duckdb",
-          clock_sync: str = "drift", on_step: Callable[[str], None] | None = None) -> dict:
+          clock_sync: str = "drift", on_step: Callable[[str], None] | None = None, engine: str = "duckdb",
+          master: str | None = None) -> dict:
     """Validate both logs, write the merged output at ``out``; return the row count per table.
 
     ``storage='parquet'`` writes ``out`` as a directory (see the module's doc for both layouts).
     DuckDB spills to a temporary directory beyond ``memory_limit`` (default: half the RAM).
     ``clock_sync`` is the clock model: ``none``, ``offset`` or ``drift`` (see :mod:`pipeline.clocks`).
+    ``engine='spark'`` runs the steps' SQL on Apache Spark (``master``: its URL, default local mode;
+    ``memory_limit``: the driver's memory), see :mod:`pipeline.spark`; the views are DuckDB's either way.
     ``on_step`` is called with the name of each step as it starts (for progress displays).
     Bad input or an unwritable output raises :class:`InputError`; then nothing is written.
     """
@@ -119,6 +125,10 @@ def merge(client: str, server: str, out: str, *, memory_limit: str | None = None
         raise InputError(f"unknown output storage {storage!r}: choose {listed(Storage)}")
     if clock_sync not in set(ClockSync):
         raise InputError(f"unknown clock model {clock_sync!r}: choose {listed(ClockSync)}")
+    if engine not in set(EngineChoice):
+        raise InputError(f"unknown engine {engine!r}: choose {listed(EngineChoice)}")
+    if master and engine != EngineChoice.SPARK:
+        raise InputError(f"--master {master}: a Spark master URL, for --engine spark only")
     step("validate")
     c = validate_log(client, S.KIND_CLIENT)
     s = validate_log(server, S.KIND_SERVER)
@@ -137,28 +147,38 @@ def merge(client: str, server: str, out: str, *, memory_limit: str | None = None
     _remove(tmp)
     _remove(tmp_data)
     con = None
+    run: Engine | None = None
     try:
         tmp_data.mkdir()
         con = duckdb.connect(str(db))
         con.execute("SET enable_progress_bar = false")  # progress is the caller's (on_step)
-        con.execute(f"SET memory_limit = {_literal(memory_limit or default_memory_limit())}")
-        con.execute(f"SET temp_directory = {_literal(str(tmp) + '.spill')}")
+        con.execute(f"SET memory_limit = {literal(memory_limit or default_memory_limit())}")
+        con.execute(f"SET temp_directory = {literal(str(tmp) + '.spill')}")
         # (rows are written in the order of an ORDER BY, else as they come: writing arrows in the order they
         # were read held every batch a slower thread had not yet written: 8.5 GB at 100 M events)
         con.execute("SET preserve_insertion_order = false")
-        sources(con, c, s)
-        check_values(con, c)
-        check_values(con, s)
+        callid_macro(con, c)
+        if engine == EngineChoice.SPARK:
+            from pipeline.spark import SparkEngine  # (pyspark: an optional extra)
+            run = SparkEngine(c, s, tmp_data, Path(str(tmp) + ".spill"), master, memory_limit)
+        else:
+            run = DuckEngine(con, target, c, s)
+        run.check_values()
         step("align clocks")
-        align_clocks(con, clock_sync)
+        con.register("fits", clocks.estimate(run.rows, run.reader, run.dialect, clock_sync))
+        con.execute("CREATE TABLE clocks AS SELECT * FROM fits")
+        con.unregister("fits")
         step("build tables")
         kept = {info.kind: _keep_log(info, tmp_data) for info in (c, s)}
-        con.execute(f"SET VARIABLE {DIR_VARIABLE} = {_literal(str(tmp_data.resolve()))}")
-        times = build_tables(con, target, kept, c.callid_layout.sentinel)
+        con.execute(f"SET VARIABLE {DIR_VARIABLE} = {literal(str(tmp_data.resolve()))}")
+        sentinel = c.callid_layout.sentinel
+        times = _times(con, run)
+        build_tables(con, run, target, kept, c, times)
         step("derive arrows")
-        derive_arrows(con, target, times)
+        derive_arrows(con, run, target, times, sentinel)
         step("derive fan-out")
-        derive_fanout(con, target, times.server_clocks)
+        derive_fanout(con, run, target, times.server_clocks)
+        run.close()
         write_run(con, c, s, clock_sync)
         if storage == Storage.PARQUET:  # (as Parquet files: other tools read them too)
             for table in (CLOCKS, RUN):
@@ -179,11 +199,64 @@ def merge(client: str, server: str, out: str, *, memory_limit: str | None = None
     except OSError as exc:
         raise InputError(f"{out}: cannot write ({exc.strerror or exc})") from None
     finally:
+        if run is not None:
+            run.close()
         if con is not None:
             con.close()
         _remove(tmp)
         _remove(tmp_data)
     return counts
+
+
+class Engine(Protocol):
+    """What runs a merge's steps (their SQL made for :attr:`dialect`) over the views ``client_log`` and
+    ``server_log`` of the logs, and writes the stored tables into the output's data directory."""
+
+    dialect: Dialect
+
+    def check_values(self) -> None:
+        """:func:`pipeline.load.check_values` of both logs."""
+
+    def rows(self, sql: str) -> list[tuple]:
+        """The rows of a small result."""
+
+    def reader(self, sql: str) -> pa.RecordBatchReader:
+        """A large result, streamed."""
+
+    def write(self, select: str, name: str) -> list[str]:
+        """Write the rows of ``select`` as Parquet; return the files' names in the data directory.  The
+        engine's later SQL reads them as ``_name``."""
+
+    def close(self) -> None:
+        """Release what the engine holds (it may be called twice)."""
+
+
+class DuckEngine:
+    """The merge's steps run in the output's own DuckDB database (the default engine)."""
+
+    dialect = DUCKDB
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, target: _Target, c: LogInfo, s: LogInfo) -> None:
+        self.con, self.target, self.logs = con, target, (c, s)
+        con.execute(f"CREATE TEMP VIEW client_log AS SELECT * FROM {c.scan()}")
+        con.execute(f"CREATE TEMP VIEW server_log AS SELECT * FROM {s.scan()}")
+
+    def check_values(self) -> None:
+        for info in self.logs:
+            check_values(self.con, info)
+
+    def rows(self, sql: str) -> list[tuple]:
+        return self.con.execute(sql).fetchall()
+
+    def reader(self, sql: str) -> pa.RecordBatchReader:
+        return self.con.sql(sql).to_arrow_reader(1 << 20)
+
+    def write(self, select: str, name: str) -> list[str]:
+        self.target.copy(self.con, select, name)
+        return [f"{name}.parquet"]  # (its view ``_name`` is the catalog's: this database)
+
+    def close(self) -> None:
+        pass
 
 
 def open_merged(db: str) -> duckdb.DuckDBPyConnection:
@@ -203,7 +276,7 @@ def open_merged(db: str) -> duckdb.DuckDBPyConnection:
                 if table.is_file():
                     try:
                         con.execute(f'CREATE VIEW "{name}" AS SELECT * FROM '
-                                    f'read_parquet({_literal(str(table))})')
+                                    f'read_parquet({literal(str(table))})')
                     except duckdb.Error as exc:
                         con.close()
                         raise InputError(f"{table}: not a table written by 'callid merge' "
@@ -224,7 +297,7 @@ def open_merged(db: str) -> duckdb.DuckDBPyConnection:
             raise InputError(f"{db}: its logs and tables ({data.name}/) are missing: a merged output is "
                              "the database and that directory, moved or copied together")
     data = data.resolve()
-    con.execute(f"SET VARIABLE {DIR_VARIABLE} = {_literal(str(data))}")
+    con.execute(f"SET VARIABLE {DIR_VARIABLE} = {literal(str(data))}")
     files = [*data.glob("*.parquet"), *data.glob("*/*.parquet")]  # (one by one: not the directories)
     con.execute("SET allowed_paths = $files", {"files": [str(f) for f in files]})
     present = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
@@ -251,38 +324,21 @@ def _reads_logs(con: duckdb.DuckDBPyConnection) -> bool:
                             [f"%getvariable('{DIR_VARIABLE}')%"]).fetchall()[0][0])
 
 
-def duckdb_type(t: pa.DataType) -> str:
-    """DuckDB's name of an Arrow type (as ``DESCRIBE`` prints it, without quotes)."""
-    if pa.types.is_list(t):
-        return duckdb_type(t.value_type) + "[]"
-    if pa.types.is_struct(t):
-        return "STRUCT(" + ", ".join(f"{f.name} {duckdb_type(f.type)}" for f in t) + ")"
-    return _DUCKDB_TYPES[t]
-
-
-_DUCKDB_TYPES = {pa.int32(): "INTEGER", pa.int64(): "BIGINT", pa.uint64(): "UBIGINT", pa.string(): "VARCHAR",
-                 pa.bool_(): "BOOLEAN", pa.float64(): "DOUBLE"}
-
-
 def check_tables(con: duckdb.DuckDBPyConnection) -> None:
     """Every table and view has exactly the columns ``callid_core.tables`` declares (else a bug)."""
     for name, table in MERGED.items():
         found = [(n, t.replace('"', "")) for n, t, *_ in con.execute(f"DESCRIBE {name}").fetchall()]
-        declared = [(c.name, duckdb_type(c.type)) for c in table.columns]
+        declared = [(c.name, DUCKDB.type(c.type)) for c in table.columns]
         if found != declared:
             diff = next(((f, d) for f, d in zip(found, declared) if f != d), (found, declared))
             raise Failed(f"merge: table {name} does not match its declaration in callid_core.tables "
                          f"(found {diff[0]}, declared {diff[1]})")
 
 
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
 def _is_merge_output_dir(path: Path) -> bool:
     """A directory holding only what a merge writes there (or wrote before the logs were kept)."""
     names = {p.name for p in path.iterdir()}
-    return names <= {f"{t}.parquet" for t in (*TABLES, *VIEWS)} | {CATALOG, *LOG_DIRS}
+    return names <= {f"{t}.parquet" for t in (*TABLES, *VIEWS)} | {CATALOG, *LOG_DIRS, *TABLES}
 
 
 def _check_output(out: Path, storage: str, inputs: Iterable[str]) -> None:
@@ -325,26 +381,16 @@ def _keep_log(info: LogInfo, data: Path) -> list[str]:
     return names
 
 
-def sources(con: duckdb.DuckDBPyConnection, c: LogInfo, s: LogInfo) -> None:
-    """Views over the Parquet files, and the CallID macros of the run's layout."""
-    con.execute(f"CREATE TEMP VIEW client_log AS SELECT * FROM {c.scan()}")
-    con.execute(f"CREATE TEMP VIEW server_log AS SELECT * FROM {s.scan()}")
+def callid_macro(con: duckdb.DuckDBPyConnection, c: LogInfo) -> None:
+    """Macro ``callid_hex(id)``: a CallID printed as ``callid_core.ids.Layout.format`` does (the views
+    use it)."""
     layout = c.callid_layout
     bits = layout.counter_bits
     (rank_w, counter_w), mask = layout.hex_digits, (1 << bits) - 1
-    con.execute(f"CREATE TEMP MACRO no_callid() AS {layout.sentinel}::UBIGINT")
-    con.execute(f"CREATE TEMP MACRO counter_mask() AS {mask}::UBIGINT")
-    # callid_hex(id) prints a CallID as callid_core.ids.Layout.format does; kept in the database (the
-    # views use it), so it may not call the temporary macros above.
     con.execute(
         f"CREATE MACRO callid_hex(id) AS CASE WHEN id IS NULL THEN NULL ELSE "
         f"printf('0x%0{rank_w}x_%0{counter_w}x', id >> {bits}, id & {mask}::UBIGINT) END"
     )
-
-
-def align_clocks(con: duckdb.DuckDBPyConnection, model: str = "drift") -> None:
-    """Estimate every clock domain's mapping onto the reference clock: the ``clocks`` table."""
-    clocks.align(con, model)
 
 
 @dataclass(frozen=True)
@@ -358,18 +404,18 @@ class _Times:
     windows: dict[str, list[clocks.Window]]
     server_clocks: dict[str, str]
 
-    def source(self, source: str, times: dict[str, str], join: str = "") -> tuple[str, dict[str, str]]:
+    def source(self, source: str, times: dict[str, str], d: Dialect = DUCKDB) -> tuple[str, dict[str, str]]:
         """The ``FROM`` clause (``source`` as ``x``) and the expressions putting the time columns
         ``times`` (column -> ``x.clock``, or ``x.server`` for times on that server's clock) on the
-        reference clock."""
-        sql = f"FROM {source} x {join}"
+        reference clock.  (Spark: always written into the SQL; it has no ASOF join.)"""
+        sql = f"FROM {source} x"
         if self.mode == "identity":
             return sql, {col: f"x.{col}" for col in times}
-        if self.mode == "inline":
+        if self.mode == "inline" or d.spark:
             by_server = {srv: self.windows[clk] for srv, clk in self.server_clocks.items()
                          if clk in self.windows}
             return sql, {col: clocks.inline_sql(f"x.{col}", key, by_server if key == "x.server"
-                                                else self.windows) for col, key in times.items()}
+                                                else self.windows, d) for col, key in times.items()}
         exprs: dict[str, str] = {}
         aliases: dict[str, str] = {}
         for col, key in times.items():
@@ -392,18 +438,22 @@ class _Times:
         return sql, exprs
 
 
-def _times(con: duckdb.DuckDBPyConnection) -> _Times:
+#: the earliest and the latest time of both logs (local times)
+SPAN_SQL = """
+    SELECT least(min(c.lo), min(s.lo)), greatest(max(c.hi), max(s.hi))
+    FROM (SELECT least(min(t_start), min(t_end), min(t_recv), min(t_send)) AS lo,
+                 greatest(max(t_start), max(t_end), max(t_recv), max(t_send)) AS hi FROM client_log) c,
+         (SELECT least(min(t_start), min(t_end)) AS lo, greatest(max(t_start), max(t_end)) AS hi
+          FROM server_log) s"""
+
+
+def _times(con: duckdb.DuckDBPyConnection, run: Engine) -> _Times:
     """The clock mapping of the ``clocks`` table, leaving out the clocks it moves by less than a
     nanosecond over the logs' times; for a join, kept in the database (the views use it)."""
     joined = clocks.create_clock_map(con)  # (how a join applies it: single or windowed)
-    lo, hi = con.execute("""
-        SELECT least(min(c.lo), min(s.lo)), greatest(max(c.hi), max(s.hi))
-        FROM (SELECT least(min(t_start), min(t_end), min(t_recv), min(t_send)) AS lo,
-                     greatest(max(t_start), max(t_end), max(t_recv), max(t_send)) AS hi FROM client_log) c,
-             (SELECT least(min(t_start), min(t_end)) AS lo, greatest(max(t_start), max(t_end)) AS hi
-              FROM server_log) s""").fetchall()[0]
+    lo, hi = run.rows(SPAN_SQL)[0]
     windows = clocks.moved_windows(con, lo or 0, hi or 0)
-    servers = dict(con.execute("SELECT server, any_value(clock) FROM server_log GROUP BY server").fetchall())
+    servers = dict(run.rows("SELECT server, min(clock) FROM server_log GROUP BY server"))
     if not windows:
         return _Times("identity", {}, servers)
     if max(len(windows), len(servers)) <= clocks.INLINE_CLOCKS and \
@@ -416,36 +466,41 @@ def _times(con: duckdb.DuckDBPyConnection) -> _Times:
     return _Times(joined, windows, servers)
 
 
-def build_tables(con: duckdb.DuckDBPyConnection, target: _Target, logs: dict[str, list[str]],
-                 sentinel: int) -> _Times:
-    """The client's tables ``calls``, ``waits``, ``mpi_calls``, ``phases`` (stored: times on the
-    reference clock, CallIDs NULL where absent), the views ``rpcs`` and ``server_ops`` over the logs
+def build_tables(con: duckdb.DuckDBPyConnection, run: Engine, target: _Target, logs: dict[str, list[str]],
+                 c: LogInfo, times: _Times) -> None:
+    """The client's tables ``calls``, ``waits``, ``mpi_calls``, ``phases`` (stored by ``run``: times on
+    the reference clock, CallIDs NULL where absent), the views ``rpcs`` and ``server_ops`` over the logs
     kept at ``target`` (``logs``: their files by kind), the run's start (macro ``run_start()``) and
     the ``events`` view."""
-    times = _times(con)
-    callid = f"NULLIF(x.callid, {sentinel}::UBIGINT)"
-    src, t = times.source("client_log", {"t_start": "x.clock", "t_end": "x.clock"})
-    columns = _select(CALLS, t, callid=callid, counter=f"{callid} & counter_mask()", file_offset="x.offset")
-    _store(con, target, CALLS, f"SELECT {columns} {src} WHERE x.kind = 'call' ORDER BY t_start")
-    _store(con, target, WAITS, f"SELECT {_select(WAITS, t, callid=callid)} {src} WHERE x.kind = 'wait' "
-                               "ORDER BY t_start")
-    _store(con, target, MPI_CALLS, f"SELECT {_select(MPI_CALLS, t)} {src} WHERE x.kind = 'mpi' "
-                                   "ORDER BY t_start")
+    d, sentinel = run.dialect, c.callid_layout.sentinel
+    callid = f"NULLIF(x.callid, {d.u64(sentinel)})"
+    mask = d.u64((1 << c.callid_layout.counter_bits) - 1)
+    src, t = times.source("client_log", {"t_start": "x.clock", "t_end": "x.clock"}, d)
+    columns = _select(CALLS, t, callid=callid, counter=f"{callid} & {mask}", file_offset="x.offset")
+    _store(con, run, target, CALLS, f"SELECT {columns} {src} WHERE x.kind = 'call' ORDER BY t_start")
+    _store(con, run, target, WAITS, f"SELECT {_select(WAITS, t, callid=callid)} {src} WHERE x.kind = 'wait' "
+                                    "ORDER BY t_start")
+    _store(con, run, target, MPI_CALLS, f"SELECT {_select(MPI_CALLS, t)} {src} WHERE x.kind = 'mpi' "
+                                        "ORDER BY t_start")
     columns = _select(PHASES, t, callid=callid, phase="x.op", file_offset="x.offset")
-    _store(con, target, PHASES, f"SELECT {columns} {src} WHERE x.kind = 'phase' ORDER BY t_start")
+    _store(con, run, target, PHASES, f"SELECT {columns} {src} WHERE x.kind = 'phase' ORDER BY t_start")
+    # (the run's start: the earliest call, request or server operation on the reference clock)
+    src_r, t_r = times.source("client_log", {"t_start": "x.clock"}, d)
+    src_s, t_s = times.source("server_log", {"t_start": "x.clock"}, d)
+    start = run.rows(f"SELECT least((SELECT min(t_start) FROM _calls), (SELECT min({t_r['t_start']}) {src_r} "
+                     f"WHERE x.kind = 'rpc'), (SELECT min({t_s['t_start']}) {src_s}))")[0][0]
+    con.execute(f"CREATE MACRO run_start() AS {int(start or 0)}::BIGINT")
     logs = {kind: target.file_sql(*names) for kind, names in logs.items()}
     src, t = times.source(logs[S.KIND_CLIENT], {"t_start": "x.clock", "t_end": "x.clock",
                                                 "t_recv": "x.server", "t_send": "x.server"})
+    none = DUCKDB.u64(sentinel)
     # (a log that names no callids, e.g. a synthetic one: the one CallID of the callid column)
-    callids = (f"CASE WHEN len(x.callids) = 0 AND x.callid <> {sentinel}::UBIGINT THEN [x.callid] "
-               f"ELSE list_filter(x.callids, lambda v: v <> {sentinel}::UBIGINT) END")
-    columns = _select(RPCS, t, callid=callid, callids=callids)
+    callids = (f"CASE WHEN len(x.callids) = 0 AND x.callid <> {none} THEN [x.callid] "
+               f"ELSE list_filter(x.callids, lambda v: v <> {none}) END")
+    columns = _select(RPCS, t, callid=f"NULLIF(x.callid, {none})", callids=callids)
     con.execute(f"CREATE VIEW _{RPCS.name} AS SELECT {columns} {src} WHERE x.kind = 'rpc'")
     src, t = times.source(logs[S.KIND_SERVER], {"t_start": "x.clock", "t_end": "x.clock"})
     con.execute(f"CREATE VIEW _{SERVER_OPS.name} AS SELECT {_server_ops_columns(t, sentinel)} {src}")
-    start = con.execute("SELECT least((SELECT min(t_start) FROM _calls), (SELECT min(t_start) FROM _rpcs), "
-                        "(SELECT min(t_start) FROM _server_ops))").fetchall()[0][0]
-    con.execute(f"CREATE MACRO run_start() AS {int(start or 0)}::BIGINT")
     for table in (CALLS, WAITS, MPI_CALLS, RPCS, PHASES, SERVER_OPS):
         _show(con, table)
     con.execute(f"""
@@ -459,7 +514,6 @@ def build_tables(con: duckdb.DuckDBPyConnection, target: _Target, logs: dict[str
             SELECT 'server', server, layer, op, callid, callid_hex, t_start, t_end, size FROM server_ops
         )
     """)
-    return times
 
 
 def _server_ops_columns(t: dict[str, str], sentinel: int) -> str:
@@ -480,11 +534,15 @@ def _stored(table: Table) -> list[str]:
     return [c.name for c in table.columns if c.name not in DERIVED]
 
 
-def _store(con: duckdb.DuckDBPyConnection, target: _Target, table: Table, select: str) -> None:
-    """``name.parquet`` holds the rows of ``select``, and the view ``_name`` shows it.  (Parquet in
-    both layouts: it takes a third less time to write than a table of the database, and reads as fast.)"""
-    target.copy(con, select, table.name)
-    con.execute(f"CREATE VIEW _{table.name} AS SELECT * FROM {target.file_sql(table.name + '.parquet')}")
+def _store(con: duckdb.DuckDBPyConnection, run: Engine, target: _Target, table: Table, select: str) -> None:
+    """``run`` writes the rows of ``select`` as Parquet, and the view ``_name`` shows them with the declared
+    types.  (Parquet in both layouts: it takes a third less time to write than a table of the database, and
+    reads as fast.)"""
+    files = run.write(select, table.name)
+    stored = [c for c in table.columns if c.name not in DERIVED]
+    columns = "*" if run.dialect is DUCKDB else ", ".join(  # (Spark: no unsigned CallIDs, its own names)
+        f'CAST("{c.name}" AS {DUCKDB.type(c.type)}) AS "{c.name}"' for c in stored)
+    con.execute(f"CREATE VIEW _{table.name} AS SELECT {columns} FROM {target.file_sql(*files)}")
 
 
 def _show(con: duckdb.DuckDBPyConnection, table: Table) -> None:
@@ -509,38 +567,48 @@ _OP_BYTES = ("CASE WHEN len(callid_bytes) = len(callids) THEN callid_bytes "
              "ELSE list_transform(callids, lambda v: CASE WHEN size = 0 THEN 0 END) END")
 
 
-def derive_arrows(con: duckdb.DuckDBPyConnection, target: _Target, times: _Times) -> None:
+def derive_arrows(con: duckdb.DuckDBPyConnection, run: Engine, target: _Target, times: _Times,
+                  sentinel: int) -> None:
     """One row per (call, disk operation) with the call's bytes of it: unnest each operation's
     CallIDs with their bytes, hash-join the calls.  An operation of one CallID is all its
     call's; a CallID listed twice is one arrow with the bytes of both.  Straight from the
     server log, in one pass when no operation lists a CallID twice or an unstamped one."""
-    src, t = times.source("server_log", {"t_start": "x.clock", "t_end": "x.clock"})
+    d = run.dialect
+    src, t = times.source("server_log", {"t_start": "x.clock", "t_end": "x.clock"}, d)
     disk = f"x.layer IN ({S.DISK_LAYERS_SQL})"
-    odd = ("len(x.callids) > 1 AND (list_contains(x.callids, no_callid()) "
-           "OR len(list_distinct(x.callids)) < len(x.callids))")
-    has_odd = con.execute(f"SELECT count(*) FROM server_log x WHERE {disk} AND {odd}").fetchall()[0][0]
-    labels = _labels(con, {"server": "server_log", "layer": f"server_log x WHERE {disk}",
-                           "op": f"server_log x WHERE {disk}", "func": "_calls"})
-    columns = (f"x.server{labels['server']} AS server, x.layer{labels['layer']} AS layer, "
-               f"x.op{labels['op']} AS op, x.handle, x.offset AS disk_offset, NULLIF(x.file_offset, -1) AS "
-               f"file_offset, NULLIF(x.file_end, -1) AS file_end, x.size, {t['t_start']} AS t_start, "
-               f"{t['t_end']} AS t_end, x.event_id")
+    odd = (f"{d.size('x.callids')} > 1 AND ({d.position('x.callids', d.u64(sentinel))} IS NOT NULL "
+           f"OR {d.size(d.distinct('x.callids'))} < {d.size('x.callids')})")
+    has_odd = run.rows(f"SELECT count(*) FROM server_log x WHERE {disk} AND {odd}")[0][0]
+    if has_odd and d.spark:
+        raise InputError(f"{has_odd} disk operations list a CallID twice or an unstamped one beside others: "
+                         "the spark engine does not merge such logs yet; use --engine duckdb")
+    labels = {} if d.spark else _labels(con, {
+        "server": "server_log", "layer": f"server_log x WHERE {disk}", "op": f"server_log x WHERE {disk}",
+        "func": "_calls"})
+    label = {k: labels.get(k, "") for k in ("server", "layer", "op", "func")}
+    named = {"server": f"x.server{label['server']}", "layer": f"x.layer{label['layer']}",
+             "op": f"x.op{label['op']}", "handle": "x.handle", "disk_offset": "x.offset",
+             "file_offset": "NULLIF(x.file_offset, -1)", "file_end": "NULLIF(x.file_end, -1)",
+             "size": "x.size", "t_start": t["t_start"], "t_end": t["t_end"], "event_id": "x.event_id"}
+    columns = ", ".join(f"{expr} AS {name}" for name, expr in named.items())
+    pair, source = d.unnest_pair(src, "x.callids", "x.callid_bytes", ("callid", "b"))
     links = f"""
         SELECT callid, n_callids,
                CASE WHEN n_callids = 1 THEN size WHEN n_bytes = n_callids THEN b
-                    WHEN size = 0 THEN 0 END AS bytes, * EXCLUDE (callid, n_callids, b, n_bytes)
+                    WHEN size = 0 THEN 0 END AS bytes, {", ".join(named)}
         FROM (  -- each CallID with its bytes (the logged ones, if there is one per CallID)
-            SELECT unnest(x.callids) AS callid, unnest(x.callid_bytes) AS b, len(x.callids) AS n_callids,
-                   len(x.callid_bytes) AS n_bytes, {columns}
-            {src} WHERE {disk} AND len(x.callids) > 0 {f"AND NOT ({odd})" if has_odd else ""})"""
+            SELECT {pair}, {d.size("x.callids")} AS n_callids, {d.size("x.callid_bytes")} AS n_bytes,
+                   {columns}
+            {source} WHERE {disk} AND {d.size("x.callids")} > 0 {f"AND NOT ({odd})" if has_odd else ""}) u"""
+    none = d.u64(sentinel)
     if has_odd:
         links += f"""
         UNION ALL BY NAME
         SELECT * FROM (
             WITH ops AS (  -- the unstamped left out of both lists
-                SELECT list_filter(x.callids, lambda v: v <> no_callid()) AS callids,
+                SELECT list_filter(x.callids, lambda v: v <> {none}) AS callids,
                        CASE WHEN len(x.callid_bytes) <> len(x.callids) THEN []::BIGINT[]
-                            ELSE list_filter(x.callid_bytes, lambda b, i: x.callids[i] <> no_callid())
+                            ELSE list_filter(x.callid_bytes, lambda b, i: x.callids[i] <> {none})
                        END AS callid_bytes,
                        {columns}
                 {src} WHERE {disk} AND {odd}
@@ -565,8 +633,8 @@ def derive_arrows(con: duckdb.DuckDBPyConnection, target: _Target, times: _Times
     # (the calls are the join's build side, whatever the estimates say: the links are many more, 80 M at
     # 100 M events, and a hash table of them took 7 GB)
     con.execute("SET disabled_optimizers = 'build_side_probe_side'")
-    _store(con, target, ARROWS, f"""
-        SELECT l.callid, c.rank, c.func{labels['func']} AS func, c.file,
+    _store(con, run, target, ARROWS, f"""
+        SELECT l.callid, c.rank, c.func{label['func']} AS func, c.file,
                c.t_start AS call_t_start, c.t_end AS call_t_end, l.server, l.layer, l.op,
                l.handle, l.disk_offset, l.file_offset, l.file_end, l.size, l.bytes, l.t_start, l.t_end,
                l.event_id, l.n_callids, l.bytes IS NOT NULL AS exact
@@ -594,48 +662,51 @@ def _labels(con: duckdb.DuckDBPyConnection, sources: dict[str, str]) -> dict[str
 
 
 #: the type of ``fanout.bytes_per_server`` (an empty list of no server has none)
-_BYTES_PER_SERVER = duckdb_type(next(c.type for c in FANOUT.columns if c.name == "bytes_per_server"))
+_BYTES_PER_SERVER = next(c.type for c in FANOUT.columns if c.name == "bytes_per_server")
 #: fan-out per server is counted in one pass for at most this many servers (a pair of columns each)
 PIVOT_SERVERS = 32
 
 
-def derive_fanout(con: duckdb.DuckDBPyConnection, target: _Target, servers: Iterable[str]) -> None:
+def derive_fanout(con: duckdb.DuckDBPyConnection, run: Engine, target: _Target,
+                  servers: Iterable[str]) -> None:
     """Per call: disk operations, servers touched, its bytes of them in total and per server
     (attributed bytes: over all calls each disk byte counts once), arrows without bytes.  For
     a few servers, one aggregation with a pair of columns per server (ops, bytes); else per
     call and server, then per call."""
+    d = run.dialect
     servers = sorted(servers)
     if len(servers) <= PIVOT_SERVERS:
-        names = "[" + ", ".join(map(_literal, servers)) + "]"
         pairs = ", ".join(f"count(*) FILTER (WHERE s = {i}) AS o{i}, "
                           f"sum(bytes) FILTER (WHERE s = {i}) AS b{i}" for i in range(1, len(servers) + 1))
-        per_server = ("list_filter([" + ", ".join(
-            f"{{'server': {_literal(name)}, 'ops': o{i}, 'bytes': coalesce(b{i}, 0)::BIGINT}}"
-            for i, name in enumerate(servers, 1)) + "], lambda e: e.ops > 0)")
+        per_server = d.filter(d.array(d.struct({"server": literal(name), "ops": f"o{i}",
+                                                "bytes": f"CAST(coalesce(b{i}, 0) AS BIGINT)"})
+                                      for i, name in enumerate(servers, 1)), "e", "e.ops > 0")
         per_call = f"""
-            SELECT callid, disk_ops, disk_bytes, inexact_arrows, len(bytes_per_server)::BIGINT AS servers,
+            SELECT callid, disk_ops, disk_bytes, inexact_arrows, {d.size("bytes_per_server")} AS servers,
                    bytes_per_server
             FROM (SELECT callid, disk_ops, disk_bytes, inexact_arrows, {per_server} AS bytes_per_server
-                  FROM (SELECT callid, count(*)::BIGINT AS disk_ops,
-                               coalesce(sum(bytes), 0)::BIGINT AS disk_bytes,
-                               count(*) FILTER (WHERE NOT exact)::BIGINT AS inexact_arrows, {pairs}
-                        FROM (SELECT callid, bytes, exact, list_position({names}, server) AS s FROM _arrows)
-                        GROUP BY callid))"""
+                  FROM (SELECT callid, CAST(count(*) AS BIGINT) AS disk_ops,
+                               CAST(coalesce(sum(bytes), 0) AS BIGINT) AS disk_bytes,
+                               CAST(count(*) FILTER (WHERE NOT exact) AS BIGINT) AS inexact_arrows, {pairs}
+                        FROM (SELECT callid, bytes, exact, {d.position(d.strings(servers), "server")} AS s
+                              FROM _arrows) a
+                        GROUP BY callid) g) p"""
     else:
-        per_call = """
-            SELECT callid, sum(ops)::BIGINT AS disk_ops, sum(bytes)::BIGINT AS disk_bytes,
-                   sum(inexact)::BIGINT AS inexact_arrows, count(*)::BIGINT AS servers,
+        per_call = f"""
+            SELECT callid, CAST(sum(ops) AS BIGINT) AS disk_ops, CAST(sum(bytes) AS BIGINT) AS disk_bytes,
+                   CAST(sum(inexact) AS BIGINT) AS inexact_arrows, CAST(count(*) AS BIGINT) AS servers,
                    -- (sorted afterwards, by server as it comes first: cheaper than an ordered aggregate)
-                   list_sort(list({'server': server, 'ops': ops, 'bytes': bytes})) AS bytes_per_server
-            FROM (SELECT callid, server, count(*) AS ops, coalesce(sum(bytes), 0)::BIGINT AS bytes,
+                   {d.collect(d.struct({"server": "server", "ops": "ops", "bytes": "bytes"}))}
+                       AS bytes_per_server
+            FROM (SELECT callid, server, count(*) AS ops, CAST(coalesce(sum(bytes), 0) AS BIGINT) AS bytes,
                          count(*) FILTER (WHERE NOT exact) AS inexact
-                  FROM _arrows GROUP BY ALL)
+                  FROM _arrows GROUP BY callid, server) a
             GROUP BY callid"""
-    _store(con, target, FANOUT, f"""
+    _store(con, run, target, FANOUT, f"""
         SELECT c.callid, c.rank, c.func, c.size,
                coalesce(p.disk_ops, 0) AS disk_ops, coalesce(p.servers, 0) AS servers,
                coalesce(p.disk_bytes, 0) AS disk_bytes, coalesce(p.inexact_arrows, 0) AS inexact_arrows,
-               coalesce(p.bytes_per_server, [])::{_BYTES_PER_SERVER}
+               CAST(coalesce(p.bytes_per_server, {d.array([])}) AS {d.type(_BYTES_PER_SERVER)})
                    AS bytes_per_server
         FROM _calls c LEFT JOIN ({per_call}) p ON p.callid = c.callid
     """)

@@ -27,14 +27,14 @@ def test_every_column_has_a_doc_and_every_time_a_unit():
 
 
 def _declared(con, skip: str = "", retype: str = "") -> None:
-    from pipeline.merge import duckdb_type
+    from pipeline.dialect import DUCKDB
 
     for name, table in MERGED.items():
         cols = []
         for c in table.columns:
             if f"{name}.{c.name}" == skip:
                 continue
-            kind = "VARCHAR" if f"{name}.{c.name}" == retype else duckdb_type(c.type)
+            kind = "VARCHAR" if f"{name}.{c.name}" == retype else DUCKDB.type(c.type)
             cols.append(f'"{c.name}" {kind}')
         con.execute(f"CREATE TABLE {name} ({', '.join(cols)})")
 

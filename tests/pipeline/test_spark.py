@@ -1,0 +1,88 @@
+"""The merge on Spark (local mode) writes the tables the DuckDB merge writes, row for row (``EXCEPT ALL``
+both ways), and every command reads them.  Skipped where PySpark or Java is missing, unless
+``CALLID_REQUIRE_SPARK`` is set, as CI does."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import duckdb
+import pytest
+
+from callid_core.tables import MERGED
+from pipeline.merge import merge, open_merged
+from tests.conftest import callid_cmd
+
+pytestmark = pytest.mark.slow
+
+
+def _spark_missing() -> str:
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        return "PySpark is not installed (pip install 'callid[spark]')"
+    if not (os.environ.get("JAVA_HOME") or shutil.which("java")):
+        return "no Java (Spark needs Java 17 or later)"
+    return ""
+
+
+@pytest.fixture(scope="module")
+def spark_ready() -> None:
+    missing = _spark_missing()
+    if missing and os.environ.get("CALLID_REQUIRE_SPARK"):
+        pytest.fail(f"CALLID_REQUIRE_SPARK is set but {missing}")
+    if missing:
+        pytest.skip(missing)
+
+
+def _differences(a: str, b: str) -> dict[str, tuple[int, int]]:
+    """Per table: rows of ``a`` not in ``b`` and of ``b`` not in ``a`` (multisets), where either is not 0."""
+    out = {}
+    con, left, right = duckdb.connect(), open_merged(a), open_merged(b)
+    for name in MERGED:
+        con.register("l", left.sql(f"SELECT * FROM {name}").to_arrow_table())
+        con.register("r", right.sql(f"SELECT * FROM {name}").to_arrow_table())
+        counts = tuple(con.sql(f"SELECT count(*) FROM (SELECT * FROM {x} EXCEPT ALL SELECT * FROM {y})")
+                       .fetchall()[0][0] for x, y in (("l", "r"), ("r", "l")))
+        if any(counts):
+            out[name] = counts
+    return out
+
+
+@pytest.mark.parametrize("servers", [3, 70])
+def test_spark_merge_equals_duckdb_merge(tmp_path, spark_ready, servers):
+    # skewed clocks whose drift wanders (several windows), collective calls (several CallIDs per
+    # operation), write-back; 3 servers: fan-out per server as a pivot, the clock mapping written into
+    # the SQL; 70: fan-out per server in its general form, and DuckDB's mapping a join (Spark's stays
+    # written into its SQL): every path of the merge's SQL
+    out = callid_cmd("synth", "--ranks", "6", "--ranks-per-host", "3", "--servers", servers,
+                     "--calls", "3000", "--seed", "5", "--collective-share", "0.3", "--async-share", "0.2",
+                     "--skew", "server:0=+250ms@15ppm~1ppm,host:1=-3ms@-12ppm", "-d", tmp_path / "logs")
+    assert out.returncode == 0, out.stderr
+    client, server = tmp_path / "logs" / "client.parquet", tmp_path / "logs" / "server.parquet"
+    out = callid_cmd("merge", client, server, "--engine", "spark", "--storage", "parquet",
+                     "-o", tmp_path / "spark", "--json")
+    assert out.returncode == 0, out.stderr
+    assert "Traceback" not in out.stderr and "WARN" not in out.stderr, out.stderr
+    counts = json.loads(out.stdout)
+    reference = merge(str(client), str(server), str(tmp_path / "duck.duckdb"))
+    assert {k: counts[k] for k in reference} == reference
+    assert reference["arrows"] > 0 and reference["clocks"] > 2
+    assert _differences(str(tmp_path / "spark"), str(tmp_path / "duck.duckdb")) == {}
+    # (the output is a merged output like any other)
+    out = callid_cmd("stats", tmp_path / "spark", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)
+
+
+def test_spark_merge_of_bad_input_says_where_and_writes_nothing(tmp_path, spark_ready):
+    out = callid_cmd("merge", tmp_path / "none.parquet", tmp_path / "none.parquet", "--engine", "spark",
+                     "-o", tmp_path / "m")
+    assert out.returncode != 0 and "none.parquet: no such file" in out.stderr
+    assert "Traceback" not in out.stderr
+    assert not (tmp_path / "m").exists()
+    out = callid_cmd("merge", tmp_path / "none.parquet", tmp_path / "none.parquet", "--master", "local[2]",
+                     "-o", tmp_path / "m")
+    assert out.returncode != 0 and "for --engine spark only" in out.stderr
