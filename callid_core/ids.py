@@ -66,6 +66,11 @@ class Layout:
         return self.total_bits - self.rank_bits
 
     @property
+    def counter_mask(self) -> int:
+        """The counter's bits of a CallID."""
+        return (1 << self.counter_bits) - 1
+
+    @property
     def max_rank(self) -> int:
         return (1 << self.rank_bits) - 1
 
@@ -102,7 +107,7 @@ class Layout:
         """Return ``(rank, counter)`` of a CallID."""
         if not 0 <= callid < self.sentinel:
             raise CallIDError(f"{callid:#x} is not a CallID of layout {self}")
-        return callid >> self.counter_bits, callid & ((1 << self.counter_bits) - 1)
+        return callid >> self.counter_bits, callid & self.counter_mask
 
     def format(self, callid: int) -> str:
         """Hex with rank and counter separated: ``0x000001_0000000003``; ``none`` for the sentinel."""

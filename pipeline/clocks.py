@@ -27,7 +27,8 @@ split too when both halves do, so a slowly bending drift gets windows short enou
 be nearly straight), and a window that still cannot be satisfied gets a soft fit
 minimising the total violation.
 
-SQL (DuckDB) builds the constraint pairs from the logs; numpy does hulls and windows;
+SQL (run by the merge's engine, DuckDB or Spark) builds the constraint pairs from the logs; numpy
+does hulls and windows;
 scipy solves the small linear programs.  Clocks reached only through other clocks
 (ranks on other hosts talk only to servers) are aligned in a second round against the
 already-aligned ones; their bound adds the bound of those clocks.
@@ -49,7 +50,7 @@ from callid_core.choices import ClockSync, listed
 from callid_core.tables import CLOCKS
 from pipeline.dialect import DUCKDB, Dialect
 
-__all__ = ["Bounds", "Fit", "align", "bounds", "create_clock_map", "estimate", "fit_clock", "inline_sql",
+__all__ = ["Bounds", "Fit", "bounds", "create_clock_map", "estimate", "fit_clock", "inline_sql",
            "mapped", "moved_windows", "pairs_sql", "truth_errors"]
 
 MAX_DRIFT = 1e-3  # |drift| at most 1000 ppm
@@ -438,16 +439,6 @@ SELECT CAST(a AS {ids}) AS a, a_t, CAST(b AS {ids}) AS b, b_t FROM (
     UNION ALL SELECT cc, c0, sc, q0 FROM per_call
 ) p WHERE a <> b
 """
-
-
-def align(con: duckdb.DuckDBPyConnection, model: str = "drift") -> list[Fit]:
-    """Estimate every clock of the logs in views ``client_log``/``server_log``; create ``clocks``."""
-    table = estimate(lambda sql: con.execute(sql).fetchall(),
-                     lambda sql: con.sql(sql).to_arrow_reader(1 << 20), DUCKDB, model)
-    con.register("fits", table)
-    con.execute("CREATE TABLE clocks AS SELECT * FROM fits")
-    con.unregister("fits")
-    return [Fit(**{k: v for k, v in row.items() if k != "source"}) for row in table.to_pylist()]
 
 
 def estimate(rows: Callable[[str], list[tuple]], reader: Callable[[str], pa.RecordBatchReader],

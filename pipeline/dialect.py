@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 _U64 = 1 << 64
+_I64_MAX = (1 << 63) - 1
 
 
 def literal(text: str) -> str:
@@ -34,8 +35,8 @@ class Dialect:
 
     def u64(self, value: int) -> str:
         """A CallID constant (an unsigned 64-bit value), comparable with the logs' CallIDs."""
-        if self.spark:  # (the views of the logs reinterpret the 64 bits as signed)
-            return str(value - _U64 if value >= 1 << 63 else value)
+        if self.spark:  # (the views of the logs reinterpret the 64 bits as signed: :func:`signed`)
+            return str(value - _U64 if value > _I64_MAX else value)
         return f"{value}::UBIGINT"
 
     def array(self, items: Iterable[str]) -> str:
@@ -118,6 +119,12 @@ class Dialect:
 
 _TYPES = {pa.int32(): "INTEGER", pa.int64(): "BIGINT", pa.uint64(): "UBIGINT", pa.string(): "VARCHAR",
           pa.bool_(): "BOOLEAN", pa.float64(): "DOUBLE", pa.int16(): "SMALLINT"}
+
+def signed(value: str) -> str:
+    """Spark SQL: the 64 bits of an unsigned 64-bit ``value`` (Spark reads it as ``DECIMAL(20, 0)``) as a
+    ``BIGINT``, as :meth:`Dialect.u64` writes constants for Spark."""
+    return f"CAST(CASE WHEN {value} > {_I64_MAX} THEN {value} - {_U64} ELSE {value} END AS BIGINT)"
+
 
 DUCKDB = Dialect("duckdb")
 SPARK = Dialect("spark")

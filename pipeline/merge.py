@@ -152,7 +152,11 @@ def merge(client: str, server: str, out: str, *, memory_limit: str | None = None
         tmp_data.mkdir()
         con = duckdb.connect(str(db))
         con.execute("SET enable_progress_bar = false")  # progress is the caller's (on_step)
-        con.execute(f"SET memory_limit = {literal(memory_limit or default_memory_limit())}")
+        try:
+            con.execute(f"SET memory_limit = {literal(memory_limit or default_memory_limit())}")
+        except duckdb.Error as exc:
+            raise InputError(f"merge failed: --memory-limit {memory_limit} is not a size "
+                             f"({str(exc).splitlines()[0]})") from None
         con.execute(f"SET temp_directory = {literal(str(tmp) + '.spill')}")
         # (rows are written in the order of an ORDER BY, else as they come: writing arrows in the order they
         # were read held every batch a slower thread had not yet written: 8.5 GB at 100 M events)
@@ -386,7 +390,7 @@ def callid_macro(con: duckdb.DuckDBPyConnection, c: LogInfo) -> None:
     use it)."""
     layout = c.callid_layout
     bits = layout.counter_bits
-    (rank_w, counter_w), mask = layout.hex_digits, (1 << bits) - 1
+    (rank_w, counter_w), mask = layout.hex_digits, layout.counter_mask
     con.execute(
         f"CREATE MACRO callid_hex(id) AS CASE WHEN id IS NULL THEN NULL ELSE "
         f"printf('0x%0{rank_w}x_%0{counter_w}x', id >> {bits}, id & {mask}::UBIGINT) END"
@@ -474,7 +478,7 @@ def build_tables(con: duckdb.DuckDBPyConnection, run: Engine, target: _Target, l
     the ``events`` view."""
     d, sentinel = run.dialect, c.callid_layout.sentinel
     callid = f"NULLIF(x.callid, {d.u64(sentinel)})"
-    mask = d.u64((1 << c.callid_layout.counter_bits) - 1)
+    mask = d.u64(c.callid_layout.counter_mask)
     src, t = times.source("client_log", {"t_start": "x.clock", "t_end": "x.clock"}, d)
     columns = _select(CALLS, t, callid=callid, counter=f"{callid} & {mask}", file_offset="x.offset")
     _store(con, run, target, CALLS, f"SELECT {columns} {src} WHERE x.kind = 'call' ORDER BY t_start")

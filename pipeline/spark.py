@@ -16,7 +16,6 @@ stored tables too, and the catalog's views cast them back.  PySpark is the optio
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import warnings
 from collections.abc import Iterator
@@ -28,27 +27,21 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 
 from callid_core import schema as S
-from callid_core.errors import InputError
-from pipeline.dialect import SPARK
+from callid_core.errors import BadValue, InputError
+from callid_core.units import parse_size
+from pipeline.dialect import SPARK, signed
 from pipeline.load import LogInfo, check_values
 
-#: the driver's memory in local mode when no ``--memory-limit`` is given
-DRIVER_MEMORY = "4g"
-_U64 = "18446744073709551616"
-_I64_MAX = "9223372036854775807"
-
-
-def _signed(value: str) -> str:
-    """Spark SQL: the 64 bits of an unsigned ``DECIMAL(20, 0)`` as a ``BIGINT``."""
-    return f"CAST(CASE WHEN {value} > {_I64_MAX} THEN {value} - {_U64} ELSE {value} END AS BIGINT)"
+#: the driver's memory when no ``--memory-limit`` is given
+DRIVER_MEMORY = "4GiB"
 
 
 def _memory(limit: str | None) -> str:
-    """A size as ``--memory-limit`` takes it (``4GB``, ``512MiB``) as the JVM takes it (``4g``, ``512m``)."""
-    found = re.fullmatch(r"\s*(\d+)\s*([kmgt])i?b?\s*", (limit or DRIVER_MEMORY).lower())
-    if not found:
-        raise InputError(f"--memory-limit {limit}: not a size such as 4GB or 512MB")
-    return found[1] + found[2]
+    """A size as ``--memory-limit`` takes it (``4GB``, ``512MiB``) as the JVM takes it (``4096m``)."""
+    try:
+        return f"{parse_size(limit or DRIVER_MEMORY) >> 20}m"
+    except BadValue as exc:
+        raise InputError(f"--memory-limit: {exc}") from None
 
 
 class SparkEngine:
@@ -85,9 +78,9 @@ class SparkEngine:
             with open(log, "wb") as f:
                 os.dup2(f.fileno(), 2)
             self.spark = builder.getOrCreate()
-        except Exception as exc:  # (the JVM did not start: Java missing or too old, no memory)
-            raise InputError(f"--engine spark: Spark did not start ({str(exc).splitlines()[0]}; "
-                             f"its output: {log})") from None
+        except Exception as exc:  # (the JVM did not start: Java too old, a bad --master, no memory)
+            said = _jvm_error(log) or str(exc).splitlines()[0]
+            raise InputError(f"--engine spark: Spark did not start ({said})") from None
         finally:
             os.dup2(saved, 2)
             os.close(saved)
@@ -99,9 +92,9 @@ class SparkEngine:
         """View ``KIND_log`` of a log's files, its CallIDs as ``BIGINT``."""
         def column(c: pa.Field) -> str:
             if c.type == pa.uint64():
-                return f"{_signed(c.name)} AS {c.name}"
+                return f"{signed(c.name)} AS {c.name}"
             if pa.types.is_list(c.type) and c.type.value_type == pa.uint64():
-                return f"transform({c.name}, v -> {_signed('v')}) AS {c.name}"
+                return f"transform({c.name}, v -> {signed('v')}) AS {c.name}"
             return c.name
         frame = self.spark.read.parquet(*(str(Path(f).resolve()) for f in info.files))
         frame.selectExpr(*map(column, S.LOGS[info.kind].schema)).createOrReplaceTempView(f"{info.kind}_log")
@@ -140,6 +133,16 @@ class SparkEngine:
         if getattr(self, "spark", None) is not None:
             self.spark.stop()
             self.spark = None
+
+
+def _jvm_error(log: Path) -> str:
+    """The first exception the JVM printed into ``log`` (its message), or ''."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    found = next((line for line in lines if "Exception" in line or line.startswith("Error")), "")
+    return found.split(": ", 1)[-1].strip()
 
 
 @contextmanager

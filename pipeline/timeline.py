@@ -158,7 +158,7 @@ def _timeline_data(con: duckdb.DuckDBPyConnection, db: str, sel: Selection, deta
     run = dict(con.execute("SELECT key, value FROM run").fetchall())
     t0 = int(run.get("start_ns", 0))
     layout = Layout.parse(run.get("layout") or "64/23")
-    bits, mask = layout.counter_bits, (1 << layout.counter_bits) - 1
+    bits, mask = layout.counter_bits, layout.counter_mask
     select_views(con, sel)
     if not con.execute("SELECT EXISTS (FROM sel_calls) OR EXISTS (FROM sel_ops)").fetchone()[0]:
         raise sel.empty("view")

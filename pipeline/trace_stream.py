@@ -93,7 +93,7 @@ class Source:
         ids = IdLayout.parse(run.get("layout") or "64/23")
         (rank_w, counter_w), bits = ids.hex_digits, ids.counter_bits
         con.execute(f"CREATE OR REPLACE TEMP MACRO x_hex(id) AS printf('0x%0{rank_w}x_%0{counter_w}x', "
-                    f"id >> {bits}, id & {(1 << bits) - 1}::UBIGINT)")
+                    f"id >> {bits}, id & {ids.counter_mask}::UBIGINT)")
         # (a unique name: connections to one database file in a process share its attachments)
         scratch = f"x_scratch_{uuid.uuid4().hex[:12]}"
         path = str(Path(scratch_dir) / f"{scratch}.duckdb").replace("'", "''")

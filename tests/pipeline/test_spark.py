@@ -77,7 +77,7 @@ def test_spark_merge_equals_duckdb_merge(tmp_path, spark_ready, servers):
     assert json.loads(out.stdout)
 
 
-def test_spark_merge_of_bad_input_says_where_and_writes_nothing(tmp_path, spark_ready):
+def test_spark_merge_of_bad_input_says_what_in_one_line_and_writes_nothing(tmp_path, spark_ready):
     out = callid_cmd("merge", tmp_path / "none.parquet", tmp_path / "none.parquet", "--engine", "spark",
                      "-o", tmp_path / "m")
     assert out.returncode != 0 and "none.parquet: no such file" in out.stderr
@@ -86,3 +86,13 @@ def test_spark_merge_of_bad_input_says_where_and_writes_nothing(tmp_path, spark_
     out = callid_cmd("merge", tmp_path / "none.parquet", tmp_path / "none.parquet", "--master", "local[2]",
                      "-o", tmp_path / "m")
     assert out.returncode != 0 and "for --engine spark only" in out.stderr
+    logs = tmp_path / "logs"
+    assert callid_cmd("synth", "--calls", "50", "-d", logs).returncode == 0
+    out = callid_cmd("merge", logs / "client.parquet", logs / "server.parquet", "--engine", "spark",
+                     "--master", "foo://x", "-o", tmp_path / "m")
+    assert out.returncode == 2 and "Spark did not start (Master must" in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "m").exists()
+    out = callid_cmd("merge", logs / "client.parquet", logs / "server.parquet", "--engine", "spark",
+                     "--memory-limit", "lots", "-o", tmp_path / "m")
+    assert out.returncode == 2 and "--memory-limit lots" in out.stderr, out.stderr
