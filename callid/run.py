@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import itertools
 import json
 import os
 import shutil
@@ -22,6 +23,7 @@ from callid import servers
 from callid.launch import NO_ABORT_ENV
 from callid_core import config as defaults
 from callid_core import schema as S
+from callid_core.atomic import replacing
 from callid_core.clock import parse_skew, skews_to_json
 from callid_core.config import (
     CONFIG_ENV,
@@ -37,7 +39,7 @@ from callid_core.config import (
 )
 from callid_core.errors import BadValue, Failed, InputError
 from callid_core.ids import DEFAULT_LAYOUT, Layout
-from callid_core.partlog import combine_parts
+from callid_core.partlog import combine_parts, is_part
 from callid_core.units import ranks_phrase
 from server_sim import bmi
 from server_sim import protocol as P
@@ -243,22 +245,80 @@ def _last_line(log: Path) -> str:
     return (f": {lines[-1].strip()}" if lines else "") + f" (see {log})"
 
 
+@contextmanager
+def _connection(srv: ServerConfig, secret: bytes, timeout: float) -> Iterator[Callable[[P.Request], Any]]:
+    """A connection to ``srv`` proving it holds the file system's ``secret`` (``Config.secret``), as
+    a function that sends one request and returns its reply; :class:`RunError` naming the server if
+    it does not answer, or answers with an error."""
+    where = f"server {srv.name} at {srv.host}:{srv.port}"
+    tags = itertools.count(1)
+    try:
+        sock = bmi.connect(srv.host, srv.port, timeout=timeout, secret=secret)
+    except (OSError, P.ProtocolError) as exc:
+        raise RunError(f"{where} does not answer: {exc}") from None
+
+    def ask(req: P.Request) -> Any:
+        tag = next(tags)
+        try:
+            bmi.send(sock, bmi.MODE_UNEXPECTED, tag, P.encode(req))
+            resp = P.decode_reply(bmi.recv_expected(sock, tag), req)
+        except (OSError, P.ProtocolError) as exc:
+            raise RunError(f"{where} does not answer: {exc}") from None
+        if isinstance(resp, P.ErrorResponse):
+            status = P.Status(resp.status).name if resp.status in set(P.Status) else resp.status
+            raise RunError(f"{where} refused a {req.NAME} request ({status})")
+        return resp
+
+    try:
+        sock.settimeout(timeout)
+        yield ask
+    finally:
+        sock.close()
+
+
 def ping(srv: ServerConfig, secret: bytes, timeout: float = 5.0) -> str:
     """Ask a server for its name, on a connection proving it holds the file system's ``secret``
     (``Config.secret``); raise :class:`RunError` if it does not answer."""
-    try:
-        sock = bmi.connect(srv.host, srv.port, timeout=timeout, secret=secret)
-        try:
-            sock.settimeout(timeout)
-            bmi.send(sock, bmi.MODE_UNEXPECTED, 1, P.encode(P.PingRequest()))
-            resp = P.decode(bmi.recv_expected(sock, 1))
-        finally:
-            sock.close()
-    except (OSError, P.ProtocolError) as exc:
-        raise RunError(f"server {srv.name} at {srv.host}:{srv.port} does not answer: {exc}") from None
-    if not isinstance(resp, P.PingResponse) or resp.server != srv.name:
+    with _connection(srv, secret, timeout) as ask:
+        name = ask(P.PingRequest()).server
+    if name != srv.name:
         raise RunError(f"server at {srv.host}:{srv.port} is not {srv.name}")
-    return resp.server
+    return name
+
+
+#: seconds a server has to answer a request for its event log
+LOG_TIMEOUT = 30.0
+
+
+def log_parts(srv: ServerConfig, secret: bytes, timeout: float = LOG_TIMEOUT) -> dict[str, int]:
+    """Ask a server to write the events it logged so far as a part file; its log's parts: their
+    names and sizes.  :class:`RunError` if it does not answer."""
+    with _connection(srv, secret, timeout) as ask:
+        reply = ask(P.LogFlushRequest())
+    stem = S.server_log_stem(srv.name)
+    odd = [name for name in reply.names if not is_part(name, stem)]
+    if odd or len(reply.names) != len(reply.sizes):
+        raise RunError(f"server {srv.name} at {srv.host}:{srv.port} named log parts that are not its own: "
+                       f"{odd[:3]}")
+    return dict(zip(reply.names, reply.sizes, strict=True))
+
+
+def take_log_parts(srv: ServerConfig, secret: bytes, parts: dict[str, int], into: Path,
+                   timeout: float = LOG_TIMEOUT) -> None:
+    """Copy a server's log ``parts`` (names and sizes, as :func:`log_parts` gives them) into the
+    directory ``into``, each under a temporary name until it is whole, and remove each from the server
+    once copied.  :class:`RunError` if the server does not answer or a part ends early (the parts
+    copied so far stay)."""
+    with _connection(srv, secret, timeout) as ask:
+        for name, size in sorted(parts.items()):
+            with replacing(into / name) as tmp, open(tmp, "wb") as f:
+                while (done := f.tell()) < size:
+                    data = ask(P.LogReadRequest(name=name, offset=done)).data
+                    if not data:
+                        raise RunError(f"server {srv.name}: its log part {name} ended at byte {done} "
+                                       f"of {size}")
+                    f.write(data)
+            ask(P.LogRemoveRequest(name=name))
 
 
 def run(opts: RunOptions) -> RunResult:
@@ -329,17 +389,18 @@ def fs_run_config(opts: RunOptions, out: Path) -> Config:
 
 
 class RunningServers:
-    """The servers of a run with ``--fs``: they run already (``callid servers start``) and go on
-    running after it.  The run checks that each answers, and takes the log parts they write while it
-    runs: it asks them to flush their logs (SIGUSR1) at its start and at its end, and moves the parts
-    written in between from their directories to ``parts``.  (Stopping them would flush too, but a
-    file system serves many runs, and its servers may have been started on other hosts' shells.)"""
+    """The servers of a run with ``--fs``: they run already (``callid servers start``, on any host) and
+    go on running after it.  The run checks that each answers, and takes the log parts they write
+    while it runs, over the wire (their directories may be on hosts this one cannot see): it asks each
+    to flush its log at its start and at its end, and copies the parts written in between to
+    ``parts``, removing them from the server.  (Stopping them would flush too, but a file system
+    serves many runs.)"""
 
     def __init__(self, config: Config, config_path: Path, parts: Path) -> None:
         self.config = config
         self.config_path = config_path
         self.parts = parts
-        self.before: set[Path] | None = None
+        self.before: dict[str, set[str]] | None = None
 
     def start(self) -> None:
         """Write the run's configuration, ping every server, flush their logs."""
@@ -347,18 +408,21 @@ class RunningServers:
         secret = self.config.secret()
         for srv in self.config.servers:
             ping(srv, secret)
-        failures = servers.flush_logs(self.config.servers)
-        if failures:
-            raise RunError("; ".join(failures))
-        self.before = servers.log_parts(self.config, self.config.servers)
+        self.before = {srv.name: set(log_parts(srv, secret)) for srv in self.config.servers}
 
     def stop(self) -> list[str]:
         """Flush the servers' logs and take the parts written since :meth:`start`; what failed."""
         if self.before is None:
             return []
-        failures = servers.flush_logs(self.config.servers)
-        for part in sorted(servers.log_parts(self.config, self.config.servers) - self.before):
-            shutil.move(part, self.parts / part.name)
+        secret = self.config.secret()
+        failures = []
+        for srv in self.config.servers:
+            try:
+                parts = log_parts(srv, secret)
+                new = {name: size for name, size in parts.items() if name not in self.before[srv.name]}
+                take_log_parts(srv, secret, new, self.parts)
+            except RunError as exc:
+                failures.append(f"{exc}: its last events are not in this run's log")
         return failures
 
 

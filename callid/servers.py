@@ -4,9 +4,10 @@
 Each server has a directory of its own on its host (``ServerConfig.home``):
 
 * ``storage/``: its datafiles and metadata;
-* ``parts/``: its event log, as part files (``callid run --fs`` takes the parts of a run);
-* ``NAME.addr``: its pid file: address, process id, host name and how many times it flushed its
-  log (written by the server; SIGUSR1 makes it flush);
+* ``parts/``: its event log, as part files (``callid run --fs`` takes the parts of a run over the
+  wire: ``callid.run.log_parts``);
+* ``NAME.addr``: its pid file: address, process id, host name and how many times SIGUSR1 made it
+  flush its log (written by the server);
 * ``NAME.log``: its output.
 
 A process is taken for a server only when its address file names this machine and the process's
@@ -30,8 +31,6 @@ from callid_core.errors import BadValue, Failed
 
 #: one server of ``callid fs init --servers``: HOST:NAME or HOST:PORT:NAME
 _PLACEMENT = re.compile(rf"(?P<host>[^:\s,]+)(?::(?P<port>\d+))?:(?P<name>{META_SERVER}|io\d+)")
-#: seconds a server has to flush its log when asked (SIGUSR1)
-FLUSH_TIMEOUT = 10.0
 #: seconds a server has to stop (SIGTERM: it flushes its log) before it is killed
 STOP_TIMEOUT = 20.0
 
@@ -177,30 +176,6 @@ def _not_running(srv: ServerConfig) -> str:
     return f"server {srv.name} ({srv.host}:{srv.port}) is not running on this machine ({process_state(srv)})"
 
 
-def flush_logs(servers: list[ServerConfig], timeout: float = FLUSH_TIMEOUT) -> list[str]:
-    """Ask each server (SIGUSR1) to write the events it logged so far as a part file, and wait until
-    each says it has (its flush count goes up); what failed, one line per server."""
-    failures, asked = [], []
-    for srv in servers:
-        pid = running_pid(srv)
-        if pid is None:
-            failures.append(_not_running(srv) + ": its last events are not in this run's log")
-            continue
-        asked.append((srv, pid, (_read_addr(srv) or {}).get("flushes", 0)))
-        os.kill(pid, signal.SIGUSR1)
-    deadline = time.monotonic() + timeout
-    for srv, pid, before in asked:
-        while (_read_addr(srv) or {}).get("flushes", 0) <= before:
-            if not _is_server(pid, srv):
-                failures.append(f"server {srv.name} ended while it flushed its log (see {log_file(srv)})")
-                break
-            if time.monotonic() > deadline:
-                failures.append(f"server {srv.name} did not flush its log within {timeout:.0f} s")
-                break
-            time.sleep(0.01)
-    return failures
-
-
 def stop(servers: list[ServerConfig], timeout: float = STOP_TIMEOUT) -> tuple[list[str], list[str]]:
     """SIGTERM each server running on this machine (it flushes its log and ends), wait for them, kill
     those still running after ``timeout``; (what was stopped, what failed), one line each."""
@@ -237,8 +212,3 @@ def keep_earlier_log(config: Config, srv: ServerConfig) -> Path | None:
     while parts.with_name(f"{parts.name}.{n}").exists():
         n += 1
     return parts.rename(parts.with_name(f"{parts.name}.{n}"))
-
-
-def log_parts(config: Config, servers: list[ServerConfig]) -> set[Path]:
-    """The log parts the servers have written in their directories."""
-    return {p for srv in servers for p in Path(config.trace_dir_of(srv)).glob("server-*.parquet")}

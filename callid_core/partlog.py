@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -23,7 +24,12 @@ from callid_core.atomic import replacing
 from callid_core.config import DEFAULT_FLUSH_ROWS
 from callid_core.errors import InputError
 
-__all__ = ["PartLog", "column", "combine_parts"]
+__all__ = ["PartLog", "column", "combine_parts", "is_part"]
+
+
+def is_part(name: str, stem: str) -> bool:
+    """Is ``name`` the name of a part file of the log ``stem`` (as :class:`PartLog` names them)?"""
+    return re.fullmatch(rf"{re.escape(stem)}\.\d{{6,}}\.parquet", name) is not None
 
 
 class PartLog:
@@ -85,6 +91,11 @@ class PartLog:
                 raise
             self._parts += 1
         return path
+
+    def parts(self) -> list[Path]:
+        """The part files of this log in its directory (written whole: a part being written has
+        another name), in order."""
+        return sorted(p for p in self.directory.glob(f"{self.stem}.*.parquet") if is_part(p.name, self.stem))
 
     def close(self) -> None:
         """Flush what is left."""

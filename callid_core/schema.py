@@ -45,6 +45,11 @@ KIND_CLIENT = "client"
 KIND_SERVER = "server"
 
 
+def server_log_stem(server: str) -> str:
+    """The stem of a server's log parts (``server-io0.000000.parquet``, ...)."""
+    return f"{KIND_SERVER}-{server}"
+
+
 @dataclass(frozen=True)
 class Column:
     """One column: its name, Arrow type, one-line doc, unit, and the value a row builder defaults to."""

@@ -40,7 +40,8 @@ class ServerEvents:
         self.clock = server
         self.sentinel = Layout.parse(config.callid_layout).sentinel
         meta = S.file_metadata(S.KIND_SERVER, config.callid_layout, config.run_id, config.to_json())
-        self.log = PartLog(S.SERVER_SCHEMA, config.trace_dir, f"server-{server}", meta, config.flush_rows)
+        self.log = PartLog(S.SERVER_SCHEMA, config.trace_dir, S.server_log_stem(server), meta,
+                           config.flush_rows)
         self._ids = itertools.count(1)
         self.enabled = config.server_events
 

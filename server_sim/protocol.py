@@ -35,13 +35,17 @@ PROTOCOL_MAGIC = 0x43414C4C  # "CALL"
 #: one with a status), the response times follow the hints.
 #: 3: aggregated requests say whose bytes each disk operation moves (hint ``callid_bytes``, per flow
 #: buffer) instead of the ``callid_map`` of logical ranges.
-PROTOCOL_VERSION = 3
+#: 4: a server's event log is flushed, read and removed by requests (``log_flush``, ``log_read``,
+#: ``log_remove``), so a run takes the logs of servers on hosts whose directories it cannot see.
+PROTOCOL_VERSION = 4
 #: Most data bytes a small-I/O request carries: the 16 KiB unexpected-message limit
 #: less 1 KiB kept for the header, hints and fields.
 SMALL_IO_MAX_DATA = 15 * 1024
 #: Most file regions one I/O request carries (list I/O, as ROMIO's PVFS2 driver sends them);
 #: an access with more regions takes several requests with the same CallIDs.
 MAX_IO_REGIONS = 64
+#: Most bytes of a log part one ``log_read`` reply carries.
+LOG_CHUNK = 4 << 20
 
 
 class ProtocolError(CallidError, ValueError):
@@ -79,6 +83,9 @@ class Op(enum.IntEnum):
     FLUSH = 10
     REMOVE_DFILE = 11
     SHARED_FP = 13
+    LOG_FLUSH = 14
+    LOG_READ = 15
+    LOG_REMOVE = 16
 
 
 class Kind(enum.IntEnum):
@@ -627,7 +634,24 @@ class SharedFpResponse(Response):
 @message
 @dataclass
 class EmptyResponse(Response):
-    """Answer that says only that the request was done (flush, remove_dfile)."""
+    """Answer that says only that the request was done (flush, remove_dfile, log_remove)."""
+
+
+@message
+@dataclass
+class LogPartsResponse(Response):
+    """The part files of the server's event log, and their sizes in bytes."""
+
+    names: list = wire(ListOf(STR), [])
+    sizes: list = wire(ListOf(U64), [])
+
+
+@message
+@dataclass
+class LogDataResponse(Response):
+    """Bytes of a log part from the request's offset: at most :data:`LOG_CHUNK`, none at its end."""
+
+    data: bytes = wire(BYTES, b"")
 
 
 # -- requests
@@ -748,6 +772,36 @@ class SharedFpRequest(Request):
     handle: int = wire(U64, 0, valid="handle")
     delta: int = wire(I64, 0)
     assign: int = wire(U32, 0)
+
+
+@message
+@dataclass
+class LogFlushRequest(Request):
+    """Write the events logged so far as a part file; say which parts the log has."""
+
+    OP = Op.LOG_FLUSH
+    REPLY = LogPartsResponse
+
+
+@message
+@dataclass
+class LogReadRequest(Request):
+    """Read a part of the event log (named as :class:`LogPartsResponse` names it) from ``offset``."""
+
+    OP = Op.LOG_READ
+    REPLY = LogDataResponse
+    name: str = wire(STR, "")
+    offset: int = wire(U64, 0)
+
+
+@message
+@dataclass
+class LogRemoveRequest(Request):
+    """Remove a part of the event log (once whoever asked has it)."""
+
+    OP = Op.LOG_REMOVE
+    REPLY = EmptyResponse
+    name: str = wire(STR, "")
 
 
 # -- encoding

@@ -14,9 +14,11 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from callid_core.errors import CallidError
+from callid_core.partlog import is_part
 from server_sim import bmi, flow
 from server_sim import protocol as P
 from server_sim.attribution import Attribution
@@ -49,9 +51,13 @@ MACHINES: dict[str, tuple[str, ...]] = {
     "flush": ("trove_flush", "empty_reply"),
     "remove_dfile": ("trove_remove", "empty_reply"),
     "ping": ("ping_reply",),
+    # the server's own event log (a run takes it over the wire: the server may be on another host)
+    "log_flush": ("log_flush",),
+    "log_read": ("log_read",),
+    "log_remove": ("log_remove",),
 }
-#: Machines whose request leaves no event (liveness checks).
-UNLOGGED = frozenset({"ping"})
+#: Machines whose request leaves no event (liveness checks, and the requests taking the event log).
+UNLOGGED = frozenset({"ping", "log_flush", "log_read", "log_remove"})
 
 
 class RequestError(CallidError):
@@ -354,6 +360,39 @@ def empty_reply(ctx: RequestContext, req: P.Request, _: None) -> P.Response:
 @action
 def ping_reply(ctx: RequestContext, req: P.PingRequest, _: None) -> P.Response:
     return req.reply(server=ctx.state.name)
+
+
+# --------------------------------------------------------------------------- the event log
+
+
+@action
+def log_flush(ctx: RequestContext, req: P.LogFlushRequest, _: None) -> P.Response:
+    log = ctx.state.events.log
+    log.flush()
+    parts = log.parts()
+    return req.reply(names=[p.name for p in parts], sizes=[p.stat().st_size for p in parts])
+
+
+def _log_part(ctx: RequestContext, name: str) -> Path:
+    """The part of the server's event log named ``name``; ENOENT for any other name."""
+    log = ctx.state.events.log
+    path = log.directory / name
+    if not is_part(name, log.stem) or not path.is_file():
+        raise RequestError(P.Status.ENOENT, f"no part {name!r} in the event log")
+    return path
+
+
+@action
+def log_read(ctx: RequestContext, req: P.LogReadRequest, _: None) -> P.Response:
+    with open(_log_part(ctx, req.name), "rb") as f:
+        f.seek(req.offset)
+        return req.reply(data=f.read(P.LOG_CHUNK))
+
+
+@action
+def log_remove(ctx: RequestContext, req: P.LogRemoveRequest, _: None) -> P.Response:
+    _log_part(ctx, req.name).unlink()
+    return req.reply()
 
 
 # --------------------------------------------------------------------------- the table, compiled

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from callid.mpiio.call import CallContext
 from callid.mpiio.sysint import FsError, SysInt
+from callid.run import RunError, log_parts, ping, take_log_parts
 from server_sim import bmi
 from server_sim import protocol as P
 from server_sim.distribution import SimpleStripe
@@ -193,6 +194,47 @@ def test_data_reads_back_identical_after_the_servers_restart(tmp_path):
         assert client.io(f, P.IoType.READ, [(12345, len(data))], memoryview(back), _call(5)) == len(data)
         assert bytes(back) == data
         client.close()
+    finally:
+        assert group.stop() == []
+
+
+def test_a_servers_event_log_is_taken_over_the_wire_and_bad_names_are_refused(tmp_path):
+    """log_flush writes the events so far as a part and lists the parts; log_read reads one from an
+    offset; log_remove removes it; no other file is reachable; the requests leave no event."""
+    group = start_servers(tmp_path, servers=1)
+    try:
+        srv, secret = group.config.io_servers[0], group.config.secret()
+        client = SysInt(group.config, 0, lambda *a: None)
+        f = client.create("/pvfs2/logged", _call(1), dfile_count=1, strip_size=65536)
+        client.io(f, P.IoType.WRITE, [(0, 100_000)], memoryview(bytes(100_000)), _call(2))
+        client.close()
+        parts = log_parts(srv, secret)
+        assert list(parts) == ["server-io0.000000.parquet"]
+        on_disk = Path(group.config.trace_dir) / "server-io0.000000.parquet"
+        assert parts["server-io0.000000.parquet"] == on_disk.stat().st_size
+        events = pq.read_table(on_disk).to_pylist()
+        assert {e["op"] for e in events} >= {"io_write", "trove_write"}
+        sock = _raw(group, srv)
+        try:
+            for tag, name in enumerate(["../fs.json", str(on_disk), "server-io1.000000.parquet",
+                                        "server-io0.000007.parquet", "server-io0.000000.parquet/"], 10):
+                bmi.send(sock, bmi.MODE_UNEXPECTED, tag, P.encode(P.LogReadRequest(name=name)))
+                assert _answer(sock, tag).status == P.Status.ENOENT, name
+            for tag, offset in ((20, 100), (21, 1 << 40)):
+                bmi.send(sock, bmi.MODE_UNEXPECTED, tag, P.encode(P.LogReadRequest(name=on_disk.name,
+                                                                                   offset=offset)))
+                assert bytes(_answer(sock, tag).data) == on_disk.read_bytes()[offset:]
+        finally:
+            sock.close()
+        expected = on_disk.read_bytes()
+        take_log_parts(srv, secret, parts, tmp_path)
+        assert (tmp_path / on_disk.name).read_bytes() == expected and not on_disk.exists()
+        (tmp_path / "again").mkdir()
+        with pytest.raises(RunError, match="refused a log_read request \\(ENOENT\\)"):
+            take_log_parts(srv, secret, parts, tmp_path / "again")
+        assert list((tmp_path / "again").iterdir()) == []
+        # (the log requests left no event: the next part holds none)
+        assert log_parts(srv, secret) == {} and ping(srv, secret) == "io0"
     finally:
         assert group.stop() == []
 
