@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import glob
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import duckdb
 import pyarrow as pa
@@ -15,6 +17,7 @@ import pyarrow.parquet as pq
 from callid_core import schema as S
 from callid_core.errors import InputError
 from callid_core.ids import CallIDError, Layout
+from pipeline.dialect import DUCKDB, Dialect
 
 _META_PREFIX = "callid."
 
@@ -140,47 +143,68 @@ def validate_log(path_or_glob: str, kind: str) -> LogInfo:
 _BITMAP_SPAN = 64
 
 
-def check_values(con: duckdb.DuckDBPyConnection, info: LogInfo) -> None:
-    """Check the values the merge relies on, in one pass over the log's files (the nulls from their
-    statistics): no null in a column the schema declares non-nullable, no negative size, no end
-    before its start, no CallID of a call twice (client log) or event id of a server twice (server
-    log).  :class:`InputError` names the file, the column and the first bad row (counted from 0)."""
+class Problems(NamedTuple):
+    """What :func:`find_problems` counted in a log: the columns holding a null they must not, and the
+    rows with a negative size, an end before the start, or a key seen before."""
+
+    nulls: list[str]
+    negative: int
+    backwards: int
+    repeated: int
+
+
+def find_problems(rows: Callable[[str], list[tuple]], d: Dialect, info: LogInfo, source: str) -> Problems:
+    """Count the values the merge cannot take in the log ``info`` read as ``source`` (a scan, or a view
+    of an engine writing SQL of dialect ``d``, whose ``rows(sql)`` runs a query): a null in a column
+    the schema declares non-nullable, a negative size, an end before its start, a CallID of a call
+    twice (client log) or an event id of a server twice (server log)."""
     required = [c.name for c in S.LOGS[info.kind].columns if not c.nullable and not pa.types.is_list(c.type)]
-    nulls = con.execute("SELECT " + ", ".join(f'count(*) - count("{c}")' for c in required)
-                        + f", count(*) FROM {info.scan()}").fetchall()[0]
-    for column, n in zip(required, nulls):
-        if n:
-            _first_bad(con, info, f'"{column}" IS NULL', f"column '{column}' is null")
+    nulls = rows("SELECT " + ", ".join(f'count(*) - count("{c}")' for c in required)
+                 + f", count(*) FROM {source}")[0]
     if info.kind == S.KIND_SERVER:
-        lo, hi = con.execute(f"SELECT min(event_id), max(event_id) FROM {info.scan()}").fetchall()[0]
-        bitmap = hi is not None and hi - lo < _BITMAP_SPAN * nulls[-1]
-        distinct = f"bit_count(bitstring_agg(event_id, {lo}, {hi}))" if bitmap else "count(DISTINCT event_id)"
-        negative, backwards, repeated = con.execute(f"""
+        distinct = "count(DISTINCT event_id)"
+        if d == DUCKDB:  # (a bitmap of the ids, when they are dense: a sixth of the time)
+            lo, hi = rows(f"SELECT min(event_id), max(event_id) FROM {source}")[0]
+            if hi is not None and hi - lo < _BITMAP_SPAN * nulls[-1]:
+                distinct = f"bit_count(bitstring_agg(event_id, {lo}, {hi}))"
+        counts = rows(f"""
             SELECT sum(negative), sum(backwards), sum(n - ids) FROM (
                 SELECT count(*) FILTER (WHERE size < 0) AS negative,
                        count(*) FILTER (WHERE t_end < t_start) AS backwards, count(*) AS n, {distinct} AS ids
-                FROM {info.scan()} GROUP BY server)""").fetchall()[0]
-        sizes = {"size": "size < 0"}
+                FROM {source} GROUP BY server) p""")[0]
     else:
-        call = _stamped(info)
-        negative, backwards, repeated = con.execute(f"""
+        call = _stamped(info, d)
+        counts = rows(f"""
             SELECT count(*) FILTER (WHERE error IS NULL AND (size < 0 OR bytes < 0)),
                    count(*) FILTER (WHERE t_end < t_start),
                    count(*) FILTER (WHERE {call}) - count(DISTINCT callid) FILTER (WHERE {call})
-            FROM {info.scan()}""").fetchall()[0]
-        # (a failed call logs what it was passed)
+            FROM {source}""")[0]
+    return Problems([c for c, n in zip(required, nulls) if n], *(int(n or 0) for n in counts))
+
+
+def check_values(con: duckdb.DuckDBPyConnection, info: LogInfo, found: Problems | None = None) -> None:
+    """Check the values the merge relies on (:func:`find_problems`; the nulls from the files'
+    statistics), in one pass over the log's files unless ``found`` says what is wrong already.
+    :class:`InputError` names the file, the column and the first bad row (counted from 0)."""
+    if found is None:
+        found = find_problems(lambda sql: con.execute(sql).fetchall(), DUCKDB, info, info.scan())
+    for column in found.nulls:
+        _first_bad(con, info, f'"{column}" IS NULL', f"column '{column}' is null")
+    if info.kind == S.KIND_SERVER:
+        sizes = {"size": "size < 0"}
+    else:  # (a failed call logs what it was passed)
         sizes = {c: f"{c} < 0 AND error IS NULL" for c in ("size", "bytes")}
-    for column, bad in sizes.items() if negative else ():
+    for column, bad in sizes.items() if found.negative else ():
         _first_bad(con, info, bad, f"column '{column}' is negative", column)
-    if backwards:
+    if found.backwards:
         _first_bad(con, info, "t_end < t_start", "column 't_end' is before 't_start'", "t_end", "t_start")
-    if repeated:
+    if found.repeated:
         _first_repeat(con, info)
 
 
-def _stamped(info: LogInfo) -> str:
+def _stamped(info: LogInfo, d: Dialect = DUCKDB) -> str:
     """SQL: a client log row of a stamped call."""
-    return f"kind = 'call' AND callid <> {info.callid_layout.sentinel}::UBIGINT"
+    return f"kind = 'call' AND callid <> {d.u64(info.callid_layout.sentinel)}"
 
 
 def _first_bad(con: duckdb.DuckDBPyConnection, info: LogInfo, bad: str, say: str, *shown: str) -> None:

@@ -565,12 +565,6 @@ def _select(table: Table, mapped: dict[str, str], **exprs: str) -> str:
     return ", ".join(one(n) for n in _stored(table))
 
 
-#: an operation's bytes per CallID, aligned with its CallIDs: as logged, none of an operation of size 0,
-#: else unknown (NULL each: request-level attribution)
-_OP_BYTES = ("CASE WHEN len(callid_bytes) = len(callids) THEN callid_bytes "
-             "ELSE list_transform(callids, lambda v: CASE WHEN size = 0 THEN 0 END) END")
-
-
 def derive_arrows(con: duckdb.DuckDBPyConnection, run: Engine, target: _Target, times: _Times,
                   sentinel: int) -> None:
     """One row per (call, disk operation) with the call's bytes of it: unnest each operation's
@@ -583,9 +577,6 @@ def derive_arrows(con: duckdb.DuckDBPyConnection, run: Engine, target: _Target, 
     odd = (f"{d.size('x.callids')} > 1 AND ({d.position('x.callids', d.u64(sentinel))} IS NOT NULL "
            f"OR {d.size(d.distinct('x.callids'))} < {d.size('x.callids')})")
     has_odd = run.rows(f"SELECT count(*) FROM server_log x WHERE {disk} AND {odd}")[0][0]
-    if has_odd and d.spark:
-        raise InputError(f"{has_odd} disk operations list a CallID twice or an unstamped one beside others: "
-                         "the spark engine does not merge such logs yet; use --engine duckdb")
     labels = {} if d.spark else _labels(con, {
         "server": "server_log", "layer": f"server_log x WHERE {disk}", "op": f"server_log x WHERE {disk}",
         "func": "_calls"})
@@ -595,45 +586,32 @@ def derive_arrows(con: duckdb.DuckDBPyConnection, run: Engine, target: _Target, 
              "file_offset": "NULLIF(x.file_offset, -1)", "file_end": "NULLIF(x.file_end, -1)",
              "size": "x.size", "t_start": t["t_start"], "t_end": t["t_end"], "event_id": "x.event_id"}
     columns = ", ".join(f"{expr} AS {name}" for name, expr in named.items())
+    names = ", ".join(named)
     pair, source = d.unnest_pair(src, "x.callids", "x.callid_bytes", ("callid", "b"))
+    listed = f"{d.size('x.callids')} AS n_listed, {d.size('x.callid_bytes')} AS n_bytes"
     links = f"""
         SELECT callid, n_callids,
                CASE WHEN n_callids = 1 THEN size WHEN n_bytes = n_callids THEN b
-                    WHEN size = 0 THEN 0 END AS bytes, {", ".join(named)}
+                    WHEN size = 0 THEN 0 END AS bytes, {names}
         FROM (  -- each CallID with its bytes (the logged ones, if there is one per CallID)
             SELECT {pair}, {d.size("x.callids")} AS n_callids, {d.size("x.callid_bytes")} AS n_bytes,
                    {columns}
             {source} WHERE {disk} AND {d.size("x.callids")} > 0 {f"AND NOT ({odd})" if has_odd else ""}) u"""
-    none = d.u64(sentinel)
-    if has_odd:
+    if has_odd:  # (not written by callid's servers): one link per stamped CallID, the bytes of its
+        # places in the list summed (an unstamped one and its bytes left out)
+        none = d.u64(sentinel)
+        stamped = d.size(d.distinct(d.filter("x.callids", "v", f"v <> {none}")))
         links += f"""
-        UNION ALL BY NAME
-        SELECT * FROM (
-            WITH ops AS (  -- the unstamped left out of both lists
-                SELECT list_filter(x.callids, lambda v: v <> {none}) AS callids,
-                       CASE WHEN len(x.callid_bytes) <> len(x.callids) THEN []::BIGINT[]
-                            ELSE list_filter(x.callid_bytes, lambda b, i: x.callids[i] <> {none})
-                       END AS callid_bytes,
-                       {columns}
-                {src} WHERE {disk} AND {odd}
-            )
-            -- one CallID left: every byte is its call's
-            SELECT callids[1] AS callid, size AS bytes, 1 AS n_callids, * EXCLUDE (callids, callid_bytes)
-            FROM ops WHERE len(callids) = 1
-            UNION ALL BY NAME
-            -- several distinct CallIDs (fan-in): each with its bytes
-            SELECT unnest(callids) AS callid, unnest({_OP_BYTES}) AS bytes, len(callids) AS n_callids,
-                   * EXCLUDE (callids, callid_bytes)
-            FROM ops WHERE len(callids) > 1 AND len(list_distinct(callids)) = len(callids)
-            UNION ALL BY NAME
-            -- a CallID listed more than once (not written by our servers): one link, the bytes summed
-            SELECT CASE WHEN n_callids = 1 THEN size ELSE b END AS bytes, * EXCLUDE (b)
-            FROM (SELECT CASE WHEN count(bytes) = count(*) THEN sum(bytes) END::BIGINT AS b,
-                         * EXCLUDE (bytes)
-                  FROM (SELECT unnest(callids) AS callid, unnest({_OP_BYTES}) AS bytes,
-                               len(list_distinct(callids)) AS n_callids, * EXCLUDE (callids, callid_bytes)
-                        FROM ops WHERE len(list_distinct(callids)) < len(callids))
-                  GROUP BY ALL))"""
+        UNION ALL
+        SELECT callid, n_callids,
+               CASE WHEN n_callids = 1 THEN size
+                    WHEN count(b) = count(*) THEN CAST(sum(b) AS BIGINT) END AS bytes, {names}
+        FROM (SELECT callid, n_callids, CASE WHEN n_bytes = n_listed THEN b WHEN size = 0 THEN 0 END AS b,
+                     {names}
+              FROM (SELECT {pair}, {listed}, {stamped} AS n_callids, {columns}
+                    {source} WHERE {disk} AND {odd}) o
+              WHERE callid <> {none}) s
+        GROUP BY callid, n_callids, {names}"""
     # (the calls are the join's build side, whatever the estimates say: the links are many more, 80 M at
     # 100 M events, and a hash table of them took 7 GB)
     con.execute("SET disabled_optimizers = 'build_side_probe_side'")

@@ -30,7 +30,7 @@ from callid_core import schema as S
 from callid_core.errors import BadValue, InputError
 from callid_core.units import parse_size
 from pipeline.dialect import SPARK, signed
-from pipeline.load import LogInfo, check_values
+from pipeline.load import LogInfo, check_values, find_problems
 
 #: the driver's memory when no ``--memory-limit`` is given
 DRIVER_MEMORY = "4GiB"
@@ -100,14 +100,17 @@ class SparkEngine:
         frame.selectExpr(*map(column, S.LOGS[info.kind].schema)).createOrReplaceTempView(f"{info.kind}_log")
 
     def check_values(self) -> None:
-        """(Checked by DuckDB on this machine: the first bad row is named by file and row number, which
-        Spark does not know.)"""
-        con = duckdb.connect()
-        try:
-            for info in self.logs:
-                check_values(con, info)
-        finally:
-            con.close()
+        """The logs' values counted by Spark; where one is bad, DuckDB finds the first bad row on this
+        machine (by file and row number, which Spark does not know)."""
+        for info in self.logs:
+            with _said():
+                found = find_problems(self.rows, SPARK, info, f"{info.kind}_log")
+            if found.nulls or found.negative or found.backwards or found.repeated:
+                con = duckdb.connect()
+                try:
+                    check_values(con, info, found)
+                finally:
+                    con.close()
 
     def rows(self, sql: str) -> list[tuple]:
         with _said():

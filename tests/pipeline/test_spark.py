@@ -11,9 +11,11 @@ import shutil
 import duckdb
 import pytest
 
+from callid_core import schema as S
 from callid_core.tables import MERGED
 from pipeline.merge import merge, open_merged
 from tests.conftest import callid_cmd
+from tests.pipeline.test_merge import CLIENT_ROWS, NONE, SERVER_ROWS, A, B, _op, _write
 
 pytestmark = pytest.mark.slow
 
@@ -77,6 +79,30 @@ def test_spark_merge_equals_duckdb_merge(tmp_path, spark_ready, servers):
     assert json.loads(out.stdout)
 
 
+def test_spark_merges_disk_operations_listing_a_callid_twice_or_an_unstamped_one(tmp_path, spark_ready):
+    """(Never written by callid's servers, but a log may hold them: the same arrows as DuckDB's.)"""
+    client = _write(tmp_path / "c.parquet", S.CLIENT_SCHEMA, CLIENT_ROWS, S.KIND_CLIENT)
+    server = _write(tmp_path / "s.parquet", S.SERVER_SCHEMA, [
+        *SERVER_ROWS,
+        _op("io0", "trove", "trove_write", [A, B], 11, 100, 1010),  # several CallIDs, no ownership
+        _op("io0", "trove", "trove_write", [A, NONE, B], 12, 90, 1020, callid_bytes=[30, 0, 60]),
+        _op("io0", "trove", "trove_write", [A, A], 13, 80, 1030, callid_bytes=[50, 30]),  # one call, twice
+        _op("io0", "trove", "trove_write", [B, NONE, B], 14, 70, 1040, callid_bytes=[20, 5, 40]),
+        _op("io0", "trove", "trove_write", [A, NONE, B, A], 15, 60, 1050),  # no ownership: unknown
+        _op("io0", "trove", "trove_write", [NONE, NONE], 16, 50, 1060),  # nobody's
+    ], S.KIND_SERVER)
+    out = callid_cmd("merge", client, server, "--engine", "spark", "--storage", "parquet",
+                     "-o", tmp_path / "spark")
+    assert out.returncode == 0, out.stderr
+    merge(str(client), str(server), str(tmp_path / "duck.duckdb"))
+    assert _differences(str(tmp_path / "spark"), str(tmp_path / "duck.duckdb")) == {}
+    rows = open_merged(str(tmp_path / "spark")).sql(
+        "SELECT callid, event_id, bytes, n_callids, exact FROM arrows WHERE event_id > 10 ORDER BY ALL")
+    assert rows.fetchall() == [
+        (A, 11, None, 2, False), (A, 12, 30, 2, True), (A, 13, 80, 1, True), (A, 15, None, 2, False),
+        (B, 11, None, 2, False), (B, 12, 60, 2, True), (B, 14, 70, 1, True), (B, 15, None, 2, False)]
+
+
 def test_spark_merge_of_bad_input_says_what_in_one_line_and_writes_nothing(tmp_path, spark_ready):
     out = callid_cmd("merge", tmp_path / "none.parquet", tmp_path / "none.parquet", "--engine", "spark",
                      "-o", tmp_path / "m")
@@ -96,3 +122,13 @@ def test_spark_merge_of_bad_input_says_what_in_one_line_and_writes_nothing(tmp_p
     out = callid_cmd("merge", logs / "client.parquet", logs / "server.parquet", "--engine", "spark",
                      "--memory-limit", "lots", "-o", tmp_path / "m")
     assert out.returncode == 2 and "--memory-limit lots" in out.stderr, out.stderr
+    # a bad value (counted by Spark) is named by file, column and row, as the DuckDB merge names it
+    client = _write(tmp_path / "c.parquet", S.CLIENT_SCHEMA, CLIENT_ROWS, S.KIND_CLIENT)
+    server = _write(tmp_path / "s.parquet", S.SERVER_SCHEMA, [*SERVER_ROWS, SERVER_ROWS[1]], S.KIND_SERVER)
+    said = []
+    for engine in ("spark", "duckdb"):
+        out = callid_cmd("merge", client, server, "--engine", engine, "-o", tmp_path / "m")
+        assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+        said.append(out.stderr)
+    assert said[0] == said[1] and "column 'event_id' repeats event_id 2 of server io0" in said[0], said
+    assert not (tmp_path / "m").exists()
