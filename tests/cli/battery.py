@@ -55,7 +55,7 @@ class Case:
 
 LOGS = ["run/client.parquet", "run/server.parquet"]
 #: files of the workspace that every case must leave unchanged
-INPUTS = [*LOGS, "m.duckdb", "mp/calls.parquet", "important.txt",
+INPUTS = [*LOGS, "m.duckdb", "mp/calls.parquet", "important.txt", "fs.json", "fs.secret",
           "run/parts/user.txt", "prog.py"]
 
 CASES = [
@@ -135,6 +135,18 @@ CASES = [
     Case("stats --json", ["stats", "m.duckdb", "--json"], ok=True),
     Case("replay -d over its source", ["replay", "run/client.parquet", "-d", "run"]),
     Case("replay missing", ["replay", "nosuch.darshan"]),
+    # a file system of servers that run elsewhere (fs.json: made, its servers never started)
+    Case("fs init without --servers", ["fs", "init", "-o", "new.json"]),
+    Case("fs init bad server list", ["fs", "init", "--servers", "node1:bogus", "-o", "new.json"]),
+    Case("fs init over a user's file", ["fs", "init", "--servers", "127.0.0.1:io0", "-o", "important.txt"]),
+    Case("fs init over a file system", ["fs", "init", "--servers", "127.0.0.1:io0", "-o", "fs.json"]),
+    Case("servers start missing config", ["servers", "start", "--config", "nosuch.json"]),
+    Case("servers start a foreign config", ["servers", "start", "--config", "important.txt"]),
+    Case("servers start unknown name", ["servers", "start", "--config", "fs.json", "--name", "io9"]),
+    Case("servers stop none running", ["servers", "stop", "--config", "fs.json"]),
+    Case("servers status none answer", ["servers", "status", "--config", "fs.json"]),
+    Case("run --fs a foreign config", ["run", "--fs", "important.txt", "-d", "rf", "prog.py"]),
+    Case("run --fs servers not running", ["run", "--fs", "fs.json", "-d", "rf", "prog.py"]),
 ]
 
 
@@ -193,6 +205,7 @@ def make_workspace(where: Path, checkout: Path = ROOT) -> Path:
     (ws / "run" / "parts" / "user.txt").write_text("the user's own file\n")
     callid("merge", *LOGS, "-o", "m.duckdb")
     callid("merge", *LOGS, "--storage", "parquet", "-o", "mp")
+    callid("fs", "init", "--servers", "127.0.0.1:io0", "--port", "39431", "-o", "fs.json")
     (ws / "foreign").mkdir()
     pq.write_table(pa.table({"x": [1]}), ws / "foreign" / "client.parquet")
     # damaged merged outputs
