@@ -265,8 +265,7 @@ def _connection(srv: ServerConfig, secret: bytes, timeout: float) -> Iterator[Ca
         except (OSError, P.ProtocolError) as exc:
             raise RunError(f"{where} does not answer: {exc}") from None
         if isinstance(resp, P.ErrorResponse):
-            status = P.Status(resp.status).name if resp.status in set(P.Status) else resp.status
-            raise RunError(f"{where} refused a {req.NAME} request ({status})")
+            raise RunError(f"{where} refused a {req.NAME} request ({P.status_name(resp.status)})")
         return resp
 
     try:

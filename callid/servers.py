@@ -6,8 +6,7 @@ Each server has a directory of its own on its host (``ServerConfig.home``):
 * ``storage/``: its datafiles and metadata;
 * ``parts/``: its event log, as part files (``callid run --fs`` takes the parts of a run over the
   wire: ``callid.run.log_parts``);
-* ``NAME.addr``: its pid file: address, process id, host name and how many times SIGUSR1 made it
-  flush its log (written by the server);
+* ``NAME.addr``: its pid file: address, process id and host name (written by the server);
 * ``NAME.log``: its output.
 
 A process is taken for a server only when its address file names this machine and the process's

@@ -152,6 +152,10 @@ class Problems(NamedTuple):
     backwards: int
     repeated: int
 
+    @property
+    def any(self) -> bool:
+        return bool(self.nulls or self.negative or self.backwards or self.repeated)
+
 
 def find_problems(rows: Callable[[str], list[tuple]], d: Dialect, info: LogInfo, source: str) -> Problems:
     """Count the values the merge cannot take in the log ``info`` read as ``source`` (a scan, or a view

@@ -588,7 +588,6 @@ def derive_arrows(con: duckdb.DuckDBPyConnection, run: Engine, target: _Target, 
     columns = ", ".join(f"{expr} AS {name}" for name, expr in named.items())
     names = ", ".join(named)
     pair, source = d.unnest_pair(src, "x.callids", "x.callid_bytes", ("callid", "b"))
-    listed = f"{d.size('x.callids')} AS n_listed, {d.size('x.callid_bytes')} AS n_bytes"
     links = f"""
         SELECT callid, n_callids,
                CASE WHEN n_callids = 1 THEN size WHEN n_bytes = n_callids THEN b
@@ -601,6 +600,7 @@ def derive_arrows(con: duckdb.DuckDBPyConnection, run: Engine, target: _Target, 
         # places in the list summed (an unstamped one and its bytes left out)
         none = d.u64(sentinel)
         stamped = d.size(d.distinct(d.filter("x.callids", "v", f"v <> {none}")))
+        listed = f"{d.size('x.callids')} AS n_listed, {d.size('x.callid_bytes')} AS n_bytes"
         links += f"""
         UNION ALL
         SELECT callid, n_callids,

@@ -105,7 +105,7 @@ class SparkEngine:
         for info in self.logs:
             with _said():
                 found = find_problems(self.rows, SPARK, info, f"{info.kind}_log")
-            if found.nulls or found.negative or found.backwards or found.repeated:
+            if found.any:
                 con = duckdb.connect()
                 try:
                     check_values(con, info, found)

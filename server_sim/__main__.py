@@ -17,8 +17,7 @@ def main(argv: list[str] | None = None) -> int:
     serve = sub.add_parser("serve", help="run one server of the file system in the foreground")
     serve.add_argument("--config", required=True, help="file system configuration (JSON)")
     serve.add_argument("--name", required=True, help="which server of the configuration to run")
-    serve.add_argument("--addr-file", help="write {host, port, pid, hostname, flushes} here once listening "
-                       "(SIGUSR1 flushes the event log and counts it here)")
+    serve.add_argument("--addr-file", help="write {host, port, pid, hostname} here once listening")
     serve.add_argument("--log-level", default="WARNING")
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")

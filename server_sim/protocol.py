@@ -68,6 +68,14 @@ class Status(enum.IntEnum):
     ENOSYS = 38
 
 
+def status_name(status: int) -> str:
+    """The name of an :class:`ErrorResponse`'s status (``EIO``), or ``status N`` for an unknown one."""
+    try:
+        return Status(status).name
+    except ValueError:
+        return f"status {status}"
+
+
 class Op(enum.IntEnum):
     """Request operations, one request class each; the messages answering a request carry its op."""
 

@@ -6,8 +6,8 @@ EAGAIN; when the process runs out of file descriptors, EMFILE, through a descrip
 reserve for that); a connection proves it holds the file system's secret within
 ``AUTH_TIMEOUT`` (``bmi.authenticate``) and is closed after ``idle_timeout`` seconds without a
 byte.  SIGTERM or SIGINT stops it: no new connection, every connection shut down, their
-threads waited for at most ``SHUTDOWN_GRACE`` seconds, the event log flushed.  SIGUSR1 flushes
-the event log of a server that goes on serving.
+threads waited for at most ``SHUTDOWN_GRACE`` seconds, the event log flushed.  A server that goes
+on serving writes its log when a client asks (``log_flush``: ``callid run --fs`` takes it so).
 """
 
 from __future__ import annotations
@@ -110,16 +110,15 @@ class Server:
     def serve(self, addr_file: str | os.PathLike[str] | None = None,
               listener: socket.socket | None = None) -> None:
         """Listen, write ``addr_file`` (its address and process id), serve until SIGTERM, then
-        flush.  SIGUSR1 flushes the event log and counts the flush in ``addr_file`` (``flushes``)."""
+        flush."""
         listener = listener or self.listen()
         host, port = listener.getsockname()[:2]
-        self._addr = {"host": host, "port": port, "pid": os.getpid(), "hostname": socket.gethostname(),
-                      "flushes": 0}
-        self._addr_file = addr_file
+        addr = {"host": host, "port": port, "pid": os.getpid(), "hostname": socket.gethostname()}
         signal.signal(signal.SIGTERM, self._signal)
         signal.signal(signal.SIGINT, self._signal)
-        signal.signal(signal.SIGUSR1, self._flush_signal)
-        self._write_addr()  # (once the signals are handled: whoever reads it may send them)
+        if addr_file:  # (once the signals are handled: whoever reads it may send them)
+            with replacing(addr_file) as tmp:
+                tmp.write_text(json.dumps(addr))
         log.info("server %s listening on %s:%d", self.me.name, host, port)
         spare = _reserve()
         try:
@@ -135,26 +134,6 @@ class Server:
         finally:
             listener.close()
             self.close()
-
-    def _write_addr(self) -> None:
-        if self._addr_file:
-            with replacing(self._addr_file) as tmp:
-                tmp.write_text(json.dumps(self._addr))
-
-    def _flush_signal(self, signum: int, frame: object) -> None:
-        """SIGUSR1: write the events logged so far as a part file, then count the flush in the
-        address file (``callid run --fs`` collects the log of servers that go on running)."""
-        if self._stopping:  # (the stop flushes; this thread may hold the log's lock already)
-            return
-        try:
-            self.events.log.flush()
-        except Exception:  # noqa: BLE001 (a server never dies of a flush; the rows wait for the next)
-            log.exception("the event log could not be flushed")
-        self._addr["flushes"] += 1
-        try:
-            self._write_addr()
-        except OSError as exc:
-            log.warning("the address file could not be written: %s", exc)
 
     def _signal(self, signum: int, frame: object) -> None:
         """SIGTERM, SIGINT: stop (the first one only: a later one cannot cut the stop short)."""

@@ -195,7 +195,7 @@ class SysInt:
                 self._drop(server)
                 raise FsError(P.Status.EIO, f"server {server}: {exc}") from None
             if isinstance(resp, P.ErrorResponse):
-                error = _status_name(resp.status)
+                error = P.status_name(resp.status)
                 raise FsError(resp.status, f"server {server}: {op} failed with {error}")
             return resp
         except FsError as exc:
@@ -528,10 +528,3 @@ def _scatter(data: memoryview | bytes, view: memoryview, pieces: list[tuple[int,
     for o, k in pieces:
         view[o:o + k] = data[pos:pos + k]
         pos += k
-
-
-def _status_name(status: int) -> str:
-    try:
-        return P.Status(status).name
-    except ValueError:
-        return f"status {status}"

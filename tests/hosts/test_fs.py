@@ -154,7 +154,7 @@ def test_a_stale_pid_file_gets_no_signal(tmp_path):
     home = tmp_path / "servers" / "io0"
     home.mkdir(parents=True)
     (home / "io0.addr").write_text(json.dumps({"host": "127.0.0.1", "port": 1, "pid": os.getpid(),
-                                               "hostname": socket.gethostname(), "flushes": 0}))
+                                               "hostname": socket.gethostname()}))
     result = callid_cmd("servers", "stop", "--config", fs, "--name", "io0")
     assert result.returncode == 1
     assert f"server io0 (127.0.0.1:{Config.load(fs).server('io0').port}) is not running on this machine " \
