@@ -28,10 +28,10 @@ be nearly straight), and a window that still cannot be satisfied gets a soft fit
 minimising the total violation.
 
 SQL (run by the merge's engine, DuckDB or Spark) builds the constraint pairs from the logs; numpy
-does hulls and windows;
-scipy solves the small linear programs.  Clocks reached only through other clocks
-(ranks on other hosts talk only to servers) are aligned in a second round against the
-already-aligned ones; their bound adds the bound of those clocks.
+does hulls and windows and scipy solves the small linear programs, clock by clock, where the engine
+holds the pairs (this process for DuckDB; Spark's executors, one task per clock).  Clocks reached
+only through other clocks (ranks on other hosts talk only to servers) are aligned in a second round
+against the already-aligned ones; their bound adds the bound of those clocks.
 """
 
 from __future__ import annotations
@@ -40,6 +40,8 @@ import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
+from functools import partial
+from typing import Protocol
 
 import duckdb
 import numpy as np
@@ -50,8 +52,8 @@ from callid_core.choices import ClockSync, listed
 from callid_core.tables import CLOCKS
 from pipeline.dialect import DUCKDB, Dialect
 
-__all__ = ["Bounds", "Fit", "bounds", "create_clock_map", "estimate", "fit_clock", "inline_sql",
-           "mapped", "moved_windows", "pairs_sql", "truth_errors"]
+__all__ = ["Bounds", "ClockPairs", "Fit", "FitOne", "LocalPairs", "bounds", "create_clock_map", "estimate",
+           "fit_clock", "inline_sql", "mapped", "moved_windows", "pairs_sql", "truth_errors"]
 
 MAX_DRIFT = 1e-3  # |drift| at most 1000 ppm
 MIN_WINDOW = 32  # constraints per window below which a window is not split further
@@ -441,15 +443,46 @@ SELECT CAST(a AS {ids}) AS a, a_t, CAST(b AS {ids}) AS b, b_t FROM (
 """
 
 
-def estimate(rows: Callable[[str], list[tuple]], reader: Callable[[str], pa.RecordBatchReader],
-             d: Dialect, model: str = "drift") -> pa.Table:
+#: what fits one clock from its pairs against aligned clocks (see :class:`ClockPairs`): its id, then its
+#: pairs as the later end and as the earlier end, each (other clock, its time, this clock's time)
+FitOne = Callable[[int, tuple, tuple], list[Fit]]
+
+
+class ClockPairs(Protocol):
+    """The constraint pairs of a run, held where the engine computed them."""
+
+    def fit(self, done: np.ndarray, fit_one: FitOne) -> dict[int, list[Fit]]:
+        """``fit_one`` of every clock not ``done`` (bool per clock id) with pairs against clocks that
+        are, by clock id.  (It may run elsewhere: it takes and returns only picklable values.)"""
+
+
+class LocalPairs:
+    """The pairs streamed to this process, gathered by clock."""
+
+    def __init__(self, pairs: pa.RecordBatchReader, n: int, ref: int) -> None:
+        self.lo, self.hi = _by_clock(pairs, n, ref)
+
+    def fit(self, done: np.ndarray, fit_one: FitOne) -> dict[int, list[Fit]]:
+        nothing = (np.empty(0, np.int16), np.empty(0, np.int64), np.empty(0, np.int64))
+        new = {}
+        for cid in np.flatnonzero(~done[:-1]).tolist():
+            lo = _with_done(self.lo.get(cid, nothing), done)
+            hi = _with_done(self.hi.get(cid, nothing), done)
+            if len(lo[2]) or len(hi[2]):
+                new[cid] = fit_one(cid, lo, hi)
+        return new
+
+
+def estimate(rows: Callable[[str], list[tuple]], pairs: Callable[[str, int, int], ClockPairs], d: Dialect,
+             model: str = "drift") -> pa.Table:
     """The ``clocks`` table (:data:`CLOCKS_SCHEMA`) of the logs in the views ``client_log`` and
     ``server_log`` of an engine that runs SQL of dialect ``d``: ``rows(sql)`` fetches a small result,
-    ``reader(sql)`` streams a large one (the pairs)."""
+    ``pairs(sql, n, ref)`` holds the constraint pairs (clock ids below ``n``; ``ref`` the reference
+    clock's, never fitted)."""
     if model not in set(ClockSync):
         raise ValueError(f"unknown clock model {model!r}: choose {listed(ClockSync)}")
     with _small_pages():
-        return _estimate(rows, reader, d, model)
+        return _estimate(rows, pairs, d, model)
 
 
 @contextmanager
@@ -466,8 +499,8 @@ def _small_pages() -> Iterator[None]:
             set_hugepage(before)
 
 
-def _estimate(rows: Callable[[str], list[tuple]], reader: Callable[[str], pa.RecordBatchReader],
-              d: Dialect, model: str) -> pa.Table:
+def _estimate(rows: Callable[[str], list[tuple]], pairs: Callable[[str, int, int], ClockPairs], d: Dialect,
+              model: str) -> pa.Table:
     listed_names = rows(NAMES_SQL)
     names = {i: clock for i, clock, _ in listed_names}
     source = {clock: src for _, clock, src in listed_names}
@@ -478,32 +511,16 @@ def _estimate(rows: Callable[[str], list[tuple]], reader: Callable[[str], pa.Rec
     servers = sorted(rows("SELECT DISTINCT server, clock FROM server_log"))
     servers = list({server: ids_of[clock] for server, clock in servers}.items())
     ids = "SMALLINT" if len(names) < 2**15 else "INTEGER"
-    pairs = reader(pairs_sql(d, [names[i] for i in sorted(names)], [s for s, _ in servers],
-                             [i for _, i in servers], ids))
     n = len(names) + 1
-    lo_pairs, hi_pairs = _by_clock(pairs, n, ref)
-    nothing = (np.empty(0, np.int16), np.empty(0, np.int64), np.empty(0, np.int64))
+    held = pairs(pairs_sql(d, [names[i] for i in sorted(names)], [s for s, _ in servers],
+                           [i for _, i in servers], ids), n, ref)
     fits: dict[int, list[Fit]] = {}
     if ref >= 0:
         fits[ref] = [Fit(ref_name, 0, None, None, 0, 0.0, 0.0, 0.0, None, "reference", "reference", "")]
     while True:  # one round: every clock with constraints against the clocks aligned so far
         done = np.zeros(n, dtype=bool)
         done[list(fits)] = True
-        new = {}
-        for cid in np.flatnonzero(~done[:-1]).tolist():
-            # (pairs whose other end is aligned: lower bounds on this clock, and upper bounds)
-            lo_other, lo_t, lo_x = _with_done(lo_pairs.get(cid, nothing), done)
-            hi_other, hi_t, hi_x = _with_done(hi_pairs.get(cid, nothing), done)
-            if not len(lo_x) and not len(hi_x):
-                continue
-            lo = bounds(lo_x, _map(fits, lo_other, lo_t), lo_t > lo_x)
-            hi = bounds(hi_x, _map(fits, hi_other, hi_t), hi_t < hi_x)
-            others = _ids(n, lo_other, hi_other)
-            new[cid] = fit_clock(names[cid], lo, hi, model, ",".join(names[o] for o in others))
-            inherited = max((f.bound_ns or 0.0) for o in others for f in fits[o])
-            for f in new[cid]:
-                if f.bound_ns is not None:
-                    f.bound_ns += inherited
+        new = held.fit(done, partial(_fit_one, fits=dict(fits), names=names, model=model, n=n))
         if not new:
             break
         fits.update(new)
@@ -514,6 +531,23 @@ def _estimate(rows: Callable[[str], list[tuple]], reader: Callable[[str], pa.Rec
     fitted = [asdict(f) for cid in sorted(fits, key=lambda c: names[c]) for f in fits[cid]]
     return pa.Table.from_pylist([{"source": source.get(f["clock"]), **f} for f in fitted],
                                 schema=CLOCKS_SCHEMA)
+
+
+def _fit_one(cid: int, lo_pairs: tuple, hi_pairs: tuple, *, fits: dict[int, list[Fit]], names: dict[int, str],
+             model: str, n: int) -> list[Fit]:
+    """:data:`FitOne`: clock ``cid``'s windows from its pairs against the clocks of ``fits``; the bound
+    of each adds the largest of theirs."""
+    lo_other, lo_t, lo_x = lo_pairs
+    hi_other, hi_t, hi_x = hi_pairs
+    lo = bounds(lo_x, _map(fits, lo_other, lo_t), lo_t > lo_x)
+    hi = bounds(hi_x, _map(fits, hi_other, hi_t), hi_t < hi_x)
+    others = _ids(n, lo_other, hi_other)
+    fitted = fit_clock(names[cid], lo, hi, model, ",".join(names[o] for o in others))
+    inherited = max((f.bound_ns or 0.0) for o in others for f in fits[o])
+    for f in fitted:
+        if f.bound_ns is not None:
+            f.bound_ns += inherited
+    return fitted
 
 
 def _with_done(pairs: tuple[np.ndarray, ...], done: np.ndarray) -> tuple[np.ndarray, ...]:

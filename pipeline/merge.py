@@ -169,7 +169,7 @@ def merge(client: str, server: str, out: str, *, memory_limit: str | None = None
             run = DuckEngine(con, target, c, s)
         run.check_values()
         step("align clocks")
-        con.register("fits", clocks.estimate(run.rows, run.reader, run.dialect, clock_sync))
+        con.register("fits", clocks.estimate(run.rows, run.clock_pairs, run.dialect, clock_sync))
         con.execute("CREATE TABLE clocks AS SELECT * FROM fits")
         con.unregister("fits")
         step("build tables")
@@ -224,8 +224,8 @@ class Engine(Protocol):
     def rows(self, sql: str) -> list[tuple]:
         """The rows of a small result."""
 
-    def reader(self, sql: str) -> pa.RecordBatchReader:
-        """A large result, streamed."""
+    def clock_pairs(self, sql: str, n: int, ref: int) -> clocks.ClockPairs:
+        """The clock alignment's constraint pairs, the rows of ``sql`` (see :func:`clocks.estimate`)."""
 
     def write(self, select: str, name: str) -> list[str]:
         """Write the rows of ``select`` as Parquet; return the files' names in the data directory.  The
@@ -252,8 +252,8 @@ class DuckEngine:
     def rows(self, sql: str) -> list[tuple]:
         return self.con.execute(sql).fetchall()
 
-    def reader(self, sql: str) -> pa.RecordBatchReader:
-        return self.con.sql(sql).to_arrow_reader(1 << 20)
+    def clock_pairs(self, sql: str, n: int, ref: int) -> clocks.ClockPairs:
+        return clocks.LocalPairs(self.con.sql(sql).to_arrow_reader(1 << 20), n, ref)
 
     def write(self, select: str, name: str) -> list[str]:
         self.target.copy(self.con, select, name)

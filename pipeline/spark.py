@@ -4,7 +4,8 @@ the cluster at ``--master``), for traces no single machine merges.
 
 Spark reads the logs and writes the stored tables (``calls``, ..., ``arrows``, ``fanout``) as Parquet
 parts into the output's data directory (``arrows/part-*.parquet``, ...); the clock alignment's linear
-programs run here, in Python, on the constraint pairs Spark computes; the catalog of views is DuckDB's,
+programs run in Spark's executors (Python workers, which need callid installed), one task per clock on
+the constraint pairs Spark computed, and only the fits reach the driver; the catalog of views is DuckDB's,
 as for the default engine, so every command reads the output unchanged.
 
 Spark has no unsigned integers: it reads the logs' ``UINT64`` CallIDs as ``DECIMAL(20, 0)``; the views
@@ -16,24 +17,31 @@ stored tables too, and the catalog's views cast them back.  PySpark is the optio
 from __future__ import annotations
 
 import os
+import pickle
 import shutil
+import socket
+import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pyarrow as pa
-import pyarrow.dataset as ds
 
 from callid_core import schema as S
 from callid_core.errors import BadValue, InputError
 from callid_core.units import parse_size
+from pipeline.clocks import Fit, FitOne
 from pipeline.dialect import SPARK, signed
 from pipeline.load import LogInfo, check_values, find_problems
 
 #: the driver's memory when no ``--memory-limit`` is given
 DRIVER_MEMORY = "4GiB"
+#: seconds a standalone master (``spark://``) has to accept a connection before the merge gives up
+#: (Spark itself would try for a minute, then say only that no master answered)
+MASTER_TIMEOUT = 10.0
 
 
 def _memory(limit: str | None) -> str:
@@ -60,7 +68,11 @@ class SparkEngine:
         if not (os.environ.get("JAVA_HOME") or shutil.which("java")):
             raise InputError("--engine spark needs Java 17 or later: install a JDK (e.g. apt-get install "
                              "openjdk-17-jre-headless) or set JAVA_HOME")
+        if master and master.startswith("spark://"):
+            _check_master(master)
         self.logs, self.data, self.scratch = (c, s), data, scratch
+        if (master or "local").startswith("local"):  # (the workers: this Python, whatever is on PATH)
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         scratch.mkdir(parents=True, exist_ok=True)
         builder = (SparkSession.builder.master(master or "local[*]").appName("callid merge")
                    .config("spark.driver.memory", _memory(memory))
@@ -116,11 +128,11 @@ class SparkEngine:
         with _said():
             return [tuple(row) for row in self.spark.sql(sql).collect()]
 
-    def reader(self, sql: str) -> pa.RecordBatchReader:
-        path = self.scratch / f"result-{len(list(self.scratch.glob('result-*')))}"
+    def clock_pairs(self, sql: str, n: int, ref: int) -> SparkPairs:
+        path = self.scratch / "clock-pairs"
         with _said():
-            self.spark.sql(sql).write.parquet(str(path))
-        return ds.dataset(_parts(path), format="parquet").scanner(batch_size=1 << 20).to_reader()
+            self.spark.sql(sql).write.mode("overwrite").parquet(str(path))
+        return SparkPairs(self.spark, path)
 
     def write(self, select: str, name: str) -> list[str]:
         out = self.data / name
@@ -138,12 +150,71 @@ class SparkEngine:
             self.spark = None
 
 
+class SparkPairs:
+    """:class:`pipeline.clocks.ClockPairs` as Parquet parts Spark wrote: each round's clocks are fitted
+    by Spark's executors, one task per clock (on its pairs against the aligned clocks), and only their
+    fits reach the driver."""
+
+    def __init__(self, spark, path: Path) -> None:
+        self.spark, self.path = spark, path
+
+    def fit(self, done: np.ndarray, fit_one: FitOne) -> dict[int, list[Fit]]:
+        aligned = ", ".join(map(str, np.flatnonzero(done[:-1]).tolist())) or "-1"
+        self.spark.read.parquet(str(self.path)).createOrReplaceTempView("clock_pairs")
+        sides = self.spark.sql(f"""
+            SELECT b AS clock, FALSE AS earlier, a AS other, a_t AS t, b_t AS x FROM clock_pairs
+            WHERE a IN ({aligned}) AND b NOT IN ({aligned})
+            UNION ALL SELECT a, TRUE, b, b_t, a_t FROM clock_pairs
+            WHERE b IN ({aligned}) AND a NOT IN ({aligned})
+        """)
+        with _said(), warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)  # (PySpark's about pandas 3)
+            found = sides.groupBy("clock").applyInArrow(_fitter(fit_one), "clock INT, fits BINARY").collect()
+        return {row.clock: pickle.loads(row.fits) for row in found}
+
+
+def _fitter(fit_one: FitOne) -> Callable[[pa.Table], pa.Table]:
+    """What an executor runs on one clock's group of :meth:`SparkPairs.fit`: its fits, pickled.  (A
+    function with type hints: PySpark infers from them how to call it.)"""
+    def fit_group(group: pa.Table) -> pa.Table:
+        return _fit_group(fit_one, group)
+    return fit_group
+
+
+def _fit_group(fit_one: FitOne, group: pa.Table) -> pa.Table:
+    earlier = group.column("earlier").to_numpy(zero_copy_only=False)
+    columns = [group.column(k).to_numpy() for k in ("other", "t", "x")]
+    cid = group.column("clock")[0].as_py()
+    fits = fit_one(cid, tuple(c[~earlier] for c in columns), tuple(c[earlier] for c in columns))
+    return pa.table({"clock": pa.array([cid], pa.int32()), "fits": [pickle.dumps(fits)]})
+
+
+def _check_master(url: str) -> None:
+    """:class:`InputError` unless one of the standalone masters of ``url`` (``spark://h1:p1,h2:p2``)
+    accepts a connection within :data:`MASTER_TIMEOUT` seconds."""
+    said = []
+    for address in url.removeprefix("spark://").split(","):
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit():
+            raise InputError(f"--master {url}: not a master URL (spark://HOST:PORT[,HOST:PORT...])")
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout=MASTER_TIMEOUT).close()
+            return
+        except OSError as exc:
+            said.append(f"{address}: {exc.strerror or exc}")
+    raise InputError(f"--master {url}: no Spark master answers ({'; '.join(said)})")
+
+
 def _jvm_error(log: Path) -> str:
-    """The first exception the JVM printed into ``log`` (its message), or ''."""
+    """What the JVM printed into ``log`` of why it stopped: that no master answered (Spark tries for a
+    minute), or the first exception's message; or ''."""
     try:
         lines = log.read_text(errors="replace").splitlines()
     except OSError:
         return ""
+    if any("All masters are unresponsive" in line for line in lines):  # (its last try's error)
+        tries = [line.split("connect to ", 1)[1] for line in lines if "Could not connect to " in line]
+        return "no master answered within Spark's minute" + (f"; last: {tries[-1]}" if tries else "")
     found = next((line for line in lines if "Exception" in line or line.startswith("Error")), "")
     return found.split(": ", 1)[-1].strip()
 

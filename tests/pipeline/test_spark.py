@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 
 import duckdb
 import pytest
@@ -119,6 +120,17 @@ def test_spark_merge_of_bad_input_says_what_in_one_line_and_writes_nothing(tmp_p
     assert out.returncode == 2 and "Spark did not start (Master must" in out.stderr, out.stderr
     assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "m").exists()
+    # a standalone master's URL without a port, or where nothing listens: said before the JVM starts
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))  # (a port of ours, not listening)
+    refused = f"spark://127.0.0.1:{closed.getsockname()[1]}"
+    for master, said in ((refused, "no Spark master answers (127.0.0.1:"),
+                         ("spark://head", "not a master URL")):
+        out = callid_cmd("merge", logs / "client.parquet", logs / "server.parquet", "--engine", "spark",
+                         "--master", master, "-o", tmp_path / "m")
+        assert out.returncode == 2 and said in out.stderr and f"--master {master}" in out.stderr, out.stderr
+        assert len(out.stderr.strip().splitlines()) == 1 and not (tmp_path / "m").exists()
+    closed.close()
     out = callid_cmd("merge", logs / "client.parquet", logs / "server.parquet", "--engine", "spark",
                      "--memory-limit", "lots", "-o", tmp_path / "m")
     assert out.returncode == 2 and "--memory-limit lots" in out.stderr, out.stderr
@@ -132,3 +144,15 @@ def test_spark_merge_of_bad_input_says_what_in_one_line_and_writes_nothing(tmp_p
         said.append(out.stderr)
     assert said[0] == said[1] and "column 'event_id' repeats event_id 2 of server io0" in said[0], said
     assert not (tmp_path / "m").exists()
+
+
+def test_a_master_that_takes_the_connection_and_never_answers_ends_the_merge_in_a_line(tmp_path, spark_ready):
+    logs = tmp_path / "logs"
+    assert callid_cmd("synth", "--calls", "50", "-d", logs).returncode == 0
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # (the kernel accepts; nobody answers)
+        master = f"spark://127.0.0.1:{silent.getsockname()[1]}"
+        out = callid_cmd("merge", logs / "client.parquet", logs / "server.parquet", "--engine", "spark",
+                         "--master", master, "-o", tmp_path / "m")
+    assert out.returncode == 2, out.stderr
+    assert "Spark did not start (no master answered within Spark's minute" in out.stderr, out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and not (tmp_path / "m").exists()
