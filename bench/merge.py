@@ -3,7 +3,8 @@
 For each trace, ``callid synth`` writes the logs, then each implementation runs in its own
 process (so peak RSS is its own), one after the other:
 
-- ``callid merge`` end to end (validation, clock alignment, every table), once per output
+- ``callid merge`` end to end (validation, clock alignment, every table, the warnings the command
+  prints), once per output
   format (``--storage duckdb`` then ``parquet``), then ``callid stats`` on the DuckDB output (which
   runs ``callid check`` and ``callid insights`` too; peak RSS: the merge's own);
 - Polars (lazy, streaming) computing the same arrows and fan-out from the same logs (without
@@ -43,10 +44,12 @@ CALLID = f"""
 import re, sys, time
 from pipeline.merge import merge
 from pipeline.stats import compute_stats
+from pipeline.warnings import merge_warnings
 d, storage, stats = sys.argv[1], sys.argv[2], sys.argv[3] == "stats"
 out = d + ("/m.duckdb" if storage == "duckdb" else "/m")
 t = time.perf_counter()
 merge(d + "/client.parquet", d + "/server.parquet", out, storage=storage)
+merge_warnings(out)  # (what the command prints after the merge: part of its time and memory)
 merged, peak = time.perf_counter() - t, {_PEAK}  # (the merge's own peak: before stats)
 if stats:
     compute_stats(out)
