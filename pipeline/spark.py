@@ -160,15 +160,15 @@ class SparkPairs:
 
     def fit(self, done: np.ndarray, fit_one: FitOne) -> dict[int, list[Fit]]:
         aligned = ", ".join(map(str, np.flatnonzero(done[:-1]).tolist())) or "-1"
-        self.spark.read.parquet(str(self.path)).createOrReplaceTempView("clock_pairs")
-        sides = self.spark.sql(f"""
-            SELECT b AS clock, FALSE AS earlier, a AS other, a_t AS t, b_t AS x FROM clock_pairs
-            WHERE a IN ({aligned}) AND b NOT IN ({aligned})
-            UNION ALL SELECT a, TRUE, b, b_t, a_t FROM clock_pairs
-            WHERE b IN ({aligned}) AND a NOT IN ({aligned})
-        """)
         with _said(), warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)  # (PySpark's about pandas 3)
+            self.spark.read.parquet(str(self.path)).createOrReplaceTempView("clock_pairs")
+            sides = self.spark.sql(f"""
+                SELECT b AS clock, FALSE AS earlier, a AS other, a_t AS t, b_t AS x FROM clock_pairs
+                WHERE a IN ({aligned}) AND b NOT IN ({aligned})
+                UNION ALL SELECT a, TRUE, b, b_t, a_t FROM clock_pairs
+                WHERE b IN ({aligned}) AND a NOT IN ({aligned})
+            """)
             found = sides.groupBy("clock").applyInArrow(_fitter(fit_one), "clock INT, fits BINARY").collect()
         return {row.clock: pickle.loads(row.fits) for row in found}
 
