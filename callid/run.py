@@ -297,8 +297,8 @@ def log_parts(srv: ServerConfig, secret: bytes, timeout: float = LOG_TIMEOUT) ->
     stem = S.server_log_stem(srv.name)
     odd = [name for name in reply.names if not is_part(name, stem)]
     if odd or len(reply.names) != len(reply.sizes):
-        raise RunError(f"server {srv.name} at {srv.host}:{srv.port} named log parts that are not its own: "
-                       f"{odd[:3]}")
+        raise RunError(f"server {srv.name} at {srv.host}:{srv.port} named log parts that are not its own "
+                       f"({odd[:3]}) or not one size each")
     return dict(zip(reply.names, reply.sizes, strict=True))
 
 

@@ -520,7 +520,7 @@ def _estimate(rows: Callable[[str], list[tuple]], pairs: Callable[[str, int, int
     while True:  # one round: every clock with constraints against the clocks aligned so far
         done = np.zeros(n, dtype=bool)
         done[list(fits)] = True
-        new = held.fit(done, partial(_fit_one, fits=dict(fits), names=names, model=model, n=n))
+        new = held.fit(done, partial(_fit_one, fits=fits, names=names, model=model, n=n))
         if not new:
             break
         fits.update(new)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
 import shutil
 import socket
 import sys
@@ -60,7 +61,7 @@ class SparkEngine:
     def __init__(self, c: LogInfo, s: LogInfo, data: Path, scratch: Path, master: str | None = None,
                  memory: str | None = None) -> None:
         try:
-            with warnings.catch_warnings():  # (about pandas, which the merge does not use)
+            with warnings.catch_warnings():  # (PySpark's about pandas 3, which it uses for applyInArrow)
                 warnings.simplefilter("ignore", FutureWarning)
                 from pyspark.sql import SparkSession
         except ImportError:
@@ -195,7 +196,7 @@ def _check_master(url: str) -> None:
     said = []
     for address in url.removeprefix("spark://").split(","):
         host, _, port = address.rpartition(":")
-        if not host or not port.isdigit():
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise InputError(f"--master {url}: not a master URL (spark://HOST:PORT[,HOST:PORT...])")
         try:
             socket.create_connection((host.strip("[]"), int(port)), timeout=MASTER_TIMEOUT).close()
@@ -228,7 +229,19 @@ def _said() -> Iterator[None]:
     try:
         yield
     except (PySparkException, Py4JError) as exc:
-        raise InputError(f"merge failed (spark): {str(exc).strip().splitlines()[0]}") from None
+        raise InputError(f"merge failed (spark): {_what(str(exc))}") from None
+
+
+def _what(error: str) -> str:
+    """The line of a Spark error that says what went wrong: its first, or for a Python worker's
+    exception (whose first line says only that there was one) the exception it ended with."""
+    lines = [line.strip() for line in error.strip().splitlines() if line.strip()]
+    raised = [line for line in lines if re.match(r"[\w.]+(Error|Exception): ", line)]
+    if not lines or "from the Python worker" not in lines[0] or not raised:
+        return lines[0] if lines else error
+    hint = (" (the executors' Python needs callid installed: see PYSPARK_PYTHON)"
+            if raised[-1].startswith("ModuleNotFoundError") else "")
+    return f"in a Python worker: {raised[-1]}{hint}"
 
 
 def _parts(directory: Path) -> list[str]:

@@ -8,6 +8,8 @@ import json
 import os
 import shutil
 import socket
+import subprocess
+import sys
 
 import duckdb
 import pytest
@@ -125,7 +127,7 @@ def test_spark_merge_of_bad_input_says_what_in_one_line_and_writes_nothing(tmp_p
     closed.bind(("127.0.0.1", 0))  # (a port of ours, not listening)
     refused = f"spark://127.0.0.1:{closed.getsockname()[1]}"
     for master, said in ((refused, "no Spark master answers (127.0.0.1:"),
-                         ("spark://head", "not a master URL")):
+                         ("spark://head", "not a master URL"), ("spark://head:70000", "not a master URL")):
         out = callid_cmd("merge", logs / "client.parquet", logs / "server.parquet", "--engine", "spark",
                          "--master", master, "-o", tmp_path / "m")
         assert out.returncode == 2 and said in out.stderr and f"--master {master}" in out.stderr, out.stderr
@@ -156,3 +158,16 @@ def test_a_master_that_takes_the_connection_and_never_answers_ends_the_merge_in_
     assert out.returncode == 2, out.stderr
     assert "Spark did not start (no master answered within Spark's minute" in out.stderr, out.stderr
     assert len(out.stderr.strip().splitlines()) == 1 and not (tmp_path / "m").exists()
+
+
+def test_executors_whose_python_lacks_callid_are_said_in_one_line(tmp_path, spark_ready, monkeypatch):
+    bare = tmp_path / "bare"  # (a Python without callid and its dependencies, as a cluster's may be)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", bare], check=True)
+    monkeypatch.setenv("PYSPARK_PYTHON", str(bare / "bin" / "python"))
+    logs = tmp_path / "logs"
+    assert callid_cmd("synth", "--calls", "50", "-d", logs).returncode == 0
+    out = callid_cmd("merge", logs / "client.parquet", logs / "server.parquet", "--engine", "spark",
+                     "-o", tmp_path / "m", "--json")  # (--json: no progress lines)
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert "in a Python worker: ModuleNotFoundError: No module named" in out.stderr, out.stderr
+    assert "needs callid installed" in out.stderr and not (tmp_path / "m").exists()
