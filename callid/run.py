@@ -296,9 +296,12 @@ def log_parts(srv: ServerConfig, secret: bytes, timeout: float = LOG_TIMEOUT) ->
         reply = ask(P.LogFlushRequest())
     stem = S.server_log_stem(srv.name)
     odd = [name for name in reply.names if not is_part(name, stem)]
-    if odd or len(reply.names) != len(reply.sizes):
-        raise RunError(f"server {srv.name} at {srv.host}:{srv.port} named log parts that are not its own "
-                       f"({odd[:3]}) or not one size each")
+    if odd:
+        raise RunError(f"server {srv.name} at {srv.host}:{srv.port} named log parts that are not its own: "
+                       f"{odd[:3]}")
+    if len(reply.names) != len(reply.sizes):
+        raise RunError(f"server {srv.name} at {srv.host}:{srv.port} named {len(reply.names)} log parts "
+                       f"and {len(reply.sizes)} sizes")
     return dict(zip(reply.names, reply.sizes, strict=True))
 
 

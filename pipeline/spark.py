@@ -61,8 +61,7 @@ class SparkEngine:
     def __init__(self, c: LogInfo, s: LogInfo, data: Path, scratch: Path, master: str | None = None,
                  memory: str | None = None) -> None:
         try:
-            with warnings.catch_warnings():  # (PySpark's about pandas 3, which it uses for applyInArrow)
-                warnings.simplefilter("ignore", FutureWarning)
+            with _quiet():
                 from pyspark.sql import SparkSession
         except ImportError:
             raise InputError("--engine spark needs PySpark: pip install 'callid[spark]'") from None
@@ -161,8 +160,7 @@ class SparkPairs:
 
     def fit(self, done: np.ndarray, fit_one: FitOne) -> dict[int, list[Fit]]:
         aligned = ", ".join(map(str, np.flatnonzero(done[:-1]).tolist())) or "-1"
-        with _said(), warnings.catch_warnings():
-            warnings.simplefilter("ignore", FutureWarning)  # (PySpark's about pandas 3)
+        with _said(), _quiet():
             self.spark.read.parquet(str(self.path)).createOrReplaceTempView("clock_pairs")
             sides = self.spark.sql(f"""
                 SELECT b AS clock, FALSE AS earlier, a AS other, a_t AS t, b_t AS x FROM clock_pairs
@@ -188,6 +186,14 @@ def _fit_group(fit_one: FitOne, group: pa.Table) -> pa.Table:
     cid = group.column("clock")[0].as_py()
     fits = fit_one(cid, tuple(c[~earlier] for c in columns), tuple(c[earlier] for c in columns))
     return pa.table({"clock": pa.array([cid], pa.int32()), "fits": [pickle.dumps(fits)]})
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """Without PySpark's FutureWarning about pandas 3 (which it uses for ``applyInArrow``)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        yield
 
 
 def _check_master(url: str) -> None:

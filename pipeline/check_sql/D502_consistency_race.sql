@@ -271,8 +271,7 @@ SELECT [e.rank, l.rank] AS ranks, [e.callid, l.callid] AS callids, [e.func, l.fu
                       || d.d.ev_b || ')' END,
             CASE WHEN g.aid_e IS NOT NULL THEN 'no disk operation of the two touches the same bytes'
                  ELSE 'none logged (not on callid''s file system)' END) AS detail
--- (one finding per file and pair of ranks: the order is total)
 FROM (SELECT file, x, x_end, e, l, e_r, l_r FROM pair2) p
 LEFT JOIN disk d ON d.aid_e = p.e.aid AND d.aid_l = p.l.aid
 LEFT JOIN logged g ON g.aid_e = p.e.aid AND g.aid_l = p.l.aid
-ORDER BY p.file, e.t0, e.rank, l.rank
+ORDER BY p.file, e.t0, e.rank, l.rank  -- (one finding per file and pair of ranks: a total order)
