@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import glob
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
-import click
 import typer
 from typer.core import TyperCommand
 
@@ -1127,11 +1126,13 @@ def demo(
                f"callid sql {db} \"SELECT * FROM fanout\")", err=True)
 
 
-def commands() -> dict[str, click.Command]:
-    """Every command by its name after ``callid`` (a group's as ``GROUP COMMAND``), in order."""
-    def walk(prefix: str, group: click.Group) -> Iterator[tuple[str, click.Command]]:
+def commands() -> dict[str, Any]:
+    """Every command (typer's, with click's ``Command`` API) by its name after ``callid`` (a group's as
+    ``GROUP COMMAND``), in order.  A group is what holds ``commands`` (typer's ``TyperGroup`` is no
+    click ``Group``: it builds on its own copy of click)."""
+    def walk(prefix: str, group: Any) -> Iterator[tuple[str, Any]]:
         for name, command in group.commands.items():
-            if isinstance(command, click.Group):
+            if isinstance(getattr(command, "commands", None), Mapping):
                 yield from walk(f"{prefix}{name} ", command)
             else:
                 yield prefix + name, command

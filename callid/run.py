@@ -553,22 +553,22 @@ def _run_ranks(opts: RunOptions, config_path: Path, parts: Path,
                 except subprocess.TimeoutExpired:
                     if deadline is not None and time.monotonic() > deadline:
                         timed_out = True
-                        _stop_ranks(proc, parts)
+                        _stop_ranks(proc, parts, env[CONFIG_ENV])
                         break
                     if opts.on_wait is not None:
                         opts.on_wait()
         except BaseException:
-            _stop_ranks(proc, parts)
+            _stop_ranks(proc, parts, env[CONFIG_ENV])
             raise
     msgs = [f"ranks did not finish within {opts.timeout} s and were stopped"] if timed_out else []
     return out or "", msgs + _rank_failures(parts, proc.returncode)
 
 
-def _stop_ranks(proc: subprocess.Popen, parts: Path, grace: float = 10.0) -> None:
+def _stop_ranks(proc: subprocess.Popen, parts: Path, config: str, grace: float = 10.0) -> None:
     """SIGTERM every rank still running (each flushes its log), then the rest of mpiexec's session."""
     for running in parts.glob("rank-*.running"):
         try:
-            os.kill(int(running.read_text()), signal.SIGTERM)
+            _signal_rank(int(running.read_text()), config, signal.SIGTERM)
         except (ValueError, OSError):
             pass
     try:
@@ -580,6 +580,19 @@ def _stop_ranks(proc: subprocess.Popen, parts: Path, grace: float = 10.0) -> Non
     except OSError:
         pass
     proc.wait()
+
+
+def _signal_rank(pid: int, config: str, sig: int) -> None:
+    """Signal ``pid`` if it is a rank of this run: its environment names this run's configuration
+    (a marker left by a rank that died may name a process id reused since; the pidfd pins the process
+    checked to the one signalled)."""
+    fd = os.pidfd_open(pid)
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        if f"{CONFIG_ENV}={config}".encode() in environ:
+            signal.pidfd_send_signal(fd, sig)
+    finally:
+        os.close(fd)
 
 
 def _rank_failures(parts: Path, status: int) -> list[str]:

@@ -17,9 +17,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tests.tracked import Tracked
 
 ROOT = Path(__file__).resolve().parents[2]
 HANG = 45.0  # seconds after which a case counts as hung
@@ -174,12 +175,6 @@ def _digest(path: Path) -> str:
     return hashlib.sha1(path.read_bytes()).hexdigest() if path.exists() else "-"
 
 
-def _processes() -> set[str]:
-    out = subprocess.run(["pgrep", "-af", "server_sim|mpiexec|hydra_pmi_proxy|callid.launch"],
-                         capture_output=True, text=True).stdout
-    return {line for line in out.splitlines() if "pgrep" not in line}
-
-
 def _callid(checkout: Path) -> list[str]:
     """The ``callid`` command of ``checkout`` (PYTHONPATH names it)."""
     return [sys.executable, "-c", "import sys; sys.argv[0] = 'callid'; from callid.cli import main; main()"]
@@ -263,26 +258,17 @@ def run_case(case: Case, workspace: Path, where: Path, checkout: Path = ROOT) ->
     shutil.copytree(workspace, ws, symlinks=True)
     watched = [name for name in INPUTS if name not in case.replaces]
     before = {name: _digest(ws / name) for name in watched}
-    procs = _processes()
     env = dict(os.environ, PYTHONPATH=str(checkout))
     out = Outcome(case.id, None)
-    with subprocess.Popen([*_callid(checkout), *case.args], cwd=ws, env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True, start_new_session=True) as proc:
-        try:
-            _, stderr = proc.communicate(timeout=HANG)
-            out.code = proc.returncode
-            out.traceback = "Traceback (most recent call last)" in stderr and not case.program_fails
-            out.last_line = stderr.strip().splitlines()[-1] if stderr.strip() else ""
-        except subprocess.TimeoutExpired:
-            out.hang = True
-            os.killpg(proc.pid, 9)
-            proc.communicate()
-    deadline = time.monotonic() + 10
-    while (left := _processes() - procs) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    out.leftovers = sorted(left)
-    for line in left:
-        subprocess.run(["kill", "-9", line.split()[0]], capture_output=True)
+    # (leftovers: what the case started that still runs 10 s after it ended, or runs in its directory)
+    with Tracked([*_callid(checkout), *case.args], timeout=HANG, grace=10, within=ws, cwd=ws,
+                 env=env) as proc:
+        _, stderr = proc.communicate()
+    out.hang, out.leftovers = proc.hang, proc.leftovers
+    if not proc.hang:
+        out.code = proc.returncode
+        out.traceback = "Traceback (most recent call last)" in stderr and not case.program_fails
+        out.last_line = stderr.strip().splitlines()[-1] if stderr.strip() else ""
     out.overwritten = [name for name in watched if _digest(ws / name) != before[name]]
     if out.code is not None:
         out.accepted = not case.ok and out.code == 0

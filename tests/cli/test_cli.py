@@ -9,8 +9,9 @@ import json
 import re
 
 import pytest
+from typer.testing import CliRunner
 
-from callid.cli import commands
+from callid.cli import app, commands
 from tests.conftest import ROOT, callid_cmd
 
 CLICK = commands()
@@ -21,8 +22,24 @@ def _params(name: str):
     return [p for p in CLICK[name].params if p.name != "help"]
 
 
+def listed(*group: str) -> list[str]:
+    """The commands ``callid [GROUP] --help`` lists, a group's by name and with its own (recursively)."""
+    out = CliRunner().invoke(app, [*group, "--help"], prog_name="callid").output
+    names = re.findall(r"^  (\S+)  ", out.split("\nCommands:\n")[1], re.M) if "\nCommands:\n" in out else []
+    if not names:
+        return [" ".join(group)]
+    return [found for name in names for found in listed(*group, name)]
+
+
 def test_the_app_has_the_commands_users_know():
     assert {"run", "merge", "stats", "sql", "view", "export", "synth", "demo"} <= set(COMMANDS)
+    assert {"fs init", "servers start", "servers stop", "servers status"} <= set(COMMANDS)
+
+
+def test_commands_are_every_command_the_help_lists():
+    """commands(), which the per-option checks here and the CLI reference are built on, walks every group
+    (once it took typer's groups for plain commands and left out fs init and servers start|stop|status)."""
+    assert COMMANDS == sorted(listed())
 
 
 @pytest.mark.parametrize("name", COMMANDS)

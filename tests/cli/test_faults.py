@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import time
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import duckdb
 import pytest
 
 from tests.conftest import CALLID, ROOT, callid_cmd
+from tests.tracked import Tracked
 
 pytestmark = [pytest.mark.mpi, pytest.mark.slow]
 
@@ -41,23 +41,18 @@ f.Close()
 WRITES = 30
 
 
-def _leftovers(out: Path) -> list[str]:
-    found = subprocess.run(["pgrep", "-af", f"{out}|callid.launch faults"], capture_output=True,
-                           text=True).stdout.splitlines()
-    return [line for line in found if "pgrep" not in line]
-
-
-def _start(tmp_path: Path, mode: str, ranks: int = 3) -> tuple[subprocess.Popen, Path]:
+def _start(tmp_path: Path, mode: str, ranks: int = 3) -> tuple[Tracked, Path]:
+    """``callid run`` of the program; what it started and left running 15 s after it ended are its
+    ``leftovers`` (tests.tracked: its own descendants only)."""
     prog = tmp_path / "faults.py"
     prog.write_text(PROGRAM.replace("WRITES", str(WRITES)))
     out = tmp_path / "out"
-    proc = subprocess.Popen([CALLID, "run", "-n", str(ranks), "-d", out, prog, mode], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    proc = Tracked([CALLID, "run", "-n", str(ranks), "-d", out, prog, mode], grace=15, within=tmp_path,
+                   cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     return proc, out
 
 
-def _wait_written(proc: subprocess.Popen, ranks: int) -> None:
+def _wait_written(proc: Tracked, ranks: int) -> None:
     """Until every rank has written its blocks (they print a line each)."""
     seen = 0
     while seen < ranks:
@@ -72,13 +67,6 @@ def _writes(out: Path) -> dict[int, int]:
     return dict(rows)
 
 
-def _gone(out: Path, within: float = 15.0) -> list[str]:
-    deadline = time.monotonic() + within
-    while (left := _leftovers(out)) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    return left
-
-
 def test_a_killed_rank_is_named_and_the_others_keep_their_events(tmp_path):
     proc, out = _start(tmp_path, "kill")
     _, err = proc.communicate(timeout=120)
@@ -90,7 +78,7 @@ def test_a_killed_rank_is_named_and_the_others_keep_their_events(tmp_path):
     writes = _writes(out)
     assert writes[0] == writes[2] == WRITES  # the others flushed on the way down
     assert writes.get(1, 0) <= WRITES  # the killed rank lost at most its unflushed batch
-    assert _gone(out) == []
+    assert proc.leftovers == []
     merged = callid_cmd("merge", out / "client.parquet", out / "server.parquet", "-o", out / "m.db", "--json")
     warnings = json.loads(merged.stdout)["warnings"]
     assert "rank 1 logged no call" in warnings[0]
@@ -107,27 +95,27 @@ def test_sigterm_stops_ranks_and_servers_which_flush(tmp_path):
     assert _writes(out) == {0: WRITES, 1: WRITES}
     servers = duckdb.sql(f"SELECT server, count(*) FROM '{out}/server.parquet' GROUP BY server").fetchall()
     assert {s for s, _ in servers} >= {"meta0", "io0", "io1"}
-    assert _gone(out) == []
+    assert proc.leftovers == []
 
 
 def test_a_killed_server_is_named_and_nothing_is_left(tmp_path):
     proc, out = _start(tmp_path, "wait", ranks=2)
     _wait_written(proc, 2)
-    pid = int(subprocess.run(["pgrep", "-f", f"server_sim serve --config {out}/fs.json --name io1"],
-                             capture_output=True, text=True).stdout.split()[0])
-    os.kill(pid, signal.SIGKILL)
+    [pid] = [pid for pid, args in proc.descendants().items() if "server_sim serve" in args
+             and f"--config {out}/fs.json --name io1 " in args]
+    proc.send_signal(signal.SIGKILL, pid)
     time.sleep(0.5)
     proc.send_signal(signal.SIGTERM)  # (the ranks sleep: nothing else would end the run)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode != 0
     assert "Traceback" not in err
     assert _writes(out) == {0: WRITES, 1: WRITES}
-    assert _gone(out) == []
+    assert proc.leftovers == []
 
 
 def test_a_killed_run_leaves_no_process(tmp_path):
     proc, out = _start(tmp_path, "wait", ranks=2)
     _wait_written(proc, 2)
     proc.kill()
-    proc.wait()
-    assert _gone(out) == []
+    proc.communicate(timeout=60)
+    assert proc.leftovers == []
