@@ -12,6 +12,8 @@ import json
 import os
 import subprocess
 import sys
+import sysconfig
+import venv
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,6 +53,17 @@ def callid_cmd(*args: str, cwd: Path | None = None, timeout: float = 300) -> sub
     return subprocess.run([CALLID, *map(str, args)], cwd=cwd,
                           capture_output=True, text=True, timeout=timeout,
                           env=dict(os.environ, PYTHONPATH=str(ROOT)))
+
+
+def layered_venv(env_dir: Path, *paths: Path | str) -> tuple[Path, Path]:
+    """A virtual environment without pip whose packages are ``paths`` then this environment's (a ``.pth``
+    file): its python and its own site-packages."""
+    venv.EnvBuilder(with_pip=False).create(env_dir)
+    python = env_dir / "bin" / "python"
+    site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    (site / "layers.pth").write_text("".join(f"{p}\n" for p in (*paths, sysconfig.get_paths()["purelib"])))
+    return python, site
 
 
 def query(db: Path | str, sql: str) -> list[tuple]:

@@ -8,13 +8,11 @@ import os
 import re
 import shutil
 import subprocess
-import sysconfig
-import venv
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import BIN, ROOT, callid_cmd
+from tests.conftest import BIN, ROOT, callid_cmd, layered_venv
 
 
 def test_readme_has_exactly_two_setup_commands_and_ci_runs_the_test_one():
@@ -74,12 +72,8 @@ def test_a_non_editable_install_ships_every_query_and_asset(tmp_path):
     for pkg in _packages():
         shutil.copytree(pkg, src / pkg.name, ignore=shutil.ignore_patterns("__pycache__"))
     env_dir = tmp_path / "venv"
-    venv.EnvBuilder(with_pip=False).create(env_dir)
-    python = env_dir / "bin" / "python"
-    site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               capture_output=True, text=True, check=True).stdout.strip())
     # the dependencies (and pip) come from this environment; callid itself only from the install
-    (site / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    python, site = layered_venv(env_dir)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     install = subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", src], capture_output=True,
                              text=True, env=env, cwd=tmp_path, timeout=600)

@@ -10,14 +10,11 @@ import os
 import re
 import subprocess
 import sys
-import sysconfig
-import venv
 from importlib.metadata import requires
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, layered_venv
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]  # pip fetches the old versions
 
@@ -37,12 +34,7 @@ def test_the_command_line_on_the_lowest_typer_and_rich(tmp_path):
                          capture_output=True, text=True, timeout=600)
     assert got.returncode == 0, got.stderr[-2000:]
     env_dir = tmp_path / "venv"
-    venv.EnvBuilder(with_pip=False).create(env_dir)
-    python = env_dir / "bin" / "python"
-    site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               capture_output=True, text=True, check=True).stdout.strip())
-    # the old versions first, then the checkout, then this environment's packages
-    (site / "layers.pth").write_text(f"{old}\n{ROOT}\n{sysconfig.get_paths()['purelib']}\n")
+    python, _ = layered_venv(env_dir, old, ROOT)  # the old versions first, then the checkout, then the rest
     (env_dir / "bin" / "callid").write_text(f"#!{python}\nfrom callid.cli import main\nmain()\n")
     (env_dir / "bin" / "callid").chmod(0o755)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -50,6 +42,7 @@ def test_the_command_line_on_the_lowest_typer_and_rich(tmp_path):
     versions = subprocess.run([python, "-c", "import typer, rich, importlib.metadata as m; "
                                "print(typer.__version__, m.version('rich'))"],
                               capture_output=True, text=True, env=env, cwd=tmp_path)
+
     def release(v: str) -> str:  # (0.12.0 is 0.12)
         return re.sub(r"(\.0)+$", "", v)
 
