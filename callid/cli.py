@@ -215,16 +215,27 @@ def run(
         "--fs", metavar="FS_JSON", help="use the servers of this file system (callid fs init), which run "
         "already (callid servers start) and go on running; their logs of the run are collected",
         show_default=False)] = None,
+    mpi_io: Annotated[str | None, typer.Option(
+        "--mpi-io", metavar="callid|romio", help="the MPI-IO the calls go through: callid's own (Python "
+        "programs) or the MPI library's, ROMIO (any program: an interposition library stamps its MPI_File "
+        "calls and a FUSE mount at --mount takes its I/O to the servers)",
+        show_default="callid for a .py script or -m, romio for an executable")] = None,
+    mpicc: Annotated[str | None, typer.Option(
+        metavar="MPICC", help="--mpi-io romio: the MPICH-ABI compiler wrapper the interposition library is "
+        "built with (once, then cached)", show_default="the mpich wheel's")] = None,
     force: Force = False,
     as_json: JsonFlag = False,
 ) -> None:
-    """Run an mpi4py program traced, on a simulated striped file system.
+    """Run an MPI program traced, on a simulated striped file system.
 
     Starts one metadata server and --servers I/O servers on loopback, runs the
     ranks with the mpich wheel's mpiexec, stops the servers and writes
-    DIR/client.parquet and DIR/server.parquet.  With --fs, the servers of that
-    file system run already, on any host; the run asks them to flush their logs
-    and takes the parts written while it ran.
+    DIR/client.parquet and DIR/server.parquet.  A Python script runs on callid's
+    own MPI-IO; an executable (C, C++, Fortran, HDF5: any language) runs on its
+    MPI library's, with the file system mounted at --mount for the run's
+    processes only.  With --fs, the servers of that file system run already,
+    on any host; the run asks them to flush their logs and takes the parts
+    written while it ran.
 
     Example: callid run -n 2 --servers 2 examples/callid_demo.py
     """
@@ -242,13 +253,14 @@ def run(
     if not module and not Path(target[0]).is_file():
         if target[0].startswith("-"):  # (options after the first unknown one reach the target)
             raise BadValue(f"no such option: {target[0]} (see 'callid run --help')")
-        raise BadValue(f"{target[0]}: no such script")
+        raise BadValue(f"{target[0]}: no such script or program")
     _guard_dir(out_dir, RUN_OUTPUTS, ([] if module else [target[0]]) + ([fs] if fs else []), force)
     opts = RunOptions(target=target, np=np, servers=servers, strip_size=strip_size,
                       flow_buffer=flow_buffer, small_io=small_io,
                       callid=callid, callid_layout=callid_layout, mount=mount or [defaults.DEFAULT_MOUNT],
                       ranks_per_host=ranks_per_host, clock_skew=clock_skew, out=str(out_dir),
-                      timeout=timeout, stdout_to_stderr=as_json, fs=str(fs) if fs else "")
+                      timeout=timeout, stdout_to_stderr=as_json, fs=str(fs) if fs else "",
+                      mpi_io=mpi_io or "", mpicc=mpicc)
     result = _run_traced(opts)
     if as_json:
         _echo_json({"out_dir": result.out, "client": result.client, "server": result.server,

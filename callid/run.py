@@ -21,6 +21,8 @@ from typing import Any
 
 from callid import servers
 from callid.launch import NO_ABORT_ENV
+from callid.romio import launch as romio_launch
+from callid.romio import session as romio_session
 from callid_core import config as defaults
 from callid_core import schema as S
 from callid_core.atomic import replacing
@@ -75,6 +77,8 @@ class RunOptions:
     source: str = ""  # what the run replays (the client log's callid.source metadata)
     on_wait: Callable[[], None] | None = None  # called about 4 times a second while the ranks run
     fs: str = ""  # a configuration of callid fs init: use its servers, which run already
+    mpi_io: str = ""  # "callid" (its MPI-IO, Python only), "romio" (the MPI library's); "": by the target
+    mpicc: str | None = None  # the compiler wrapper the interposition library is built with (--mpi-io romio)
 
 
 @dataclass
@@ -124,6 +128,30 @@ def check_options(opts: RunOptions) -> None:
     for mount in opts.mount:
         if not mount.startswith("/") or mount.rstrip("/") == "":
             raise BadValue(f"--mount: {mount!r} is not an absolute path below / (e.g. /pvfs2)")
+    if opts.mpi_io not in ("", MPI_IO_CALLID, MPI_IO_ROMIO):
+        raise BadValue(f"--mpi-io: {opts.mpi_io!r} is not callid or romio")
+    if mpi_io(opts) == MPI_IO_ROMIO:
+        for flag, value in (("--ranks-per-host", opts.ranks_per_host), ("--clock-skew", opts.clock_skew)):
+            if value:
+                raise BadValue(f"{flag}: not with --mpi-io romio (its ranks and their file-system client run "
+                               "on this host's clock)")
+        if len(opts.mount) != 1:
+            raise BadValue("--mount: --mpi-io romio mounts one file system (give --mount once)")
+    elif opts.target and opts.target[0] != "-m" and not opts.target[0].endswith(".py"):
+        raise BadValue(f"--mpi-io callid: {opts.target[0]} is not a Python program (callid's MPI-IO runs "
+                       "mpi4py programs; an executable runs on its MPI library: --mpi-io romio)")
+
+
+MPI_IO_CALLID, MPI_IO_ROMIO = "callid", "romio"
+
+
+def mpi_io(opts: RunOptions) -> str:
+    """The MPI-IO a run's calls go through: as asked, else callid's for a Python program and the MPI
+    library's (ROMIO) for an executable."""
+    if opts.mpi_io:
+        return opts.mpi_io
+    first = opts.target[0] if opts.target else ""
+    return MPI_IO_CALLID if first == "-m" or first.endswith(".py") else MPI_IO_ROMIO
 
 
 def make_config(opts: RunOptions, out: Path, secret_file: Path | None = None) -> Config:
@@ -365,6 +393,8 @@ def run(opts: RunOptions) -> RunResult:
             failures += group.stop()
     # Even a failed run keeps what every rank and server flushed.
     meta_args = (opts.callid_layout, config.run_id, config.to_json(), opts.source)
+    if mpi_io(opts) == MPI_IO_ROMIO:
+        romio_launch.collect(parts, S.file_metadata(S.KIND_CLIENT, *meta_args))
     client = out / "client.parquet"
     server = out / "server.parquet"
     client_rows = combine_parts(sorted(parts.glob("client-*.parquet")), client, S.CLIENT_SCHEMA,
@@ -488,7 +518,8 @@ def server_status(config: Config, timeout: float = 2.0) -> list[dict[str, Any]]:
 
 
 #: what a run writes in ``DIR/parts`` (and removes there before it starts)
-PART_FILES = ("client-*.parquet", "server-*.parquet", "rank-*.running", "rank-*.failed", "rank-*.stopped")
+PART_FILES = ("client-*.parquet", "server-*.parquet", "rank-*.running", "rank-*.failed", "rank-*.stopped",
+              *romio_launch.PART_FILES)
 
 
 def _check_storage(storage: Path, servers: int) -> None:
@@ -535,16 +566,27 @@ def _run_ranks(opts: RunOptions, config_path: Path, parts: Path,
     ``mpiexec -disable-auto-cleanup``: a rank that ends early does not get the others killed before
     they flush; the launcher sends them SIGUSR1 instead (``callid.launch``).
     """
-    cmd = [find_mpiexec(), "-disable-auto-cleanup", "-n", str(opts.np), sys.executable, "-m",
-           opts.launcher, *opts.target]
     env = dict(os.environ, **{CONFIG_ENV: str(config_path.resolve()), NO_ABORT_ENV: "1"})
+    romio = mpi_io(opts) == MPI_IO_ROMIO
+    if romio:
+        cmd, more = romio_launch.command(opts.target, opts.np, find_mpiexec(), config_path, parts,
+                                         opts.mount[0], opts.callid_layout, opts.callid, opts.mpicc)
+        env.update(more)
+    else:
+        cmd = [find_mpiexec(), "-disable-auto-cleanup", "-n", str(opts.np), sys.executable, "-m",
+               opts.launcher, *opts.target]
     stdout = (subprocess.PIPE if opts.capture else subprocess.DEVNULL if opts.quiet
               else sys.stderr.fileno() if opts.stdout_to_stderr else None)
     deadline = None if opts.timeout is None else time.monotonic() + opts.timeout
     timed_out = False
     out = ""
-    with subprocess.Popen(cmd, env=env, stdout=stdout, text=opts.capture, start_new_session=True,
-                          preexec_fn=die_with_parent) as proc:
+    try:
+        proc = subprocess.Popen(cmd, env=env, stdout=stdout, text=opts.capture, start_new_session=True,
+                                preexec_fn=_in_namespace if romio else die_with_parent)
+    except subprocess.SubprocessError:
+        raise RunError("--mpi-io romio: cannot make a mount namespace for the run's FUSE mount (it needs "
+                       "root, or a kernel that lets users make namespaces)") from None
+    with proc:
         try:
             while True:
                 try:
@@ -553,19 +595,29 @@ def _run_ranks(opts: RunOptions, config_path: Path, parts: Path,
                 except subprocess.TimeoutExpired:
                     if deadline is not None and time.monotonic() > deadline:
                         timed_out = True
-                        _stop_ranks(proc, parts, env[CONFIG_ENV])
+                        _stop_ranks(proc, parts, env[CONFIG_ENV], romio)
                         break
                     if opts.on_wait is not None:
                         opts.on_wait()
         except BaseException:
-            _stop_ranks(proc, parts, env[CONFIG_ENV])
+            _stop_ranks(proc, parts, env[CONFIG_ENV], romio)
             raise
     msgs = [f"ranks did not finish within {opts.timeout} s and were stopped"] if timed_out else []
     return out or "", msgs + _rank_failures(parts, proc.returncode)
 
 
-def _stop_ranks(proc: subprocess.Popen, parts: Path, config: str, grace: float = 10.0) -> None:
-    """SIGTERM every rank still running (each flushes its log), then the rest of mpiexec's session."""
+def _in_namespace() -> None:
+    """In the child running a run on the MPI library: its own mount namespace, and die with this process."""
+    romio_session.enter_namespace()
+    die_with_parent()
+
+
+def _stop_ranks(proc: subprocess.Popen, parts: Path, config: str, romio: bool = False,
+                grace: float = 10.0) -> None:
+    """SIGTERM every rank still running (each flushes its log), then the rest of mpiexec's session.
+    (On the MPI library: SIGTERM the session, which passes it on to mpiexec and unmounts.)"""
+    if romio and proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
     for running in parts.glob("rank-*.running"):
         try:
             _signal_rank(int(running.read_text()), config, signal.SIGTERM)

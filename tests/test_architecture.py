@@ -2,9 +2,9 @@
 
     callid.cli, callid.run,         the command line and the runs it starts (may import anything)
     callid.replay.job
-    callid.mpiio, .trace, .launch,  the client inside the ranks (and the replayers): the bottom layer,
-    callid.replay                   the client's own modules and the parts of server_sim a PVFS2
-                                    client links
+    callid.mpiio, .trace, .launch,  the client inside the ranks (and the replayers, and the FUSE client
+    callid.replay, callid.romio     of a run on the MPI library): the bottom layer, the client's own
+                                    modules and the parts of server_sim a PVFS2 client links
     server_sim                      the server stack: the bottom layer and itself
     pipeline                        the analysis: the bottom layer and itself
     callid_core                     the shared vocabulary: imports nothing else of the project
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("callid_core", "callid", "server_sim", "pipeline")
 #: what a PVFS2 client links of the server stack (the requests it builds and sends)
 CLIENT_LINKS = ("server_sim.protocol", "server_sim.bmi", "server_sim.distribution")
-CLIENT = ("callid.mpiio", "callid.trace", "callid.launch", "callid.replay")
+CLIENT = ("callid.mpiio", "callid.trace", "callid.launch", "callid.replay", "callid.romio")
 TOP = ("callid.cli", "callid.run", "callid.replay.job")
 
 

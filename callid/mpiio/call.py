@@ -15,11 +15,14 @@ class CallContext:
 
     ``owners`` (aggregated I/O, for several calls at once): ``(file offset, length, index into
     callids)`` ranges saying whose bytes are where; empty when the bytes are all of every call.
+    ``known`` False: whose bytes are where is not known (the requests say nothing of it: the servers
+    attribute them at request level).
     """
 
     callids: tuple[int, ...]
     func: str
     owners: tuple[tuple[int, int, int], ...] = ()
+    known: bool = True
 
     @classmethod
     def of(cls, rec: Record) -> CallContext:

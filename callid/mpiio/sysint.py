@@ -327,7 +327,7 @@ class SysInt:
         if stream.nbytes == 0:
             return 0
         owners = None
-        if self.stamp and len(call.callids) > 1:
+        if self.stamp and len(call.callids) > 1 and call.known:
             owners = Owners(call.owners) if call.owners else False
         if stream.format != "B" or stream.ndim != 1:  # (the flows send and receive byte views)
             stream = stream.cast("B")

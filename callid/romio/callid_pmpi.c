@@ -1,0 +1,1051 @@
+/* callid's interposition library (PMPI): preloaded into an unmodified MPI program, it stamps every
+ * MPI_File_* call with a CallID, publishes the calling thread's current CallID for the FUSE client
+ * (a table of slots both map), and logs one record per call (callid_records.h, generated from
+ * callid/romio/records.py) into files mapped shared: what a killed rank wrote is in them.
+ * Built with the MPI's own mpicc by callid.romio.build. */
+#define _GNU_SOURCE
+#include <mpi.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "callid_records.h"
+
+#if defined(MPICH_NUMVERSION) && MPICH_NUMVERSION >= 40100000
+#define HAVE_TYPE_IOV 1
+#endif
+
+/* ---- files appended through a shared mapping ---------------------------------------------- */
+
+#define WINDOW (4u << 20)
+
+typedef struct {
+    int fd;
+    char *map;        /* the mapped window [at, at + len) of the file */
+    size_t at, len;
+    size_t used;      /* bytes of the file in use */
+} mfile;
+
+static int mf_open(mfile *f, const char *path) {
+    memset(f, 0, sizeof *f);
+    f->fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    return f->fd < 0 ? -1 : 0;
+}
+
+/* n bytes at the file's end, mapped (NULL: no space) */
+static void *mf_take(mfile *f, size_t n, size_t align) {
+    size_t start = (f->used + align - 1) / align * align;
+    if (f->map == NULL || start + n > f->at + f->len) {
+        if (f->map != NULL) munmap(f->map, f->len);
+        f->map = NULL;
+        size_t page = (size_t)sysconf(_SC_PAGESIZE);
+        f->at = start / page * page;
+        f->len = ((start + n - f->at) / WINDOW + 1) * WINDOW;
+        struct stat st;
+        if (fstat(f->fd, &st) != 0) return NULL;
+        if ((size_t)st.st_size < f->at + f->len && ftruncate(f->fd, (off_t)(f->at + f->len)) != 0) return NULL;
+        void *m = mmap(NULL, f->len, PROT_READ | PROT_WRITE, MAP_SHARED, f->fd, (off_t)f->at);
+        if (m == MAP_FAILED) return NULL;
+        f->map = m;
+    }
+    f->used = start + n;
+    return f->map + (start - f->at);
+}
+
+static void mf_close(mfile *f) {
+    if (f->fd < 0) return;
+    if (f->map != NULL) munmap(f->map, f->len);
+    f->map = NULL;
+    if (ftruncate(f->fd, (off_t)f->used) != 0) { /* (the reader skips the zeros) */ }
+    close(f->fd);
+    f->fd = -1;
+}
+
+/* ---- state ----------------------------------------------------------------------------------- */
+
+static struct {
+    int ready;
+    int rank;
+    int stamp;
+    int counter_bits;
+    uint64_t sentinel, max_counter, counter;
+    int64_t rids, fids, opens;
+    int64_t world_id;
+    int world_size;
+    pthread_mutex_t mu;
+    mfile rec, dat;
+    uint64_t nrec;
+    struct callid_slot *slots;
+    pthread_key_t slot_key;
+} S = {.mu = PTHREAD_MUTEX_INITIALIZER, .rec = {.fd = -1}, .dat = {.fd = -1}};
+
+static __thread int t_slot = -1;
+static __thread int t_depth;  /* >0: inside a traced call (MPI calls it makes are not the program's) */
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void die(const char *what) {
+    fprintf(stderr, "callid: rank %d: %s\n", S.rank, what);
+    PMPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+static uint64_t next_callid(void) {
+    if (!S.stamp) return S.sentinel;
+    uint64_t c = __atomic_add_fetch(&S.counter, 1, __ATOMIC_RELAXED);
+    if (c > S.max_counter) die("the call counter does not fit the CallID layout: choose one with more "
+                               "counter bits (callid run --callid-layout)");
+    return (uint64_t)S.rank << S.counter_bits | c;
+}
+
+static void release_slot(void *unused) {
+    (void)unused;
+    if (t_slot >= 0 && S.slots != NULL) {
+        __atomic_store_n(&S.slots[t_slot].callid, S.sentinel, __ATOMIC_RELEASE);
+        __atomic_store_n(&S.slots[t_slot].tid, 0, __ATOMIC_RELEASE);
+    }
+    t_slot = -1;
+}
+
+/* this thread's slot (claimed on first use; -1: none free, the FUSE client sees no call) */
+static int my_slot(void) {
+    if (t_slot >= 0 || S.slots == NULL) return t_slot;
+    int32_t tid = (int32_t)syscall(SYS_gettid);
+    for (int i = 0; i < CALLID_NSLOTS; i++) {
+        int32_t free_tid = 0;
+        if (__atomic_compare_exchange_n(&S.slots[i].tid, &free_tid, tid, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_RELAXED)) {
+            S.slots[i].rank = S.rank;
+            S.slots[i].callid = S.sentinel;
+            t_slot = i;
+            pthread_setspecific(S.slot_key, &t_slot);
+            break;
+        }
+    }
+    return t_slot;
+}
+
+static void publish(uint64_t callid, uint64_t record) {
+    int s = my_slot();
+    if (s < 0) return;
+    S.slots[s].record = record;
+    __atomic_store_n(&S.slots[s].callid, callid, __ATOMIC_RELEASE);
+}
+
+static int64_t fnv(const int *ranks, int n) {
+    uint64_t h = 1469598103934665603ull;
+    for (int i = 0; i < n; i++) {
+        int64_t r = ranks[i];
+        for (int b = 0; b < 8; b++) { h ^= (uint8_t)(r >> (8 * b)); h *= 1099511628211ull; }
+    }
+    return (int64_t)h;
+}
+
+/* a communicator's group id: a hash of its ranks in MPI_COMM_WORLD, the same on every rank of it */
+static int64_t comm_ident(MPI_Comm comm, int *size) {
+    PMPI_Comm_size(comm, size);
+    if (comm == MPI_COMM_WORLD) return S.world_id;
+    MPI_Group g, w;
+    PMPI_Comm_group(comm, &g);
+    PMPI_Comm_group(MPI_COMM_WORLD, &w);
+    int *in = malloc(2 * sizeof(int) * (size_t)*size);
+    for (int i = 0; i < *size; i++) in[i] = i;
+    PMPI_Group_translate_ranks(g, *size, in, w, in + *size);
+    int64_t id = fnv(in + *size, *size);
+    free(in);
+    PMPI_Group_free(&g);
+    PMPI_Group_free(&w);
+    return id;
+}
+
+static void start(void) {
+    const char *dir = getenv(CALLID_ENV_DIR);
+    if (dir == NULL || S.ready) return;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &S.rank);
+    PMPI_Comm_size(MPI_COMM_WORLD, &S.world_size);
+    int *all = malloc(sizeof(int) * (size_t)S.world_size);
+    for (int i = 0; i < S.world_size; i++) all[i] = i;
+    S.world_id = fnv(all, S.world_size);
+    free(all);
+    int total = 64, rank_bits = 23;
+    const char *layout = getenv(CALLID_ENV_LAYOUT);
+    if (layout != NULL && sscanf(layout, "%d/%d", &total, &rank_bits) != 2) die("bad CallID layout");
+    S.counter_bits = total - rank_bits;
+    S.sentinel = total == 64 ? ~0ull : (1ull << total) - 1;
+    S.max_counter = (1ull << S.counter_bits) - 2;
+    const char *stamp = getenv(CALLID_ENV_STAMP);
+    S.stamp = stamp == NULL || strcmp(stamp, "0") != 0;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/romio-rank%06d.rec", dir, S.rank);
+    if (mf_open(&S.rec, path) != 0) die("cannot create its record file");
+    snprintf(path, sizeof path, "%s/romio-rank%06d.dat", dir, S.rank);
+    if (mf_open(&S.dat, path) != 0) die("cannot create its data file");
+    const char *slots = getenv(CALLID_ENV_SLOTS);
+    if (slots != NULL) {
+        int fd = open(slots, O_RDWR | O_CLOEXEC);
+        if (fd >= 0) {
+            void *m = mmap(NULL, sizeof(struct callid_slot) * CALLID_NSLOTS, PROT_READ | PROT_WRITE,
+                           MAP_SHARED, fd, 0);
+            close(fd);
+            if (m != MAP_FAILED) S.slots = m;
+        }
+        if (S.slots == NULL) die("cannot map the slot table of the file-system client");
+    }
+    pthread_key_create(&S.slot_key, release_slot);
+    S.ready = 1;
+}
+
+static void stop(void) {
+    if (!S.ready) return;
+    pthread_mutex_lock(&S.mu);
+    S.ready = 0;
+    release_slot(NULL);
+    mf_close(&S.rec);
+    mf_close(&S.dat);
+    pthread_mutex_unlock(&S.mu);
+}
+
+/* ---- one call's record --------------------------------------------------------------------- */
+
+typedef struct {
+    struct callid_rec r;
+    const char *str[S_COUNT];
+    char *own[S_COUNT];        /* strings to free */
+    int64_t *regions;          /* n_regions pairs (offset, length) */
+    uint64_t index;            /* its record's index in the record file */
+    int published;
+} call_t;
+
+static void set_str(call_t *c, int which, const char *s) { c->str[which] = s; }
+static void own_str(call_t *c, int which, char *s) { c->own[which] = s; c->str[which] = s; }
+static void set_int(call_t *c, int64_t *field, uint32_t bit, int64_t value) { *field = value; c->r.present |= bit; }
+
+static void call_begin(call_t *c, int func, int kind) {
+    memset(c, 0, sizeof *c);
+    c->r.magic = CALLID_MAGIC;
+    c->r.kind = (uint8_t)kind;
+    c->r.func = (uint16_t)func;
+    c->r.rank = S.rank;
+    c->r.callid = kind == K_CALL ? next_callid() : S.sentinel;
+    c->r.n_regions = 0;
+    t_depth++;
+    c->r.t_start = now_ns();
+}
+
+static uint64_t put_bytes(const void *p, size_t n, size_t align) {
+    char *dst = mf_take(&S.dat, n, align);
+    if (dst == NULL) return 0;
+    memcpy(dst, p, n);
+    return S.dat.used - n;
+}
+
+/* write the record (its file ranges and strings) and publish the call for the FUSE client */
+static void call_publish(call_t *c) {
+    pthread_mutex_lock(&S.mu);
+    if (!S.ready) { pthread_mutex_unlock(&S.mu); return; }
+    if (c->regions != NULL && c->r.n_regions != CALLID_UNKNOWN && c->r.n_regions > 0)
+        c->r.regions_at = put_bytes(c->regions, 16 * (size_t)c->r.n_regions, 8);
+    size_t total = 0;
+    for (int i = 0; i < S_ERROR; i++) total += c->str[i] ? strlen(c->str[i]) : 0;
+    char *dst = mf_take(&S.dat, total, 1);
+    c->r.strings_at = dst ? S.dat.used - total : 0;
+    for (int i = 0; i < S_COUNT; i++) {
+        if (i == S_ERROR || c->str[i] == NULL) { (&c->r.len_file)[i] = CALLID_NULL_LEN; continue; }
+        size_t n = strlen(c->str[i]);
+        if (dst) { memcpy(dst, c->str[i], n); dst += n; }
+        (&c->r.len_file)[i] = (uint32_t)n;
+    }
+    struct callid_rec *slot = mf_take(&S.rec, sizeof *slot, sizeof *slot);
+    if (slot != NULL) {
+        c->index = S.nrec++;
+        uint32_t magic = c->r.magic;
+        c->r.magic = 0;
+        *slot = c->r;
+        __atomic_store_n(&slot->magic, magic, __ATOMIC_RELEASE);
+        c->r.magic = magic;
+        c->published = 1;
+    }
+    pthread_mutex_unlock(&S.mu);
+    if (c->r.kind == K_CALL) publish(c->r.callid, c->index);
+}
+
+/* the call returned (err: its return code): its end, error and bytes into its record */
+static void call_end(call_t *c, int err) {
+    c->r.t_end = now_ns();
+    if (c->r.kind == K_CALL) publish(S.sentinel, ~0ull);
+    t_depth--;
+    if (!c->published) call_publish(c);
+    pthread_mutex_lock(&S.mu);
+    if (S.ready && c->published) {
+        if (err != MPI_SUCCESS) {
+            char msg[MPI_MAX_ERROR_STRING + 1];
+            int len = 0;
+            PMPI_Error_string(err, msg, &len);
+            msg[len] = 0;
+            c->r.error_at = put_bytes(msg, (size_t)len, 1);
+            c->r.len_error = (uint32_t)len;
+        } else {
+            c->r.len_error = CALLID_NULL_LEN;
+        }
+        c->r.flags |= FL_ENDED;
+        size_t at = (size_t)c->index * sizeof(struct callid_rec);
+        if (S.rec.map != NULL && at >= S.rec.at && at + sizeof c->r <= S.rec.at + S.rec.len) {
+            memcpy(S.rec.map + (at - S.rec.at), &c->r, sizeof c->r);
+        } else if (pwrite(S.rec.fd, &c->r, sizeof c->r, (off_t)at) != (ssize_t)sizeof c->r) {
+            /* (the record stays as it began: its end is not known) */
+        }
+    }
+    pthread_mutex_unlock(&S.mu);
+    for (int i = 0; i < S_COUNT; i++) free(c->own[i]);
+    free(c->regions);
+}
+
+/* ---- files: name, communicator, view ------------------------------------------------------- */
+
+typedef struct fstate {
+    MPI_File fh;
+    struct fstate *next;
+    char *name;
+    int64_t fid, colls;
+    int comm_size;
+    int64_t comm_id;
+    /* the view: displacement, etype size, the filetype's data size and extent, its blocks */
+    int64_t disp, esize, ft_size, ft_extent, nblocks;   /* nblocks 0: contiguous */
+    int64_t *boff, *blen, *bsum;  /* blocks, and the data bytes before each */
+    int known;                     /* the view's file ranges can be computed */
+    int64_t split_rid;
+    int64_t split_bytes;
+} fstate;
+
+static fstate *files;
+
+static fstate *file_of(MPI_File fh) {
+    for (fstate *f = files; f; f = f->next) if (f->fh == fh) return f;
+    return NULL;
+}
+
+static void view_free(fstate *f) {
+    free(f->boff); free(f->blen); free(f->bsum);
+    f->boff = f->blen = f->bsum = NULL;
+    f->nblocks = 0;
+}
+
+static void file_forget(MPI_File fh) {
+    for (fstate **p = &files; *p; p = &(*p)->next) {
+        if ((*p)->fh == fh) {
+            fstate *f = *p;
+            *p = f->next;
+            view_free(f);
+            free(f->name);
+            free(f);
+            return;
+        }
+    }
+}
+
+/* the blocks of a datatype's typemap, in order, adjacent ones merged (0: cannot say) */
+static int64_t type_blocks(MPI_Datatype t, int64_t **off, int64_t **len) {
+    *off = *len = NULL;
+#ifdef HAVE_TYPE_IOV
+    MPI_Count size, n = 0, bytes = 0, got = 0;
+    PMPI_Type_size_c(t, &size);
+    if (PMPIX_Type_iov_len(t, size, &n, &bytes) != MPI_SUCCESS || n > CALLID_MAX_REGIONS) return 0;
+    MPIX_Iov *iov = malloc(sizeof *iov * (size_t)(n ? n : 1));
+    if (PMPIX_Type_iov(t, 0, iov, n, &got) != MPI_SUCCESS) { free(iov); return 0; }
+    *off = malloc(sizeof(int64_t) * (size_t)(got ? got : 1));
+    *len = malloc(sizeof(int64_t) * (size_t)(got ? got : 1));
+    int64_t k = 0;
+    for (MPI_Count i = 0; i < got; i++) {
+        int64_t o = (int64_t)(intptr_t)iov[i].iov_base, l = (int64_t)iov[i].iov_len;
+        if (l == 0) continue;
+        if (k && (*off)[k - 1] + (*len)[k - 1] == o) (*len)[k - 1] += l;
+        else { (*off)[k] = o; (*len)[k] = l; k++; }
+    }
+    free(iov);
+    return k;
+#else
+    (void)t;
+    return 0;
+#endif
+}
+
+static void view_set(fstate *f, MPI_Offset disp, MPI_Datatype etype, MPI_Datatype filetype) {
+    view_free(f);
+    MPI_Count es = 1, size = 1, lb = 0, extent = 1;
+    PMPI_Type_size_c(etype, &es);
+    PMPI_Type_size_c(filetype, &size);
+    PMPI_Type_get_extent_c(filetype, &lb, &extent);
+    f->disp = disp;
+    f->esize = es > 0 ? es : 1;
+    f->ft_size = size;
+    f->ft_extent = extent;
+    f->known = 1;
+    if (size == extent && lb == 0) return;  /* contiguous */
+    f->nblocks = type_blocks(filetype, &f->boff, &f->blen);
+    if (f->nblocks == 0 || size == 0) { f->known = 0; return; }
+    f->bsum = malloc(sizeof(int64_t) * (size_t)f->nblocks);
+    int64_t sum = 0;
+    for (int64_t i = 0; i < f->nblocks; i++) { f->bsum[i] = sum; sum += f->blen[i]; }
+}
+
+/* the file ranges of data bytes [pos, pos + n) of the view's stream: the first offset, and the
+ * ranges into c->regions when there are several */
+static void ranges(call_t *c, fstate *f, int64_t pos, int64_t n) {
+    if (!f->known) { c->r.n_regions = CALLID_UNKNOWN; return; }
+    if (f->nblocks == 0) { set_int(c, &c->r.offset, P_OFFSET, f->disp + pos); return; }
+    int64_t tile = pos / f->ft_size, rem = pos % f->ft_size;
+    int64_t lo = 0, hi = f->nblocks - 1;
+    while (lo < hi) { int64_t mid = (lo + hi + 1) / 2; if (f->bsum[mid] <= rem) lo = mid; else hi = mid - 1; }
+    int64_t b = lo, in = rem - f->bsum[b], left = n, k = 0, cap = 16;
+    int64_t *out = malloc(sizeof(int64_t) * 2 * (size_t)cap);
+    while (left > 0) {
+        int64_t o = f->disp + tile * f->ft_extent + f->boff[b] + in, l = f->blen[b] - in;
+        if (l > left) l = left;
+        if (k && out[2 * k - 2] + out[2 * k - 1] == o) out[2 * k - 1] += l;
+        else {
+            if (k == CALLID_MAX_REGIONS) { free(out); c->r.n_regions = CALLID_UNKNOWN; return; }
+            if (k == cap) { cap *= 2; out = realloc(out, sizeof(int64_t) * 2 * (size_t)cap); }
+            out[2 * k] = o; out[2 * k + 1] = l; k++;
+        }
+        left -= l; in = 0;
+        if (++b == f->nblocks) { b = 0; tile++; }
+    }
+    if (k == 0) { free(out); set_int(c, &c->r.offset, P_OFFSET, f->disp + tile * f->ft_extent + f->boff[b]); return; }
+    set_int(c, &c->r.offset, P_OFFSET, out[0]);
+    if (k > 1) { c->regions = out; c->r.n_regions = (uint32_t)k; } else free(out);
+}
+
+/* ---- describing arguments ------------------------------------------------------------------ */
+
+static char *type_text(MPI_Datatype t) {
+    if (t == MPI_DATATYPE_NULL) return NULL;
+    char name[MPI_MAX_OBJECT_NAME + 1];
+    int len = 0;
+    PMPI_Type_get_name(t, name, &len);
+    name[len] = 0;
+    if (len) return strdup(name);
+    int ni, na, nd, combiner;
+    PMPI_Type_get_envelope(t, &ni, &na, &nd, &combiner);
+    static const struct { int c; const char *n; } names[] = {
+        {MPI_COMBINER_DUP, "dup"}, {MPI_COMBINER_CONTIGUOUS, "contiguous"}, {MPI_COMBINER_VECTOR, "vector"},
+        {MPI_COMBINER_HVECTOR, "hvector"}, {MPI_COMBINER_INDEXED, "indexed"},
+        {MPI_COMBINER_HINDEXED, "hindexed"}, {MPI_COMBINER_INDEXED_BLOCK, "indexed_block"},
+        {MPI_COMBINER_HINDEXED_BLOCK, "hindexed_block"}, {MPI_COMBINER_STRUCT, "struct"},
+        {MPI_COMBINER_SUBARRAY, "subarray"}, {MPI_COMBINER_DARRAY, "darray"},
+        {MPI_COMBINER_RESIZED, "resized"}};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) if (names[i].c == combiner) return strdup(names[i].n);
+    return strdup("derived");
+}
+
+static char *hints_text(MPI_Info info) {
+    if (info == MPI_INFO_NULL) return NULL;
+    int n = 0;
+    PMPI_Info_get_nkeys(info, &n);
+    if (n == 0) return NULL;
+    size_t cap = 256, used = 0;
+    char *out = malloc(cap);
+    out[0] = 0;
+    for (int i = 0; i < n; i++) {
+        char key[MPI_MAX_INFO_KEY + 1], value[MPI_MAX_INFO_VAL + 1];
+        int vlen = MPI_MAX_INFO_VAL + 1, flag = 0;
+        PMPI_Info_get_nthkey(info, i, key);
+        PMPI_Info_get_string(info, key, &vlen, value, &flag);
+        if (!flag) continue;
+        size_t need = strlen(key) + strlen(value) + 3;
+        while (used + need >= cap) { cap *= 2; out = realloc(out, cap); }
+        used += (size_t)sprintf(out + used, "%s%s=%s", used ? ";" : "", key, value);
+    }
+    if (used == 0) { free(out); return NULL; }
+    return out;
+}
+
+static char *amode_text(int amode) {
+    static const struct { int bit; const char *n; } modes[] = {
+        {MPI_MODE_RDONLY, "RDONLY"}, {MPI_MODE_WRONLY, "WRONLY"}, {MPI_MODE_RDWR, "RDWR"},
+        {MPI_MODE_CREATE, "CREATE"}, {MPI_MODE_EXCL, "EXCL"}, {MPI_MODE_DELETE_ON_CLOSE, "DELETE_ON_CLOSE"},
+        {MPI_MODE_UNIQUE_OPEN, "UNIQUE_OPEN"}, {MPI_MODE_SEQUENTIAL, "SEQUENTIAL"}, {MPI_MODE_APPEND, "APPEND"}};
+    char *out = malloc(128);
+    out[0] = 0;
+    for (size_t i = 0; i < sizeof modes / sizeof *modes; i++)
+        if (amode & modes[i].bit) { if (out[0]) strcat(out, ","); strcat(out, modes[i].n); }
+    return out;
+}
+
+static void on_file(call_t *c, fstate *f, int collective) {
+    if (f == NULL) return;
+    set_str(c, S_FILE, f->name);
+    set_int(c, &c->r.fid, P_FID, f->fid);
+    if (collective) {
+        set_int(c, &c->r.coll_seq, P_COLL_SEQ, ++f->colls);
+        c->r.comm_size = f->comm_size;
+        c->r.present |= P_COMM_SIZE;
+        set_int(c, &c->r.comm_id, P_COMM_ID, f->comm_id);
+    }
+}
+
+static void collective(call_t *c, int yes) {
+    c->r.present |= P_COLLECTIVE;
+    if (yes) c->r.flags |= FL_COLLECTIVE;
+}
+
+/* a file call without data: begin, describe the file */
+static void file_call(call_t *c, int func, MPI_File fh, int coll) {
+    call_begin(c, func, K_CALL);
+    collective(c, coll);
+    on_file(c, file_of(fh), coll);
+}
+
+/* ---- data access ------------------------------------------------------------------------------ */
+
+enum { AT, IND, SHARED, ORDERED };
+
+static void access_begin(call_t *c, int func, MPI_File fh, int where, MPI_Offset off, MPI_Count count,
+                         MPI_Datatype dt, int coll) {
+    file_call(c, func, fh, coll);
+    MPI_Count tsize = 0;
+    PMPI_Type_size_c(dt, &tsize);
+    set_int(c, &c->r.count, P_COUNT, (int64_t)count);
+    set_int(c, &c->r.size, P_SIZE, (int64_t)count * tsize);
+    own_str(c, S_DATATYPE, type_text(dt));
+    fstate *f = file_of(fh);
+    MPI_Offset pos = off;
+    if (where == IND) PMPI_File_get_position(fh, &pos);
+    if (f == NULL || where == SHARED || where == ORDERED) {
+        c->r.n_regions = CALLID_UNKNOWN;  /* (where a shared file pointer puts it is not visible here) */
+    } else {
+        ranges(c, f, (int64_t)pos * f->esize, (int64_t)count * tsize);
+    }
+    call_publish(c);
+}
+
+static void access_end(call_t *c, int err, MPI_Status *st) {
+    if (st != NULL && st != MPI_STATUS_IGNORE && err == MPI_SUCCESS) {
+        MPI_Count got = 0;
+        PMPI_Get_count_c(st, MPI_BYTE, &got);
+        if (got != MPI_UNDEFINED) set_int(c, &c->r.bytes, P_BYTES, (int64_t)got);
+    }
+    call_end(c, err);
+}
+
+/* non-blocking I/O requests not yet seen complete: their completion is logged (kind 'wait') */
+typedef struct pending {
+    MPI_Request req;
+    struct pending *next;
+    uint64_t callid, record;
+    int64_t rid, fid;
+    int func;
+    char *file;
+} pending;
+static pending *requests;
+static pthread_mutex_t req_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void remember(call_t *c, MPI_Request *req) {
+    set_int(c, &c->r.rid, P_RID, __atomic_add_fetch(&S.rids, 1, __ATOMIC_RELAXED));
+    pending *p = malloc(sizeof *p);
+    *p = (pending){*req, NULL, c->r.callid, c->index, c->r.rid, c->r.fid, c->r.func,
+                   c->str[S_FILE] ? strdup(c->str[S_FILE]) : NULL};
+    pthread_mutex_lock(&req_mu);
+    p->next = requests;
+    requests = p;
+    pthread_mutex_unlock(&req_mu);
+}
+
+static pending *take_request(MPI_Request req) {
+    pthread_mutex_lock(&req_mu);
+    pending *found = NULL;
+    for (pending **p = &requests; *p; p = &(*p)->next)
+        if ((*p)->req == req) { found = *p; *p = found->next; break; }
+    pthread_mutex_unlock(&req_mu);
+    return found;
+}
+
+/* while a completion may do a request's I/O (ROMIO's non-blocking collectives progress in MPI_Wait
+ * and MPI_Test), the thread's slot names the call of the request (1: it is one of them) */
+static int publish_pending(MPI_Request req) {
+    uint64_t id = S.sentinel, record = ~0ull;
+    pthread_mutex_lock(&req_mu);
+    for (pending *p = requests; p; p = p->next) if (p->req == req) { id = p->callid; record = p->record; break; }
+    pthread_mutex_unlock(&req_mu);
+    if (id == S.sentinel) return 0;
+    publish(id, record);
+    return 1;
+}
+
+static void log_wait(pending *p, MPI_Status *st) {
+    call_t c;
+    call_begin(&c, p->func, K_WAIT);
+    c.r.callid = p->callid;
+    set_int(&c, &c.r.rid, P_RID, p->rid);
+    if (p->fid) set_int(&c, &c.r.fid, P_FID, p->fid);
+    set_str(&c, S_FILE, p->file);
+    collective(&c, 0);
+    if (st != NULL && st != MPI_STATUS_IGNORE) {
+        MPI_Count got = 0;
+        PMPI_Get_count_c(st, MPI_BYTE, &got);
+        if (got != MPI_UNDEFINED) set_int(&c, &c.r.bytes, P_BYTES, (int64_t)got);
+    }
+    c.r.t_start = now_ns();
+    call_end(&c, MPI_SUCCESS);
+    free(p->file);
+    free(p);
+}
+
+/* ---- MPI_Init / MPI_Finalize ------------------------------------------------------------------ */
+
+int MPI_Init(int *argc, char ***argv) {
+    int err = PMPI_Init(argc, argv);
+    if (err == MPI_SUCCESS) { start(); atexit(stop); }
+    return err;
+}
+
+int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
+    int err = PMPI_Init_thread(argc, argv, required, provided);
+    if (err == MPI_SUCCESS) { start(); atexit(stop); }
+    return err;
+}
+
+int MPI_Finalize(void) {
+    stop();
+    return PMPI_Finalize();
+}
+
+/* ---- file manipulation ---------------------------------------------------------------------- */
+
+#define TRACED (S.ready && t_depth == 0)
+
+int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh) {
+    if (!TRACED) return PMPI_File_open(comm, filename, amode, info, fh);
+    call_t c;
+    call_begin(&c, F_File_open, K_CALL);
+    collective(&c, 1);
+    int size, crank;
+    int64_t id = comm_ident(comm, &size);
+    PMPI_Comm_rank(comm, &crank);
+    /* the ranks of the open agree on a base: each collective call on the file has one coll_seq on all */
+    int64_t base = crank == 0 ? ((int64_t)S.rank << 20 | (S.opens++ & 0xFFFFF)) : 0;
+    PMPI_Bcast(&base, 1, MPI_INT64_T, 0, comm);
+    set_str(&c, S_FILE, filename);
+    int64_t fid = __atomic_add_fetch(&S.fids, 1, __ATOMIC_RELAXED);
+    set_int(&c, &c.r.fid, P_FID, fid);
+    set_int(&c, &c.r.coll_seq, P_COLL_SEQ, base << 20);
+    c.r.comm_size = size;
+    c.r.present |= P_COMM_SIZE;
+    set_int(&c, &c.r.comm_id, P_COMM_ID, id);
+    own_str(&c, S_AMODE, amode_text(amode));
+    own_str(&c, S_HINTS, hints_text(info));
+    call_publish(&c);
+    int err = PMPI_File_open(comm, filename, amode, info, fh);
+    if (err == MPI_SUCCESS) {
+        fstate *f = calloc(1, sizeof *f);
+        *f = (fstate){.fh = *fh, .next = files, .name = strdup(filename), .fid = fid, .colls = base << 20,
+                      .comm_size = size, .comm_id = id, .esize = 1, .ft_size = 1, .ft_extent = 1, .known = 1};
+        files = f;
+    }
+    call_end(&c, err);
+    return err;
+}
+
+int MPI_File_close(MPI_File *fh) {
+    if (!TRACED) return PMPI_File_close(fh);
+    call_t c;
+    MPI_File was = *fh;
+    file_call(&c, F_File_close, was, 1);
+    call_publish(&c);
+    int err = PMPI_File_close(fh);
+    call_end(&c, err);
+    if (err == MPI_SUCCESS) file_forget(was);
+    return err;
+}
+
+int MPI_File_delete(const char *filename, MPI_Info info) {
+    if (!TRACED) return PMPI_File_delete(filename, info);
+    call_t c;
+    call_begin(&c, F_File_delete, K_CALL);
+    collective(&c, 0);
+    set_str(&c, S_FILE, filename);
+    own_str(&c, S_HINTS, hints_text(info));
+    call_publish(&c);
+    int err = PMPI_File_delete(filename, info);
+    call_end(&c, err);
+    return err;
+}
+
+/* a file call whose one argument the row records in an integer column (or none) */
+#define FILE_CALL(NAME, COLL, PARAMS, ARGS, DESCRIBE)                                         \
+    int MPI_File_##NAME PARAMS {                                                              \
+        if (!TRACED) return PMPI_File_##NAME ARGS;                                            \
+        call_t c;                                                                             \
+        file_call(&c, F_File_##NAME, fh, COLL);                                               \
+        DESCRIBE;                                                                             \
+        call_publish(&c);                                                                     \
+        int err = PMPI_File_##NAME ARGS;                                                      \
+        call_end(&c, err);                                                                    \
+        return err;                                                                           \
+    }
+
+FILE_CALL(set_size, 1, (MPI_File fh, MPI_Offset size), (fh, size), set_int(&c, &c.r.size, P_SIZE, size))
+FILE_CALL(preallocate, 1, (MPI_File fh, MPI_Offset size), (fh, size), set_int(&c, &c.r.size, P_SIZE, size))
+FILE_CALL(get_size, 0, (MPI_File fh, MPI_Offset *size), (fh, size), (void)0)
+FILE_CALL(get_group, 0, (MPI_File fh, MPI_Group *group), (fh, group), (void)0)
+FILE_CALL(get_amode, 0, (MPI_File fh, int *amode), (fh, amode), (void)0)
+FILE_CALL(set_info, 1, (MPI_File fh, MPI_Info info), (fh, info), own_str(&c, S_HINTS, hints_text(info)))
+FILE_CALL(get_info, 0, (MPI_File fh, MPI_Info *info), (fh, info), (void)0)
+FILE_CALL(get_view, 0, (MPI_File fh, MPI_Offset *disp, MPI_Datatype *etype, MPI_Datatype *filetype,
+                         char *datarep), (fh, disp, etype, filetype, datarep), (void)0)
+FILE_CALL(get_position, 0, (MPI_File fh, MPI_Offset *offset), (fh, offset), (void)0)
+FILE_CALL(get_byte_offset, 0, (MPI_File fh, MPI_Offset offset, MPI_Offset *disp), (fh, offset, disp), (void)0)
+FILE_CALL(get_position_shared, 0, (MPI_File fh, MPI_Offset *offset), (fh, offset), (void)0)
+FILE_CALL(get_type_extent, 0, (MPI_File fh, MPI_Datatype datatype, MPI_Aint *extent), (fh, datatype, extent),
+          own_str(&c, S_DATATYPE, type_text(datatype)))
+FILE_CALL(set_atomicity, 1, (MPI_File fh, int flag), (fh, flag),
+          (c.r.present |= P_ATOMICITY, c.r.flags |= flag ? FL_ATOMICITY : 0))
+FILE_CALL(get_atomicity, 0, (MPI_File fh, int *flag), (fh, flag), (void)0)
+FILE_CALL(sync, 1, (MPI_File fh), (fh), (void)0)
+FILE_CALL(get_errhandler, 0, (MPI_File fh, MPI_Errhandler *errhandler), (fh, errhandler), (void)0)
+FILE_CALL(set_errhandler, 0, (MPI_File fh, MPI_Errhandler errhandler), (fh, errhandler), (void)0)
+FILE_CALL(call_errhandler, 0, (MPI_File fh, int errorcode), (fh, errorcode), (void)0)
+
+static const char *whence_text(int whence) {
+    return whence == MPI_SEEK_SET ? "SET" : whence == MPI_SEEK_CUR ? "CUR" : whence == MPI_SEEK_END ? "END" : "?";
+}
+
+FILE_CALL(seek, 0, (MPI_File fh, MPI_Offset offset, int whence), (fh, offset, whence),
+          (set_int(&c, &c.r.offset, P_OFFSET, offset), set_str(&c, S_WHENCE, whence_text(whence))))
+FILE_CALL(seek_shared, 1, (MPI_File fh, MPI_Offset offset, int whence), (fh, offset, whence),
+          (set_int(&c, &c.r.offset, P_OFFSET, offset), set_str(&c, S_WHENCE, whence_text(whence))))
+
+int MPI_File_get_type_extent_c(MPI_File fh, MPI_Datatype datatype, MPI_Count *extent) {
+    if (!TRACED) return PMPI_File_get_type_extent_c(fh, datatype, extent);
+    call_t c;
+    file_call(&c, F_File_get_type_extent, fh, 0);
+    own_str(&c, S_DATATYPE, type_text(datatype));
+    call_publish(&c);
+    int err = PMPI_File_get_type_extent_c(fh, datatype, extent);
+    call_end(&c, err);
+    return err;
+}
+
+int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Datatype filetype,
+                      const char *datarep, MPI_Info info) {
+    if (!TRACED) return PMPI_File_set_view(fh, disp, etype, filetype, datarep, info);
+    call_t c;
+    file_call(&c, F_File_set_view, fh, 1);
+    set_int(&c, &c.r.offset, P_OFFSET, disp);
+    own_str(&c, S_ETYPE, type_text(etype));
+    own_str(&c, S_FILETYPE, type_text(filetype));
+    set_str(&c, S_DATAREP, datarep);
+    own_str(&c, S_HINTS, hints_text(info));
+    MPI_Count lb, extent;
+    if (etype != MPI_DATATYPE_NULL && PMPI_Type_get_extent_c(etype, &lb, &extent) == MPI_SUCCESS)
+        set_int(&c, &c.r.etype_extent, P_ETYPE_EXTENT, extent);
+    if (filetype != MPI_DATATYPE_NULL && PMPI_Type_get_extent_c(filetype, &lb, &extent) == MPI_SUCCESS) {
+        set_int(&c, &c.r.extent, P_EXTENT, extent);
+        int64_t *off, *len;
+        int64_t n = type_blocks(filetype, &off, &len);
+        if (n > 0) {
+            c.regions = malloc(sizeof(int64_t) * 2 * (size_t)n);
+            for (int64_t i = 0; i < n; i++) { c.regions[2 * i] = off[i]; c.regions[2 * i + 1] = len[i]; }
+            c.r.n_regions = (uint32_t)n;
+        }
+        free(off);
+        free(len);
+    }
+    call_publish(&c);
+    int err = PMPI_File_set_view(fh, disp, etype, filetype, datarep, info);
+    fstate *f = file_of(fh);
+    if (err == MPI_SUCCESS && f != NULL) view_set(f, disp, etype, filetype);
+    call_end(&c, err);
+    return err;
+}
+
+/* ---- the data-access family --------------------------------------------------------------- */
+
+/* blocking: explicit offset (AT) or a file pointer */
+#define BLOCKING_AT(NAME, F, BUF, CT, COLL)                                                      \
+    int MPI_File_##NAME(MPI_File fh, MPI_Offset offset, BUF buf, CT count, MPI_Datatype dt,        \
+                        MPI_Status *st) {                                                          \
+        if (!TRACED) return PMPI_File_##NAME(fh, offset, buf, count, dt, st);                      \
+        call_t c;                                                                                  \
+        MPI_Status local;                                                                          \
+        if (st == MPI_STATUS_IGNORE) st = &local;                                                  \
+        access_begin(&c, F, fh, AT, offset, (MPI_Count)count, dt, COLL);                           \
+        int err = PMPI_File_##NAME(fh, offset, buf, count, dt, st);                                \
+        access_end(&c, err, st);                                                                   \
+        return err;                                                                                \
+    }
+#define BLOCKING(NAME, F, BUF, CT, WHERE, COLL)                                                   \
+    int MPI_File_##NAME(MPI_File fh, BUF buf, CT count, MPI_Datatype dt, MPI_Status *st) {          \
+        if (!TRACED) return PMPI_File_##NAME(fh, buf, count, dt, st);                              \
+        call_t c;                                                                                  \
+        MPI_Status local;                                                                          \
+        if (st == MPI_STATUS_IGNORE) st = &local;                                                  \
+        access_begin(&c, F, fh, WHERE, 0, (MPI_Count)count, dt, COLL);                             \
+        int err = PMPI_File_##NAME(fh, buf, count, dt, st);                                        \
+        access_end(&c, err, st);                                                                   \
+        return err;                                                                                \
+    }
+#define NONBLOCKING_AT(NAME, F, BUF, CT, COLL)                                                   \
+    int MPI_File_##NAME(MPI_File fh, MPI_Offset offset, BUF buf, CT count, MPI_Datatype dt,        \
+                        MPI_Request *req) {                                                        \
+        if (!TRACED) return PMPI_File_##NAME(fh, offset, buf, count, dt, req);                     \
+        call_t c;                                                                                  \
+        access_begin(&c, F, fh, AT, offset, (MPI_Count)count, dt, COLL);                           \
+        int err = PMPI_File_##NAME(fh, offset, buf, count, dt, req);                               \
+        if (err == MPI_SUCCESS) remember(&c, req);                                                 \
+        call_end(&c, err);                                                                         \
+        return err;                                                                                \
+    }
+#define NONBLOCKING(NAME, F, BUF, CT, WHERE, COLL)                                                \
+    int MPI_File_##NAME(MPI_File fh, BUF buf, CT count, MPI_Datatype dt, MPI_Request *req) {        \
+        if (!TRACED) return PMPI_File_##NAME(fh, buf, count, dt, req);                             \
+        call_t c;                                                                                  \
+        access_begin(&c, F, fh, WHERE, 0, (MPI_Count)count, dt, COLL);                             \
+        int err = PMPI_File_##NAME(fh, buf, count, dt, req);                                       \
+        if (err == MPI_SUCCESS) remember(&c, req);                                                 \
+        call_end(&c, err);                                                                         \
+        return err;                                                                                \
+    }
+#define BEGIN_AT(NAME, F, BUF, CT)                                                                \
+    int MPI_File_##NAME(MPI_File fh, MPI_Offset offset, BUF buf, CT count, MPI_Datatype dt) {       \
+        if (!TRACED) return PMPI_File_##NAME(fh, offset, buf, count, dt);                          \
+        call_t c;                                                                                  \
+        access_begin(&c, F, fh, AT, offset, (MPI_Count)count, dt, 1);                              \
+        int err = PMPI_File_##NAME(fh, offset, buf, count, dt);                                    \
+        split_begin(&c, fh, err);                                                                  \
+        return err;                                                                                \
+    }
+#define BEGIN(NAME, F, BUF, CT, WHERE)                                                            \
+    int MPI_File_##NAME(MPI_File fh, BUF buf, CT count, MPI_Datatype dt) {                          \
+        if (!TRACED) return PMPI_File_##NAME(fh, buf, count, dt);                                  \
+        call_t c;                                                                                  \
+        access_begin(&c, F, fh, WHERE, 0, (MPI_Count)count, dt, 1);                                \
+        int err = PMPI_File_##NAME(fh, buf, count, dt);                                            \
+        split_begin(&c, fh, err);                                                                  \
+        return err;                                                                                \
+    }
+#define END(NAME, F, BUF)                                                                        \
+    int MPI_File_##NAME(MPI_File fh, BUF buf, MPI_Status *st) {                                   \
+        if (!TRACED) return PMPI_File_##NAME(fh, buf, st);                                        \
+        call_t c;                                                                                 \
+        MPI_Status local;                                                                         \
+        if (st == MPI_STATUS_IGNORE) st = &local;                                                 \
+        file_call(&c, F, fh, 1);                                                                  \
+        fstate *f = file_of(fh);                                                                  \
+        if (f != NULL && f->split_rid) set_int(&c, &c.r.rid, P_RID, f->split_rid);                \
+        call_publish(&c);                                                                         \
+        int err = PMPI_File_##NAME(fh, buf, st);                                                  \
+        if (f != NULL) f->split_rid = 0;                                                          \
+        access_end(&c, err, st);                                                                  \
+        return err;                                                                               \
+    }
+
+static void split_begin(call_t *c, MPI_File fh, int err) {
+    fstate *f = file_of(fh);
+    if (err == MPI_SUCCESS && f != NULL) {
+        set_int(c, &c->r.rid, P_RID, __atomic_add_fetch(&S.rids, 1, __ATOMIC_RELAXED));
+        f->split_rid = c->r.rid;
+    }
+    call_end(c, err);
+}
+
+#define RBUF void *
+#define WBUF const void *
+#define FAMILY(CT, S_)                                                                            \
+    BLOCKING_AT(read_at##S_, F_File_read_at, RBUF, CT, 0)                                         \
+    BLOCKING_AT(write_at##S_, F_File_write_at, WBUF, CT, 0)                                       \
+    BLOCKING_AT(read_at_all##S_, F_File_read_at_all, RBUF, CT, 1)                                 \
+    BLOCKING_AT(write_at_all##S_, F_File_write_at_all, WBUF, CT, 1)                               \
+    BLOCKING(read##S_, F_File_read, RBUF, CT, IND, 0)                                             \
+    BLOCKING(write##S_, F_File_write, WBUF, CT, IND, 0)                                           \
+    BLOCKING(read_all##S_, F_File_read_all, RBUF, CT, IND, 1)                                     \
+    BLOCKING(write_all##S_, F_File_write_all, WBUF, CT, IND, 1)                                   \
+    BLOCKING(read_shared##S_, F_File_read_shared, RBUF, CT, SHARED, 0)                            \
+    BLOCKING(write_shared##S_, F_File_write_shared, WBUF, CT, SHARED, 0)                          \
+    BLOCKING(read_ordered##S_, F_File_read_ordered, RBUF, CT, ORDERED, 1)                         \
+    BLOCKING(write_ordered##S_, F_File_write_ordered, WBUF, CT, ORDERED, 1)                       \
+    NONBLOCKING_AT(iread_at##S_, F_File_iread_at, RBUF, CT, 0)                                    \
+    NONBLOCKING_AT(iwrite_at##S_, F_File_iwrite_at, WBUF, CT, 0)                                  \
+    NONBLOCKING_AT(iread_at_all##S_, F_File_iread_at_all, RBUF, CT, 1)                            \
+    NONBLOCKING_AT(iwrite_at_all##S_, F_File_iwrite_at_all, WBUF, CT, 1)                          \
+    NONBLOCKING(iread##S_, F_File_iread, RBUF, CT, IND, 0)                                        \
+    NONBLOCKING(iwrite##S_, F_File_iwrite, WBUF, CT, IND, 0)                                      \
+    NONBLOCKING(iread_all##S_, F_File_iread_all, RBUF, CT, IND, 1)                                \
+    NONBLOCKING(iwrite_all##S_, F_File_iwrite_all, WBUF, CT, IND, 1)                              \
+    NONBLOCKING(iread_shared##S_, F_File_iread_shared, RBUF, CT, SHARED, 0)                       \
+    NONBLOCKING(iwrite_shared##S_, F_File_iwrite_shared, WBUF, CT, SHARED, 0)                     \
+    BEGIN_AT(read_at_all_begin##S_, F_File_read_at_all_begin, RBUF, CT)                           \
+    BEGIN_AT(write_at_all_begin##S_, F_File_write_at_all_begin, WBUF, CT)                         \
+    BEGIN(read_all_begin##S_, F_File_read_all_begin, RBUF, CT, IND)                               \
+    BEGIN(write_all_begin##S_, F_File_write_all_begin, WBUF, CT, IND)                             \
+    BEGIN(read_ordered_begin##S_, F_File_read_ordered_begin, RBUF, CT, ORDERED)                   \
+    BEGIN(write_ordered_begin##S_, F_File_write_ordered_begin, WBUF, CT, ORDERED)
+
+FAMILY(int, )
+FAMILY(MPI_Count, _c)
+END(read_at_all_end, F_File_read_at_all_end, RBUF)
+END(write_at_all_end, F_File_write_at_all_end, WBUF)
+END(read_all_end, F_File_read_all_end, RBUF)
+END(write_all_end, F_File_write_all_end, WBUF)
+END(read_ordered_end, F_File_read_ordered_end, RBUF)
+END(write_ordered_end, F_File_write_ordered_end, WBUF)
+
+/* ---- completions of non-blocking I/O ------------------------------------------------------- */
+
+static int have_requests(void) { return __atomic_load_n(&requests, __ATOMIC_ACQUIRE) != NULL; }
+
+static void complete_one(MPI_Request before, MPI_Status *st, int done) {
+    if (!done) return;
+    pending *p = take_request(before);
+    if (p != NULL) log_wait(p, st);
+}
+
+int MPI_Wait(MPI_Request *req, MPI_Status *st) {
+    if (!S.ready || !have_requests()) return PMPI_Wait(req, st);
+    MPI_Request before = *req;
+    MPI_Status local;
+    if (st == MPI_STATUS_IGNORE) st = &local;
+    int named = publish_pending(before);
+    int err = PMPI_Wait(req, st);
+    if (named) publish(S.sentinel, ~0ull);
+    complete_one(before, st, err == MPI_SUCCESS);
+    return err;
+}
+
+int MPI_Test(MPI_Request *req, int *flag, MPI_Status *st) {
+    if (!S.ready || !have_requests()) return PMPI_Test(req, flag, st);
+    MPI_Request before = *req;
+    MPI_Status local;
+    if (st == MPI_STATUS_IGNORE) st = &local;
+    int named = publish_pending(before);
+    int err = PMPI_Test(req, flag, st);
+    if (named) publish(S.sentinel, ~0ull);
+    complete_one(before, st, err == MPI_SUCCESS && *flag);
+    return err;
+}
+
+/* the several-request completions: which of ``before`` completed (indices), each logged */
+static void complete_many(MPI_Request *before, int n, MPI_Status *sts, const int *which, int nwhich) {
+    for (int k = 0; k < nwhich; k++) {
+        int i = which ? which[k] : k;
+        if (i >= 0 && i < n) complete_one(before[i], sts ? &sts[i] : NULL, 1);
+    }
+}
+
+#define MANY_BEGIN(N, REQS, STS)                                                                 \
+    MPI_Request *before = malloc(sizeof(MPI_Request) * (size_t)((N) ? (N) : 1));                 \
+    memcpy(before, REQS, sizeof(MPI_Request) * (size_t)(N));                                      \
+    MPI_Status *mine = NULL;                                                                      \
+    if ((STS) == MPI_STATUSES_IGNORE) { mine = malloc(sizeof(MPI_Status) * (size_t)((N) ? (N) : 1)); STS = mine; }
+
+int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status sts[]) {
+    if (!S.ready || !have_requests()) return PMPI_Waitall(n, reqs, sts);
+    MANY_BEGIN(n, reqs, sts)
+    int err = PMPI_Waitall(n, reqs, sts);
+    if (err == MPI_SUCCESS) complete_many(before, n, sts, NULL, n);
+    free(before); free(mine);
+    return err;
+}
+
+int MPI_Testall(int n, MPI_Request reqs[], int *flag, MPI_Status sts[]) {
+    if (!S.ready || !have_requests()) return PMPI_Testall(n, reqs, flag, sts);
+    MANY_BEGIN(n, reqs, sts)
+    int err = PMPI_Testall(n, reqs, flag, sts);
+    if (err == MPI_SUCCESS && *flag) complete_many(before, n, sts, NULL, n);
+    free(before); free(mine);
+    return err;
+}
+
+int MPI_Waitany(int n, MPI_Request reqs[], int *index, MPI_Status *st) {
+    if (!S.ready || !have_requests()) return PMPI_Waitany(n, reqs, index, st);
+    MPI_Status local;
+    if (st == MPI_STATUS_IGNORE) st = &local;
+    MPI_Request *before = malloc(sizeof(MPI_Request) * (size_t)(n ? n : 1));
+    memcpy(before, reqs, sizeof(MPI_Request) * (size_t)n);
+    int err = PMPI_Waitany(n, reqs, index, st);
+    if (err == MPI_SUCCESS && *index != MPI_UNDEFINED) complete_one(before[*index], st, 1);
+    free(before);
+    return err;
+}
+
+int MPI_Testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *st) {
+    if (!S.ready || !have_requests()) return PMPI_Testany(n, reqs, index, flag, st);
+    MPI_Status local;
+    if (st == MPI_STATUS_IGNORE) st = &local;
+    MPI_Request *before = malloc(sizeof(MPI_Request) * (size_t)(n ? n : 1));
+    memcpy(before, reqs, sizeof(MPI_Request) * (size_t)n);
+    int err = PMPI_Testany(n, reqs, index, flag, st);
+    if (err == MPI_SUCCESS && *flag && *index != MPI_UNDEFINED) complete_one(before[*index], st, 1);
+    free(before);
+    return err;
+}
+
+int MPI_Waitsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status sts[]) {
+    if (!S.ready || !have_requests()) return PMPI_Waitsome(n, reqs, outcount, indices, sts);
+    MANY_BEGIN(n, reqs, sts)
+    int err = PMPI_Waitsome(n, reqs, outcount, indices, sts);
+    if (err == MPI_SUCCESS && *outcount != MPI_UNDEFINED) {
+        for (int k = 0; k < *outcount; k++) complete_one(before[indices[k]], &sts[k], 1);
+    }
+    free(before); free(mine);
+    return err;
+}
+
+int MPI_Testsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status sts[]) {
+    if (!S.ready || !have_requests()) return PMPI_Testsome(n, reqs, outcount, indices, sts);
+    MANY_BEGIN(n, reqs, sts)
+    int err = PMPI_Testsome(n, reqs, outcount, indices, sts);
+    if (err == MPI_SUCCESS && *outcount != MPI_UNDEFINED) {
+        for (int k = 0; k < *outcount; k++) complete_one(before[indices[k]], &sts[k], 1);
+    }
+    free(before); free(mine);
+    return err;
+}
+
+/* ---- collectives without I/O (kind 'mpi'): the synchronisation between ranks -------------------- */
+
+static void mpi_call(int func, MPI_Comm comm, int64_t t0) {
+    call_t c;
+    call_begin(&c, func, K_MPI);
+    c.r.t_start = t0;
+    collective(&c, 1);
+    int size;
+    set_int(&c, &c.r.comm_id, P_COMM_ID, comm_ident(comm, &size));
+    c.r.comm_size = size;
+    c.r.present |= P_COMM_SIZE;
+    call_end(&c, MPI_SUCCESS);
+}
+
+#define COLLECTIVE(NAME, PARAMS, ARGS)                                                          \
+    int MPI_##NAME PARAMS {                                                                     \
+        if (!TRACED) return PMPI_##NAME ARGS;                                                   \
+        int64_t t0 = now_ns();                                                                  \
+        int err = PMPI_##NAME ARGS;                                                             \
+        if (err == MPI_SUCCESS) mpi_call(F_##NAME, comm, t0);                                   \
+        return err;                                                                             \
+    }
+
+COLLECTIVE(Barrier, (MPI_Comm comm), (comm))
+COLLECTIVE(Bcast, (void *b, int n, MPI_Datatype t, int root, MPI_Comm comm), (b, n, t, root, comm))
+COLLECTIVE(Allreduce, (const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm comm),
+           (s, r, n, t, op, comm))
+COLLECTIVE(Reduce, (const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, int root, MPI_Comm comm),
+           (s, r, n, t, op, root, comm))
+COLLECTIVE(Allgather, (const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, MPI_Comm comm),
+           (s, sn, st, r, rn, rt, comm))
+COLLECTIVE(Gather, (const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, int root,
+                    MPI_Comm comm), (s, sn, st, r, rn, rt, root, comm))
+COLLECTIVE(Scatter, (const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, int root,
+                     MPI_Comm comm), (s, sn, st, r, rn, rt, root, comm))
+COLLECTIVE(Alltoall, (const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, MPI_Comm comm),
+           (s, sn, st, r, rn, rt, comm))

@@ -1,0 +1,78 @@
+"""What ``callid run --mpi-io romio`` adds to a run: the interposition library, the FUSE mount of the
+run's file system in a mount namespace of the run's own, and the ranks' records turned into client
+log parts once they ended."""
+
+from __future__ import annotations
+
+import ctypes.util
+import os
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from callid.romio import build
+from callid.romio import records as R
+from callid.romio.mount import READY
+from callid_core.errors import Failed
+
+__all__ = ["Missing", "collect", "command", "fuse_missing"]
+
+SLOTS = "romio.slots"
+FUSE_LOG = "fuse.log"  # the FUSE client's output
+#: what a run on the MPI library leaves in its parts directory (removed before the next one starts)
+PART_FILES = ("romio-rank*.rec", "romio-rank*.dat", SLOTS, FUSE_LOG, READY)
+
+
+class Missing(Failed):
+    """What the run needs and this machine lacks (the message says how to get it)."""
+
+
+def fuse_missing() -> str:
+    """What of FUSE this machine lacks ("": nothing)."""
+    if not os.path.exists("/dev/fuse"):
+        return ("/dev/fuse is missing (load the fuse module: modprobe fuse; in a container: "
+                "--device /dev/fuse)")
+    if not ctypes.util.find_library("fuse3"):
+        return "libfuse3 is missing (apt-get install fuse3, or dnf install fuse3)"
+    return ""
+
+
+def command(target: list[str], np: int, mpiexec: str, config_path: Path, parts: Path, mount: str,
+            layout: str, stamp: bool, mpicc: str | None) -> tuple[list[str], dict[str, str]]:
+    """The command running ``target`` on ``np`` ranks with the library preloaded, in a session that
+    mounts the file system at ``mount`` first, and the environment it adds.  :class:`Missing` or
+    ``build.BuildError`` when this machine cannot."""
+    missing = fuse_missing()
+    if missing:
+        raise Missing(f"--mpi-io romio needs FUSE: {missing}")
+    library = build.library(mpicc)
+    slots = parts / SLOTS
+    slots.write_bytes(bytes(R.SLOT.itemsize * R.NSLOTS))
+    program = [sys.executable, *target] if target[0] == "-m" or target[0].endswith(".py") else target
+    py = sys.executable
+    client = [py, "-m", "callid.romio.mount", "--config", str(config_path.resolve()), "--mountpoint", mount,
+              "--records", str(parts.resolve()), "--slots", str(slots.resolve())]
+    launcher = [mpiexec, "-n", str(np), "-genv", "LD_PRELOAD", str(library), *program]
+    cmd = [py, "-m", "callid.romio.session", "--mountpoint", mount, "--records", str(parts.resolve()),
+           "--log", str((parts / FUSE_LOG).resolve()), "--", *client, "--", *launcher]
+    env = {R.ENV["dir"]: str(parts.resolve()), R.ENV["layout"]: layout, R.ENV["stamp"]: "1" if stamp else "0",
+           R.ENV["slots"]: str(slots.resolve())}
+    return cmd, env
+
+
+def collect(parts: Path, metadata: dict[bytes, bytes], clock: str = "host0") -> int:
+    """Turn every rank's records in ``parts`` into a client log part (``client-romio-rankN``); the rows.
+    The records stay until the next run (a part that cannot be read is named in :class:`Failed`)."""
+    rows = 0
+    for rec in sorted(parts.glob("romio-rank*.rec")):
+        try:
+            table = R.read_rank(rec, rec.with_suffix(".dat"), clock)
+        except (OSError, ValueError) as exc:
+            raise Failed(f"{rec}: the interposition library's records cannot be read: {exc}") from None
+        out = parts / f"client-{rec.stem}.000000.parquet"
+        tmp = out.with_suffix(".tmp")
+        pq.write_table(table.replace_schema_metadata(metadata), tmp)
+        os.replace(tmp, out)
+        rows += table.num_rows
+    return rows

@@ -1,0 +1,124 @@
+"""The interposition library in unmodified C programs, on the real MPI-IO of the mpich wheel (files in a
+local directory, no FUSE): one record per call with the client log's columns, the file ranges of a
+view computed from the decomposition here, CallIDs of the run's layout, and the records a killed
+rank wrote."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from callid.romio import records as R
+from callid.romio.build import library
+from callid.run import find_mpiexec
+from callid_core.ids import Layout
+from callid_core.schema import CLIENT
+from tests.tracked import descendants
+
+pytestmark = pytest.mark.mpi
+
+
+def _run(programs, tmp: Path, name: str, *args, np: int = 4,
+         layout: str = "64/23") -> dict[int, pa.Table]:
+    env = dict(os.environ, **{R.ENV["dir"]: str(tmp), R.ENV["layout"]: layout})
+    cmd = [find_mpiexec(), "-n", str(np), "-genv", "LD_PRELOAD", str(library()), str(programs[name]),
+           *map(str, args)]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return {rank: R.read_rank(*R.rank_files(tmp, rank), "host0") for rank in range(np)}
+
+
+def test_mpi_io_test_every_call_is_one_row_with_the_client_logs_columns(programs, tmp_path):
+    block, iterations = 100_000, 3
+    ranks = _run(programs, tmp_path, "mpi-io-test", "-b", block, "-i", iterations, "-f", tmp_path / "f")
+    layout = Layout.parse("64/23")
+    for rank, table in ranks.items():
+        assert table.schema == CLIENT.schema
+        rows = table.to_pylist()
+        calls = [r for r in rows if r["kind"] == "call"]
+        assert [r["func"] for r in calls] == ["MPI_File_open", *["MPI_File_write_at"] * iterations,
+                                              "MPI_File_sync", *["MPI_File_read_at"] * iterations,
+                                              "MPI_File_close"]
+        # CallIDs of this rank, counter 1, 2, ... in call order
+        assert [layout.unpack(r["callid"]) for r in calls] == [(rank, i) for i in range(1, len(calls) + 1)]
+        data = [r for r in calls if r["func"] in ("MPI_File_write_at", "MPI_File_read_at")]
+        assert [r["offset"] for r in data] == [(i * 4 + rank) * block for i in range(iterations)] * 2
+        assert {(r["size"], r["bytes"], r["count"], r["datatype"]) for r in data} == {(block, block, block,
+                                                                                       "MPI_BYTE")}
+        opened = calls[0]
+        assert (opened["amode"], opened["comm_size"], opened["collective"], opened["file"]) == (
+            "RDWR,CREATE", 4, True, str(tmp_path / "f"))
+        assert all(r["t_start"] <= r["t_end"] and r["error"] is None for r in rows)
+        assert all(r["rank"] == rank and r["clock"] == "host0" for r in rows)
+        # the non-I/O collectives are the program's own (kind 'mpi', not stamped)
+        assert [r["func"] for r in rows if r["kind"] == "mpi"] == [
+            "MPI_Barrier", "MPI_Allreduce", "MPI_Barrier", "MPI_Allreduce", "MPI_Allreduce"]
+        assert {r["callid"] for r in rows if r["kind"] == "mpi"} == {layout.sentinel}
+    # a collective call has one coll_seq and one communicator id on every rank
+    colls = {rank: [(r["func"], r["coll_seq"], r["comm_id"]) for r in t.to_pylist()
+                    if r["kind"] == "call" and r["collective"]] for rank, t in ranks.items()}
+    assert all(c == colls[0] for c in colls.values()) and len(colls[0]) == 3
+
+
+def test_subarray_view_gives_each_calls_file_ranges(programs, tmp_path):
+    n = 64  # 64 x 64 doubles over a 2 x 2 grid: each rank 32 rows of 32 doubles (256 bytes)
+    ranks = _run(programs, tmp_path, "subarray", "-n", n, "-f", tmp_path / "s", "-H", "cb_nodes=2")
+    for rank, table in ranks.items():
+        rows = {r["func"]: r for r in table.to_pylist() if r["kind"] == "call"}
+        row0, col0 = rank // 2 * 32, rank % 2 * 32
+        expected = [((row0 + i) * n + col0) * 8 for i in range(32)]
+        for func in ("MPI_File_write_all", "MPI_File_read_all"):
+            call = rows[func]
+            assert call["region_offsets"] == expected and call["region_lengths"] == [256] * 32
+            assert (call["offset"], call["size"], call["bytes"], call["count"]) == (
+                expected[0], 8192, 8192, 1024)
+        view = rows["MPI_File_set_view"]
+        assert (view["etype"], view["filetype"], view["etype_extent"], view["extent"]) == (
+            "MPI_DOUBLE", "subarray", 8, n * n * 8)
+        assert view["region_offsets"] == expected and view["offset"] == 0
+        assert rows["MPI_File_open"]["hints"] == "cb_nodes=2"
+        assert (rows["MPI_File_seek"]["whence"], rows["MPI_File_seek"]["offset"]) == ("SET", 0)
+
+
+def test_a_killed_rank_keeps_the_records_it_wrote(programs, tmp_path):
+    """Rank records go to a shared mapping: SIGKILL in the middle of the run loses none of them, and
+    the call it was in is marked as not returned."""
+    env = dict(os.environ, **{R.ENV["dir"]: str(tmp_path)})
+    # many small blocks: the ranks are in the middle of their writes when one is killed
+    cmd = [find_mpiexec(), "-n", "2", "-genv", "LD_PRELOAD", str(library()), str(programs["mpi-io-test"]),
+           "-b", "1", "-i", "200000", "-f", str(tmp_path / "f")]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    rec, dat = R.rank_files(tmp_path, 1)
+    deadline = time.monotonic() + 60
+    while (not rec.exists() or len(R.records(rec)) < 1000) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    killed = False
+    for child in descendants(proc.pid):  # (this test's own processes only: the rank holding rank 1's file)
+        try:
+            fds = {os.readlink(f"/proc/{child}/fd/{fd}") for fd in os.listdir(f"/proc/{child}/fd")}
+        except OSError:
+            continue
+        if str(rec) in fds:
+            os.kill(child, signal.SIGKILL)
+            killed = True
+    assert killed
+    try:
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    table = R.read_rank(rec, dat, "host0").to_pylist()
+    writes = [r for r in table if r["func"] == "MPI_File_write_at"]
+    assert len(writes) >= 1000
+    # every record but the last whole, in order; the last one may be the call it was killed in
+    assert [r["offset"] for r in writes] == [2 * i + 1 for i in range(len(writes))]
+    unfinished = [r for r in table if r["error"] and "did not return" in r["error"]]
+    assert len(unfinished) <= 1 and all(r is table[-1] for r in unfinished)

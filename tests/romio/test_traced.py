@@ -1,0 +1,122 @@
+"""Unmodified C programs traced end to end on the MPI library's own MPI-IO (ROMIO), through the FUSE
+mount: ``callid run -n 4 ./program``, merged.  Every call has its rows, every disk operation is
+attributed, and each one names exactly the calls whose bytes it moves, with their bytes: the owners
+are computed here from the program's decomposition and the striping (``_check_every_operation``),
+not read back from callid.  Under ROMIO's collective buffering one aggregator's writes serve every
+rank's call."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from tests.client import test_exact_attribution as exact
+from tests.conftest import traced
+from tests.romio.conftest import needs_fuse
+
+pytestmark = [pytest.mark.mpi, needs_fuse]
+
+STRIP, SERVERS = exact.STRIP, exact.SERVERS  # 64 KiB strips over 4 I/O servers (the owners' arithmetic)
+FS = ["--servers", SERVERS, "--strip-size", "64KiB", "--flow-buffer", "64KiB"]
+BLOCK, ITERATIONS = 100_000, 3  # mpi-io-test: blocks that straddle strips
+N = 256  # subarray: 256 x 256 doubles, each rank's quarter 128 rows of 1 KiB
+
+
+def _nth_calls(run, func: str) -> dict[tuple[int, int], int]:
+    """(rank, i) -> the CallID of the rank's i-th call of ``func``."""
+    rows = run.q(f"SELECT rank, callid FROM calls WHERE func = '{func}' ORDER BY rank, counter")
+    seen: Counter = Counter()
+    out = {}
+    for rank, callid in rows:
+        out[rank, seen[rank]] = callid
+        seen[rank] += 1
+    return out
+
+
+def _block_owners(calls: dict[tuple[int, int], int]):
+    """mpi-io-test: byte b is in block b // BLOCK, of rank (block % 4) in its iteration block // 4."""
+    def owners_of(lo: int, n: int) -> Counter:
+        out: Counter = Counter()
+        while n:
+            block = lo // BLOCK
+            k = min(n, (block + 1) * BLOCK - lo)
+            out[calls[block % 4, block // 4]] += k
+            lo, n = lo + k, n - k
+        return out
+    return owners_of
+
+
+def _subarray_owners(callids: dict[int, int]):
+    """The 2x2 decomposition of the N x N doubles: the rank of every byte, then a range's owners."""
+    rows, cols = np.divmod(np.arange(N * N), N)
+    rank = (rows // (N // 2)) * 2 + cols // (N // 2)
+
+    def owners_of(lo: int, n: int) -> Counter:
+        ranks, counts = np.unique(rank[lo // 8:(lo + n + 7) // 8], return_counts=True)
+        assert lo % 8 == 0 and n % 8 == 0
+        return Counter({callids[int(r)]: int(c) * 8 for r, c in zip(ranks, counts)})
+    return owners_of
+
+
+def _check_run(run, data_funcs: dict[str, int]) -> None:
+    """Every disk operation attributed; over the data calls' operations the attributed bytes are the disk
+    bytes, each call's bytes are what it asked for (``data_funcs``: func -> bytes per call)."""
+    assert run.q("""SELECT count(*) FROM server_ops s WHERE s.layer IN ('trove', 'meta')
+                    AND NOT EXISTS (SELECT 1 FROM arrows a WHERE a.server = s.server
+                                    AND a.event_id = s.event_id)""") == [(0,)]
+    for func, per_call in data_funcs.items():
+        op = "trove_write" if "write" in func else "trove_read"
+        disk = run.q(f"""SELECT sum(size) FROM server_ops WHERE op = '{op}' AND event_id IN
+                         (SELECT event_id FROM arrows WHERE func = '{func}')""")[0][0]
+        assert run.q(f"SELECT sum(bytes), count(*) FILTER (WHERE NOT exact) FROM arrows "
+                     f"WHERE func = '{func}' AND op = '{op}'") == [(disk, 0)]
+        assert run.q(f"SELECT DISTINCT disk_bytes, inexact_arrows FROM fanout WHERE func = '{func}'") == [
+            (per_call, 0)]
+
+
+@pytest.fixture(scope="module")
+def independent(tmp_path_factory, programs):
+    return traced(tmp_path_factory.mktemp("romio"), "mit", "-n", 4, *FS, programs["mpi-io-test"],
+                  "-b", BLOCK, "-i", ITERATIONS, "-f", "/pvfs2/mpi-io-test")
+
+
+def test_mpi_io_test_every_call_traced_and_every_disk_operation_its_calls(independent):
+    run = independent
+    assert "data check: passed" in run.stdout
+    for rank in range(4):
+        funcs = [f for (f,) in run.q(f"SELECT func FROM calls WHERE rank = {rank} ORDER BY counter")]
+        assert funcs == ["MPI_File_open", *["MPI_File_write_at"] * ITERATIONS, "MPI_File_sync",
+                         *["MPI_File_read_at"] * ITERATIONS, "MPI_File_close"]
+    for func, op in (("MPI_File_write_at", "trove_write"), ("MPI_File_read_at", "trove_read")):
+        ops = run.q(f"""SELECT handle, disk_offset, size, file_offset, file_end, callids, callid_bytes
+                        FROM server_ops WHERE op = '{op}' ORDER BY handle, disk_offset""")
+        per_op = exact._check_every_operation(ops, _block_owners(_nth_calls(run, func)))
+        assert set(per_op) <= {1, 2}  # a strip holds bytes of at most two blocks
+    _check_run(run, {"MPI_File_write_at": BLOCK, "MPI_File_read_at": BLOCK})
+    # independent I/O: each rank's thread made its own requests
+    assert run.q("SELECT DISTINCT rank = callid >> 41 FROM rpcs WHERE op = 'io'") == [(True,)]
+
+
+@pytest.fixture(scope="module")
+def subarray(tmp_path_factory, programs):
+    return traced(tmp_path_factory.mktemp("romio"), "sub", "-n", 4, *FS, programs["subarray"], "-n", N,
+                  "-f", "/pvfs2/subarray")
+
+
+def test_subarray_aggregators_operations_name_every_rank_whose_bytes_they_move(subarray):
+    """ROMIO's two-phase write and read of a 2x2 subarray: the aggregator's operations serve the four
+    ranks' calls, each with exactly the bytes of its quarter."""
+    run = subarray
+    assert "data check: passed" in run.stdout
+    for func, op in (("MPI_File_write_all", "trove_write"), ("MPI_File_read_all", "trove_read")):
+        callids = dict(run.q(f"SELECT rank, callid FROM calls WHERE func = '{func}'"))
+        ops = run.q(f"""SELECT handle, disk_offset, size, file_offset, file_end, callids, callid_bytes
+                        FROM server_ops WHERE op = '{op}' ORDER BY handle, disk_offset""")
+        per_op = exact._check_every_operation(ops, _subarray_owners(callids))
+        assert per_op == Counter({2: len(ops)})  # a 64 KiB strip: 32 rows of two ranks' halves
+        # ROMIO chose the aggregators: on one host, one (cb_nodes defaults to the hosts)
+        aggregators = run.q(f"SELECT DISTINCT rank FROM rpcs WHERE func = '{func}' AND op = 'io'")
+        assert len(aggregators) == 1
+    _check_run(run, {"MPI_File_write_all": N * N * 8 // 4, "MPI_File_read_all": N * N * 8 // 4})
