@@ -126,6 +126,7 @@ static int my_slot(void) {
         int32_t free_tid = 0;
         if (__atomic_compare_exchange_n(&S.slots[i].tid, &free_tid, tid, 0, __ATOMIC_ACQ_REL,
                                         __ATOMIC_RELAXED)) {
+            S.slots[i].pid = (int32_t)getpid();
             S.slots[i].rank = S.rank;
             S.slots[i].callid = S.sentinel;
             t_slot = i;
@@ -136,9 +137,11 @@ static int my_slot(void) {
     return t_slot;
 }
 
-static void publish(uint64_t callid, uint64_t record) {
+/* the thread's current call (the FUSE client reads it while the thread waits for its own I/O) */
+static void publish(uint64_t callid, int func, uint64_t record) {
     int s = my_slot();
     if (s < 0) return;
+    S.slots[s].func = (uint16_t)func;
     S.slots[s].record = record;
     __atomic_store_n(&S.slots[s].callid, callid, __ATOMIC_RELEASE);
 }
@@ -240,6 +243,7 @@ static void call_begin(call_t *c, int func, int kind) {
     c->r.callid = kind == K_CALL ? next_callid() : S.sentinel;
     c->r.n_regions = 0;
     t_depth++;
+    if (kind == K_CALL) publish(c->r.callid, func, ~0ull);  /* (what the call does before its record) */
     c->r.t_start = now_ns();
 }
 
@@ -277,15 +281,15 @@ static void call_publish(call_t *c) {
         c->published = 1;
     }
     pthread_mutex_unlock(&S.mu);
-    if (c->r.kind == K_CALL) publish(c->r.callid, c->index);
+    if (c->r.kind == K_CALL) publish(c->r.callid, c->r.func, c->index);
 }
 
 /* the call returned (err: its return code): its end, error and bytes into its record */
 static void call_end(call_t *c, int err) {
     c->r.t_end = now_ns();
-    if (c->r.kind == K_CALL) publish(S.sentinel, ~0ull);
-    t_depth--;
     if (!c->published) call_publish(c);
+    if (c->r.kind == K_CALL) publish(S.sentinel, 0, ~0ull);
+    t_depth--;
     pthread_mutex_lock(&S.mu);
     if (S.ready && c->published) {
         if (err != MPI_SUCCESS) {
@@ -325,7 +329,7 @@ typedef struct fstate {
     int64_t *boff, *blen, *bsum;  /* blocks, and the data bytes before each */
     int known;                     /* the view's file ranges can be computed */
     int64_t split_rid;
-    int64_t split_bytes;
+    MPI_Comm comm;                 /* a duplicate of the file's communicator (the ordered calls' offsets) */
 } fstate;
 
 static fstate *files;
@@ -347,6 +351,7 @@ static void file_forget(MPI_File fh) {
             fstate *f = *p;
             *p = f->next;
             view_free(f);
+            if (f->comm != MPI_COMM_NULL) PMPI_Comm_free(&f->comm);
             free(f->name);
             free(f);
             return;
@@ -521,7 +526,16 @@ static void access_begin(call_t *c, int func, MPI_File fh, int where, MPI_Offset
     fstate *f = file_of(fh);
     MPI_Offset pos = off;
     if (where == IND) PMPI_File_get_position(fh, &pos);
-    if (f == NULL || where == SHARED || where == ORDERED) {
+    if (where == ORDERED && f != NULL && f->comm != MPI_COMM_NULL) {
+        /* the ranks' accesses follow each other in rank order from the shared file pointer */
+        long long mine = (long long)(count * tsize / f->esize), before = 0;
+        int crank;
+        PMPI_File_get_position_shared(fh, &pos);
+        PMPI_Exscan(&mine, &before, 1, MPI_LONG_LONG, MPI_SUM, f->comm);
+        PMPI_Comm_rank(f->comm, &crank);
+        pos += crank ? (MPI_Offset)before : 0;
+    }
+    if (f == NULL || where == SHARED) {
         c->r.n_regions = CALLID_UNKNOWN;  /* (where a shared file pointer puts it is not visible here) */
     } else {
         ranges(c, f, (int64_t)pos * f->esize, (int64_t)count * tsize);
@@ -574,11 +588,13 @@ static pending *take_request(MPI_Request req) {
  * and MPI_Test), the thread's slot names the call of the request (1: it is one of them) */
 static int publish_pending(MPI_Request req) {
     uint64_t id = S.sentinel, record = ~0ull;
+    int func = 0;
     pthread_mutex_lock(&req_mu);
-    for (pending *p = requests; p; p = p->next) if (p->req == req) { id = p->callid; record = p->record; break; }
+    for (pending *p = requests; p; p = p->next)
+        if (p->req == req) { id = p->callid; record = p->record; func = p->func; break; }
     pthread_mutex_unlock(&req_mu);
     if (id == S.sentinel) return 0;
-    publish(id, record);
+    publish(id, func, record);
     return 1;
 }
 
@@ -649,7 +665,9 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     if (err == MPI_SUCCESS) {
         fstate *f = calloc(1, sizeof *f);
         *f = (fstate){.fh = *fh, .next = files, .name = strdup(filename), .fid = fid, .colls = base << 20,
-                      .comm_size = size, .comm_id = id, .esize = 1, .ft_size = 1, .ft_extent = 1, .known = 1};
+                      .comm_size = size, .comm_id = id, .esize = 1, .ft_size = 1, .ft_extent = 1, .known = 1,
+                      .comm = MPI_COMM_NULL};
+        PMPI_Comm_dup(comm, &f->comm);
         files = f;
     }
     call_end(&c, err);
@@ -917,7 +935,7 @@ int MPI_Wait(MPI_Request *req, MPI_Status *st) {
     if (st == MPI_STATUS_IGNORE) st = &local;
     int named = publish_pending(before);
     int err = PMPI_Wait(req, st);
-    if (named) publish(S.sentinel, ~0ull);
+    if (named) publish(S.sentinel, 0, ~0ull);
     complete_one(before, st, err == MPI_SUCCESS);
     return err;
 }
@@ -929,7 +947,7 @@ int MPI_Test(MPI_Request *req, int *flag, MPI_Status *st) {
     if (st == MPI_STATUS_IGNORE) st = &local;
     int named = publish_pending(before);
     int err = PMPI_Test(req, flag, st);
-    if (named) publish(S.sentinel, ~0ull);
+    if (named) publish(S.sentinel, 0, ~0ull);
     complete_one(before, st, err == MPI_SUCCESS && *flag);
     return err;
 }

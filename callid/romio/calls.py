@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,12 +22,16 @@ import numpy as np
 from callid.mpiio.call import CallContext
 from callid.romio import records as R
 
-__all__ = ["Calls", "Caller"]
+__all__ = ["NOBODY", "Calls", "Caller", "same_file"]
 
 _COLLECTIVE = 1 << R.FLAGS.index("collective")
 _HAS_COLL_SEQ = 1 << R.PRESENT.index("coll_seq")
 _HAS_OFFSET = 1 << R.PRESENT.index("offset")
 _HAS_SIZE = 1 << R.PRESENT.index("size")
+_HAS_RID = 1 << R.PRESENT.index("rid")
+_CALL, _WAIT = R.KINDS.index("call"), R.KINDS.index("wait")
+#: the non-blocking calls (their I/O may be done by another thread, e.g. POSIX AIO's)
+_NONBLOCKING = frozenset(i for i, f in enumerate(R.FUNCS) if f.startswith("MPI_File_i"))
 #: the functions whose calls move data (their records' file ranges say which bytes)
 _DATA = frozenset(i for i, f in enumerate(R.FUNCS) if any(
     f.startswith(f"MPI_File_{p}{v}") for p in ("", "i") for v in ("read", "write")))
@@ -34,11 +39,25 @@ _DATA = frozenset(i for i, f in enumerate(R.FUNCS) if any(
 
 @dataclass(frozen=True)
 class Caller:
-    """The thread doing an operation: its rank (None: not a rank's) and its call (None: not in one)."""
+    """The thread doing an operation: its rank (None: not a rank's), its call (None: not in one), the
+    call's function and record (None: not written yet)."""
 
     rank: int | None
-    callid: int | None
-    record: int | None
+    callid: int | None = None
+    func: str = ""
+    record: int | None = None
+
+
+NOBODY = Caller(None)
+
+
+def same_file(opened: str, path: str) -> bool:
+    """Is ``path`` (on the mount) the file a program opened as ``opened`` (ROMIO takes a prefix naming
+    its driver, e.g. ``ufs:``; a relative name is compared by its end)?"""
+    name = re.sub(r"^[A-Za-z0-9_]{2,}:", "", opened)
+    if name.startswith("/"):
+        return os.path.normpath(name) == path
+    return path.endswith("/" + os.path.normpath(name))
 
 
 class _Rank:
@@ -75,6 +94,15 @@ class _Rank:
         rec = np.frombuffer(raw, R.RECORD)[0]
         return rec if rec["magic"] == R.MAGIC else None
 
+    def file(self, rec: np.void) -> str:
+        """The file name a record names ("": none)."""
+        n = int(rec["len_file"])
+        if n == R.NULL_LEN:
+            return ""
+        with open(self.dat, "rb") as f:
+            f.seek(int(rec["strings_at"]))
+            return f.read(n).decode(errors="replace")
+
     def ranges(self, rec: np.void) -> list[tuple[int, int]] | None:
         """The file ranges of a data call's record (None: not known)."""
         n = int(rec["n_regions"])
@@ -104,39 +132,41 @@ class Calls:
         self.sentinel = sentinel
         self._ranks: dict[int, _Rank] = {}
         self._by_coll: dict[int, list[tuple[int, int]]] = {}  # coll_seq -> (rank, record index)
+        self._pending: dict[int, set[int]] = {}  # rank -> record indices of calls not completed
         self._lock = threading.Lock()
 
-    def caller(self, tid: int) -> Caller:
-        """Who thread ``tid`` is: its slot, if it has one (a thread's slot does not change while it
-        waits for its own operation)."""
+    def caller(self, tid: int, pid: int) -> Caller:
+        """Who thread ``tid`` of process ``pid`` is: its slot, if it has one (a thread's slot does not
+        change while it waits for its own operation), else the rank of its process, if any (a thread
+        the MPI library started, e.g. for POSIX AIO)."""
         found = np.flatnonzero(self.slots["tid"] == tid)
         if not len(found):
-            return Caller(None, None, None)
+            of_process = np.flatnonzero(self.slots["pid"] == pid)
+            return Caller(int(self.slots[of_process[0]]["rank"])) if len(of_process) else NOBODY
         slot = self.slots[found[0]]
         callid = int(slot["callid"])
         if callid == self.sentinel:
-            return Caller(int(slot["rank"]), None, None)
+            return Caller(int(slot["rank"]))
+        func = R.FUNCS[slot["func"]] if slot["func"] < len(R.FUNCS) else "MPI_File_unknown"
         record = int(slot["record"])
-        return Caller(int(slot["rank"]), callid, None if record == 2 ** 64 - 1 else record)
+        return Caller(int(slot["rank"]), callid, func, None if record == R.NO_RECORD else record)
 
     def _rank(self, rank: int) -> _Rank:
         if rank not in self._ranks:
             self._ranks[rank] = _Rank(*R.rank_files(self.dir, rank))
         return self._ranks[rank]
 
-    def context(self, caller: Caller, extent: tuple[int, int] | None) -> CallContext:
-        """The context of an operation of ``caller`` (in a call) on file range ``extent`` (None: no
-        data): its call alone, or the calls of a collective whose bytes the range holds."""
+    def context(self, caller: Caller, path: str, extent: tuple[int, int] | None) -> CallContext:
+        """The context of an operation of ``caller`` (in a call) on ``path``'s range ``extent`` (None:
+        no data): its call alone, or the calls of a collective on that file whose bytes the range holds."""
         assert caller.rank is not None and caller.callid is not None
+        alone = CallContext((caller.callid,), caller.func)
         rank = self._rank(caller.rank)
         rec = rank.record(caller.record) if caller.record is not None else None
-        if rec is None:
-            return CallContext((caller.callid,), "MPI_File_unknown")
-        func = R.FUNCS[int(rec["func"])] if rec["func"] < len(R.FUNCS) else "MPI_File_unknown"
-        alone = CallContext((caller.callid,), func)
-        if (extent is None or int(rec["func"]) not in _DATA or not rec["flags"] & _COLLECTIVE
-                or not rec["present"] & _HAS_COLL_SEQ):
+        if (rec is None or extent is None or int(rec["func"]) not in _DATA or not rec["flags"] & _COLLECTIVE
+                or not rec["present"] & _HAS_COLL_SEQ or not same_file(rank.file(rec), path)):
             return alone
+        func = caller.func
         peers = self._collective(int(rec["coll_seq"]))
         lo, hi = extent[0], extent[0] + extent[1]
         callids: list[int] = []
@@ -158,17 +188,53 @@ class Calls:
             return alone
         return CallContext(tuple(callids), func, tuple(owners))
 
+    def pending(self, rank_nr: int, path: str, extent: tuple[int, int] | None) -> CallContext | None:
+        """The context of an operation a thread of rank ``rank_nr`` without a call of its own does (the
+        MPI library's POSIX AIO): its rank's non-blocking calls not yet completed on ``path`` whose file
+        ranges hold ``extent``; None if there are none (several: every one, at request level)."""
+        if extent is None:
+            return None
+        with self._lock:
+            self._index()
+            found = []
+            rank = self._rank(rank_nr)
+            for index in sorted(self._pending.get(rank_nr, ())):
+                rec = rank.record(index)
+                ranges = rank.ranges(rec) if rec is not None else None
+                if ranges is None or not same_file(rank.file(rec), path):
+                    continue
+                lo, hi = extent[0], extent[0] + extent[1]
+                if any(o < hi and o + n > lo for o, n in ranges):
+                    found.append(rec)
+        if not found:
+            return None
+        funcs = {R.FUNCS[int(rec["func"])] for rec in found}
+        return CallContext(tuple(int(rec["callid"]) for rec in found),
+                           funcs.pop() if len(funcs) == 1 else "MPI_File_i*", known=len(found) == 1)
+
     def _collective(self, coll_seq: int) -> list[tuple[int, int]]:
         """The records of collective ``coll_seq`` on every rank (indexing what was written since)."""
         with self._lock:
-            for rank_nr in self._known_ranks():
-                rank = self._rank(rank_nr)
-                start = rank.seen
-                recs = rank.new_records()
-                coll = np.flatnonzero((recs["present"] & _HAS_COLL_SEQ) != 0)
-                for i in coll.tolist():
-                    self._by_coll.setdefault(int(recs[i]["coll_seq"]), []).append((rank_nr, start + i))
+            self._index()
             return list(self._by_coll.get(coll_seq, ()))
+
+    def _index(self) -> None:
+        """Index the records written since the last look: collective calls by ``coll_seq``, and the
+        non-blocking calls not yet completed."""
+        for rank_nr in self._known_ranks():
+            rank = self._rank(rank_nr)
+            start = rank.seen
+            recs = rank.new_records()
+            for i in np.flatnonzero((recs["present"] & _HAS_COLL_SEQ) != 0).tolist():
+                self._by_coll.setdefault(int(recs[i]["coll_seq"]), []).append((rank_nr, start + i))
+            pending = self._pending.setdefault(rank_nr, set())
+            for i, rec in enumerate(recs):
+                if rec["kind"] == _WAIT:  # (its request id is in the call's record once the call returned)
+                    rid = int(rec["rid"])
+                    pending -= {k for k in pending if (r := rank.record(k)) is not None
+                                and r["present"] & _HAS_RID and int(r["rid"]) == rid}
+                elif rec["kind"] == _CALL and int(rec["func"]) in _NONBLOCKING:
+                    pending.add(start + i)
 
     def _known_ranks(self) -> list[int]:
         return sorted(int(p.name[len("romio-rank"):-len(".rec")]) for p in self.dir.glob("romio-rank*.rec"))

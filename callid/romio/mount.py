@@ -25,7 +25,7 @@ from typing import Any
 
 from callid.mpiio.call import CallContext
 from callid.mpiio.sysint import FileAttrs, FsError, SysInt
-from callid.romio.calls import Caller, Calls
+from callid.romio.calls import NOBODY, Caller, Calls
 from callid_core import clock
 from callid_core import schema as S
 from callid_core.config import Config
@@ -101,11 +101,10 @@ class Client:
             counter = next(counters)
         return self.layout.pack(rank, counter) if self.config.callid else self.layout.sentinel
 
-    def _outside(self, tid: int, caller: Caller) -> tuple[int, bool]:
+    def _outside(self, process: int, caller: Caller) -> tuple[int, bool]:
         """The rank a POSIX call outside MPI-IO is logged under, and whether it is a rank of the job."""
         if caller.rank is not None:
             return caller.rank, True
-        process = _tgid(tid)
         with self._lock:
             if process not in self._processes:
                 self._processes[process] = self.layout.max_rank - len(self._processes)
@@ -114,13 +113,20 @@ class Client:
     def _do(self, op: str, path: str, extent: tuple[int, int] | None, fn: Any) -> Any:
         """Run ``fn(sysint, call)`` for the calling thread; a POSIX call outside MPI-IO is logged."""
         tid = self.fuse.fuse_get_context()[2]
-        caller = self.calls.caller(tid) if tid else Caller(None, None, None)
+        process = _tgid(tid) if tid else 0
+        caller = self.calls.caller(tid, process) if tid else NOBODY
+        sim = self._sim(path)
+        call = None
         if caller.callid is not None:
+            call = self.calls.context(caller, sim, extent)
+        elif caller.rank is not None:
+            call = self.calls.pending(caller.rank, sim, extent)
+        if call is not None:
             try:
-                return fn(self._sysint(caller.rank), self.calls.context(caller, extent))
+                return fn(self._sysint(caller.rank), call)
             except FsError as exc:
                 raise self.fuse.FuseOSError(exc.status) from None
-        rank, job_rank = self._outside(tid, caller)
+        rank, job_rank = self._outside(process, caller)
         callid = self._posix_id(rank, job_rank)
         t0, error = clock.now(), None
         try:
@@ -130,7 +136,7 @@ class Client:
             raise self.fuse.FuseOSError(exc.status) from None
         finally:
             self.log.append(_row(
-                callid=callid, rank=rank, clock="host0", kind="call", func=op, file=self._sim(path),
+                callid=callid, rank=rank, clock="host0", kind="call", func=op, file=sim,
                 offset=extent[0] if extent else None, size=extent[1] if extent else None,
                 collective=False, t_start=t0, t_end=clock.now(), error=error, origin="posix"))
 

@@ -81,9 +81,11 @@ RECORD = _struct([
     ("present", "u4"), ("n_regions", "u4"), ("regions_at", "u8"), ("strings_at", "u8"), ("error_at", "u8"),
     *((f"len_{name}", "u4") for name in STRINGS),
 ])
-#: one thread's current call: its thread id (0: a free slot), rank, CallID (the sentinel: none) and the
-#: index of its record in its rank's record file
-SLOT = _struct([("tid", "i4"), ("rank", "i4"), ("callid", "u8"), ("record", "u8")])
+#: one thread's current call: its thread id (0: a free slot), process, rank, the call's function, CallID
+#: (the sentinel: none) and the index of its record in its rank's record file (all ones: not written yet)
+SLOT = _struct([("tid", "i4"), ("pid", "i4"), ("rank", "i4"), ("func", "u2"), ("callid", "u8"),
+                ("record", "u8")])
+NO_RECORD = 2**64 - 1
 
 
 def c_header() -> str:

@@ -68,8 +68,9 @@ def _check_run(run, data_funcs: dict[str, int]) -> None:
                                     AND a.event_id = s.event_id)""") == [(0,)]
     for func, per_call in data_funcs.items():
         op = "trove_write" if "write" in func else "trove_read"
-        disk = run.q(f"""SELECT sum(size) FROM server_ops WHERE op = '{op}' AND event_id IN
-                         (SELECT event_id FROM arrows WHERE func = '{func}')""")[0][0]
+        disk = run.q(f"""SELECT sum(size) FROM server_ops s WHERE op = '{op}' AND EXISTS (SELECT 1 FROM
+                         arrows a WHERE a.func = '{func}' AND (a.server, a.event_id) = (s.server, s.event_id))
+                         """)[0][0]
         assert run.q(f"SELECT sum(bytes), count(*) FILTER (WHERE NOT exact) FROM arrows "
                      f"WHERE func = '{func}' AND op = '{op}'") == [(disk, 0)]
         assert run.q(f"SELECT DISTINCT disk_bytes, inexact_arrows FROM fanout WHERE func = '{func}'") == [
@@ -120,3 +121,71 @@ def test_subarray_aggregators_operations_name_every_rank_whose_bytes_they_move(s
         aggregators = run.q(f"SELECT DISTINCT rank FROM rpcs WHERE func = '{func}' AND op = 'io'")
         assert len(aggregators) == 1
     _check_run(run, {"MPI_File_write_all": N * N * 8 // 4, "MPI_File_read_all": N * N * 8 // 4})
+
+
+@pytest.fixture(scope="module")
+def nonblocking(tmp_path_factory, programs):
+    return traced(tmp_path_factory.mktemp("romio"), "nb", "-n", 4, *FS, programs["nonblocking"],
+                  "-b", STRIP, "-f", "/pvfs2/nonblocking")
+
+
+def test_nonblocking_split_collective_and_shared_pointer_calls(nonblocking):
+    """ROMIO does an iwrite_at's I/O in a POSIX AIO thread, the ordered and shared calls through its
+    shared-file-pointer file: every operation is still its call's, exactly."""
+    run = nonblocking
+    assert "data check: passed" in run.stdout
+    funcs = ["MPI_File_open", "MPI_File_set_size", "MPI_File_iwrite_at", "MPI_File_write_at_all_begin",
+             "MPI_File_write_at_all_end", "MPI_File_seek_shared", "MPI_File_write_ordered",
+             "MPI_File_write_shared", "MPI_File_sync", "MPI_File_iread_at", "MPI_File_iread_at",
+             "MPI_File_seek_shared", "MPI_File_read_ordered", "MPI_File_close"]
+    for rank in range(4):
+        assert [f for (f,) in run.q(f"SELECT func FROM calls WHERE rank = {rank} ORDER BY counter")] == funcs
+        # the completions of the non-blocking calls, and the split collective's two halves, share an id
+        assert run.q(f"SELECT func, rid, bytes FROM waits WHERE rank = {rank} ORDER BY rid") == [
+            ("MPI_File_iwrite_at", 1, STRIP), ("MPI_File_iread_at", 3, STRIP), ("MPI_File_iread_at", 4, STRIP)]
+        assert run.q(f"SELECT DISTINCT rid FROM calls WHERE rank = {rank} AND func LIKE '%_all_%'") == [(2,)]
+        # write_ordered: rank order from the shared file pointer, the offset computed by the library
+        assert run.q(f"SELECT file_offset FROM calls WHERE rank = {rank} AND func LIKE '%_ordered'") == [
+            ((8 + rank) * STRIP,)] * 2
+    blocks = {}  # block number -> (func, rank) that wrote it
+    for r in range(4):
+        blocks |= {r: ("MPI_File_iwrite_at", r), 4 + r: ("MPI_File_write_at_all_begin", r),
+                   8 + r: ("MPI_File_write_ordered", r)}
+    callids = {(f, r): c for f, r, c in run.q("SELECT func, rank, callid FROM calls")}
+    shared = {c for (f, _), c in callids.items() if f == "MPI_File_write_shared"}
+    # the data file's operations (a 64 KiB strip each; the shared file pointer's file holds 8 bytes)
+    for handle, size, file_offset, callids_, nbytes in run.q(
+            "SELECT handle, size, file_offset, callids, callid_bytes FROM server_ops "
+            "WHERE op = 'trove_write' AND size = 65536"):
+        block = file_offset // STRIP
+        if block in blocks:
+            assert (callids_, nbytes) == ([callids[blocks[block]]], [STRIP])
+        else:  # write_shared: one of the calls, in the order the ranks got there
+            assert 12 <= block < 16 and len(callids_) == 1 and callids_[0] in shared
+    assert run.q("SELECT count(*) FROM arrows WHERE NOT exact") == [(0,)]
+    _check_run(run, {"MPI_File_iwrite_at": STRIP, "MPI_File_write_at_all_begin": STRIP,
+                     "MPI_File_iread_at": STRIP})
+
+
+@pytest.fixture(scope="module")
+def demo_c(tmp_path_factory, programs):
+    return traced(tmp_path_factory.mktemp("romio"), "demo", "-n", 2, "--servers", 2, "--strip-size", "64KiB",
+                  "--flow-buffer", "64KiB", programs["callid_demo"])
+
+
+def test_thesis_demo_in_c_reproduces_the_figures(demo_c):
+    """The thesis demo's figures, as the Python demo shows them on callid's MPI-IO: 8 calls per rank with
+    distinct CallIDs, and every 1 MiB write and read 16 disk operations, 8 of 64 KiB on each server."""
+    run = demo_c
+    assert "rank 0: read-back of rank 1's segment OK" in run.stdout
+    assert "rank 1: read-back of rank 0's segment OK" in run.stdout
+    assert run.q("SELECT rank, count(*), count(DISTINCT callid) FROM calls GROUP BY rank ORDER BY rank") == [
+        (0, 8, 8), (1, 8, 8)]
+    rows = run.q("""SELECT a.callid, a.func, a.server, count(*), sum(a.size), sum(a.bytes) FROM arrows a
+                    WHERE a.func IN ('MPI_File_write', 'MPI_File_read') AND a.layer = 'trove'
+                    GROUP BY ALL ORDER BY ALL""")
+    assert {row[1:] for row in rows} == {(f, s, 8, 512 * 1024, 512 * 1024) for f in ("MPI_File_write",
+                                                                                     "MPI_File_read")
+                                         for s in ("io0", "io1")}
+    assert len(rows) == 8  # 4 calls x 2 servers
+    assert run.stats["unattributed_server_ops"] == 0
