@@ -30,6 +30,8 @@ from callid_core.clock import parse_skew, skews_to_json
 from callid_core.config import (
     CONFIG_ENV,
     META_SERVER,
+    MPI_IO_CALLID,
+    MPI_IO_ROMIO,
     ROLE_IO,
     ROLE_META,
     SECRET_FILE,
@@ -142,8 +144,6 @@ def check_options(opts: RunOptions) -> None:
                        "mpi4py programs; an executable runs on its MPI library: --mpi-io romio)")
 
 
-MPI_IO_CALLID, MPI_IO_ROMIO = "callid", "romio"
-
 
 def mpi_io(opts: RunOptions) -> str:
     """The MPI-IO a run's calls go through: as asked, else callid's for a Python program and the MPI
@@ -175,7 +175,7 @@ def make_config(opts: RunOptions, out: Path, secret_file: Path | None = None) ->
         run_id=uuid.uuid4().hex[:12], servers=servers, trace_dir=str(out / "parts"),
         mount=[os.path.abspath(m) for m in opts.mount], callid_layout=opts.callid_layout, callid=opts.callid,
         strip_size=opts.strip_size, flow_buffer=opts.flow_buffer,
-        small_io=opts.small_io, ranks_per_host=opts.ranks_per_host,
+        small_io=opts.small_io, ranks_per_host=opts.ranks_per_host, mpi_io=mpi_io(opts),
         clock_skew=skews_to_json(skews), clock_t0=time.time_ns(),
         client_events=opts.client_events, server_events=opts.server_events,
     )
@@ -417,7 +417,7 @@ def fs_run_config(opts: RunOptions, out: Path) -> Config:
     fs = load_fs(opts.fs)
     return replace(fs, run_id=uuid.uuid4().hex[:12], trace_dir=str((out / "parts").resolve()),
                    mount=[os.path.abspath(m) for m in opts.mount], callid=opts.callid, small_io=opts.small_io,
-                   ranks_per_host=opts.ranks_per_host, client_events=opts.client_events)
+                   ranks_per_host=opts.ranks_per_host, client_events=opts.client_events, mpi_io=mpi_io(opts))
 
 
 class RunningServers:

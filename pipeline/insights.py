@@ -142,7 +142,9 @@ def _prepare(con: duckdb.DuckDBPyConnection) -> None:
     values = {name: t.value for name, t in THRESHOLDS.items()} | {
         "strip_size": config.get("strip_size") or C.DEFAULT_STRIP_SIZE,
         "flow_buffer": config.get("flow_buffer") or C.DEFAULT_FLOW_BUFFER,
-        "cb_buffer_size": C.DEFAULT_CB_BUFFER_SIZE}
+        "cb_buffer_size": C.DEFAULT_CB_BUFFER_SIZE,
+        # 1: the files were made by callid's MPI-IO, which passes the striping hints on at create
+        "striping_hints": config.get("mpi_io", C.MPI_IO_CALLID) == C.MPI_IO_CALLID}
     for name, value in values.items():
         con.execute(f"SET VARIABLE {name} = {float(value)!r}::DOUBLE")
     for role, servers in server_roles(con, config).items():

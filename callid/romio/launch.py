@@ -20,6 +20,7 @@ __all__ = ["Missing", "collect", "command", "fuse_missing"]
 
 SLOTS = "romio.slots"
 FUSE_LOG = "fuse.log"  # the FUSE client's output
+ABI_DIR = "mpich-abi"  # (see mpich_abi)
 #: what a run on the MPI library leaves in its parts directory (removed before the next one starts)
 PART_FILES = ("romio-rank*.rec", "romio-rank*.dat", SLOTS, FUSE_LOG, READY)
 
@@ -52,13 +53,29 @@ def command(target: list[str], np: int, mpiexec: str, config_path: Path, parts: 
     program = [sys.executable, *target] if target[0] == "-m" or target[0].endswith(".py") else target
     py = sys.executable
     client = [py, "-m", "callid.romio.mount", "--config", str(config_path.resolve()), "--mountpoint", mount,
-              "--records", str(parts.resolve()), "--slots", str(slots.resolve())]
-    launcher = [mpiexec, "-n", str(np), "-genv", "LD_PRELOAD", str(library), *program]
+              "--records", str(parts.resolve()), "--slots", str(slots.resolve()), "--ranks", str(np)]
+    libraries = ":".join(filter(None, [str(mpich_abi(parts, mpiexec)), os.environ.get("LD_LIBRARY_PATH")]))
+    launcher = [mpiexec, "-n", str(np), "-genv", "LD_PRELOAD", str(library), "-genv", "LD_LIBRARY_PATH",
+                libraries, *program]
     cmd = [py, "-m", "callid.romio.session", "--mountpoint", mount, "--records", str(parts.resolve()),
            "--log", str((parts / FUSE_LOG).resolve()), "--", *client, "--", *launcher]
     env = {R.ENV["dir"]: str(parts.resolve()), R.ENV["layout"]: layout, R.ENV["stamp"]: "1" if stamp else "0",
            R.ENV["slots"]: str(slots.resolve())}
     return cmd, env
+
+
+def mpich_abi(parts: Path, mpiexec: str) -> Path:
+    """A directory where the MPICH ABI's library names are the launcher's MPI (the mpich wheel's
+    ``libmpi.so.12``), so that a program built against another MPICH-ABI installation (Debian's
+    ``libmpich.so.12``, and its HDF5 and Fortran bindings) runs on it, and is traced."""
+    lib = Path(mpiexec).resolve().parent.parent / "lib"
+    alias = parts / ABI_DIR
+    alias.mkdir(exist_ok=True)
+    for name, target in (("libmpich.so.12", lib / "libmpi.so.12"), ("mpich", lib / "mpich")):
+        link = alias / name
+        if target.exists() and not link.is_symlink():
+            link.symlink_to(target)
+    return alias.resolve()
 
 
 def collect(parts: Path, metadata: dict[bytes, bytes], clock: str = "host0") -> int:

@@ -5,10 +5,10 @@ at the mount's largest write) becomes the simulated client's requests (``callid.
 simple_stripe, flows, small I/O, metadata), stamped with the CallIDs of the calling thread's MPI-IO
 call (``callid.romio.calls``).  An operation outside any MPI-IO call (``ls``, ``h5dump``, a rank's
 plain ``write``) is a call of its own, logged as one (``origin = 'posix'``) with a CallID of its
-process: a rank's counts down from the top of its counter range (its MPI-IO calls count up), another
-process's is a rank above the job's, counted down from the layout's largest.
+process: a rank's counts down from the top of its counter range (its MPI-IO calls count up); a process
+outside the job is given the next rank after the job's (``--ranks``, then one more per process).
 
-    python -m callid.romio.mount --config FS.json --mountpoint DIR --records PARTS --slots FILE
+    python -m callid.romio.mount --config FS.json --mountpoint DIR --records PARTS --slots FILE --ranks N
 """
 
 from __future__ import annotations
@@ -62,7 +62,8 @@ class Client:
 
     use_ns = True
 
-    def __init__(self, fuse: Any, config: Config, prefix: str, calls: Calls, records: Path) -> None:
+    def __init__(self, fuse: Any, config: Config, prefix: str, calls: Calls, records: Path,
+                 ranks: int) -> None:
         self.fuse = fuse  # (mfusepy, imported once libfuse is known to be there)
         self.config = config
         self.prefix = prefix.rstrip("/")
@@ -74,6 +75,7 @@ class Client:
         self._clients: dict[int, SysInt] = {}
         self._files: dict[int, FileAttrs] = {}
         self._fhs = itertools.count(1)
+        self.ranks = ranks  # the job's ranks: processes outside it are given the ranks after them
         self._processes: dict[int, int] = {}  # process id -> its rank (a process outside the job)
         self._counters: dict[int, itertools.count] = {}  # rank -> its POSIX calls' counters
         self._lock = threading.Lock()
@@ -107,7 +109,7 @@ class Client:
             return caller.rank, True
         with self._lock:
             if process not in self._processes:
-                self._processes[process] = self.layout.max_rank - len(self._processes)
+                self._processes[process] = min(self.ranks + len(self._processes), self.layout.max_rank)
             return self._processes[process], False
 
     def _do(self, op: str, path: str, extent: tuple[int, int] | None, fn: Any) -> Any:
@@ -262,6 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", required=True, type=Path,
                         help="the directory of the ranks' records, where this client's log goes too")
     parser.add_argument("--slots", required=True, type=Path, help="the slot table of the ranks' threads")
+    parser.add_argument("--ranks", required=True, type=int, help="the job's ranks (0 .. N-1)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="callid fuse: %(message)s")
     try:
@@ -273,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     config = Config.load(args.config)
     calls = Calls(args.slots, args.records, Layout.parse(config.callid_layout).sentinel)
     operations = type("CallidFuse", (Client, mfusepy.Operations), {})
-    client = operations(mfusepy, config, args.prefix or args.mountpoint, calls, args.records)
+    client = operations(mfusepy, config, args.prefix or args.mountpoint, calls, args.records, args.ranks)
     try:
         mfusepy.FUSE(client, args.mountpoint, foreground=True, nothreads=False, fsname="callid")
     except RuntimeError as exc:  # (libfuse's loop ends with an error status when a signal stops it)

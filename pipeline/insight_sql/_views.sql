@@ -14,8 +14,8 @@ CREATE TEMP MACRO fmt_ns(ns) AS
 CREATE TEMP MACRO fmt_pct(share) AS printf('%.1f%%', 100 * share);
 
 -- file_layout: each file's layout as its opens asked for it: the striping_unit and striping_factor hints of
--- its first open that gives each (NULL: not asked; factor NULL: all I/O servers); strip_size: the unit,
--- else the run's strip_size
+-- its first open that gives each (NULL: not asked, or the run's MPI-IO did not pass them on to the file
+-- system, striping_hints 0; factor NULL: all I/O servers); strip_size: the unit, else the run's strip_size
 CREATE TEMP VIEW file_layout AS
 SELECT file, coalesce(unit, getvariable('strip_size')::BIGINT) AS strip_size, unit, factor
 FROM (SELECT DISTINCT file FROM calls WHERE file IS NOT NULL)
@@ -25,5 +25,5 @@ LEFT JOIN (SELECT file, arg_min(unit, t_start) FILTER (WHERE unit IS NOT NULL) A
                         nullif(regexp_extract(hints, '(^|;)\s*striping_unit=([1-9]\d*)', 2), '')::BIGINT AS unit,
                         nullif(regexp_extract(hints, '(^|;)\s*striping_factor=([1-9]\d*)', 2), '')::BIGINT
                             AS factor
-                 FROM calls WHERE func = 'MPI_File_open')
+                 FROM calls WHERE func = 'MPI_File_open' AND getvariable('striping_hints') = 1)
            GROUP BY file) USING (file);

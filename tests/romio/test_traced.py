@@ -7,13 +7,14 @@ rank's call."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 import numpy as np
 import pytest
 
 from tests.client import test_exact_attribution as exact
-from tests.conftest import traced
+from tests.conftest import callid_cmd, traced
 from tests.romio.conftest import needs_fuse
 
 pytestmark = [pytest.mark.mpi, needs_fuse]
@@ -142,7 +143,8 @@ def test_nonblocking_split_collective_and_shared_pointer_calls(nonblocking):
         assert [f for (f,) in run.q(f"SELECT func FROM calls WHERE rank = {rank} ORDER BY counter")] == funcs
         # the completions of the non-blocking calls, and the split collective's two halves, share an id
         assert run.q(f"SELECT func, rid, bytes FROM waits WHERE rank = {rank} ORDER BY rid") == [
-            ("MPI_File_iwrite_at", 1, STRIP), ("MPI_File_iread_at", 3, STRIP), ("MPI_File_iread_at", 4, STRIP)]
+            ("MPI_File_iwrite_at", 1, STRIP), ("MPI_File_iread_at", 3, STRIP),
+            ("MPI_File_iread_at", 4, STRIP)]
         assert run.q(f"SELECT DISTINCT rid FROM calls WHERE rank = {rank} AND func LIKE '%_all_%'") == [(2,)]
         # write_ordered: rank order from the shared file pointer, the offset computed by the library
         assert run.q(f"SELECT file_offset FROM calls WHERE rank = {rank} AND func LIKE '%_ordered'") == [
@@ -154,8 +156,8 @@ def test_nonblocking_split_collective_and_shared_pointer_calls(nonblocking):
     callids = {(f, r): c for f, r, c in run.q("SELECT func, rank, callid FROM calls")}
     shared = {c for (f, _), c in callids.items() if f == "MPI_File_write_shared"}
     # the data file's operations (a 64 KiB strip each; the shared file pointer's file holds 8 bytes)
-    for handle, size, file_offset, callids_, nbytes in run.q(
-            "SELECT handle, size, file_offset, callids, callid_bytes FROM server_ops "
+    for file_offset, callids_, nbytes in run.q(
+            "SELECT file_offset, callids, callid_bytes FROM server_ops "
             "WHERE op = 'trove_write' AND size = 65536"):
         block = file_offset // STRIP
         if block in blocks:
@@ -189,3 +191,27 @@ def test_thesis_demo_in_c_reproduces_the_figures(demo_c):
                                          for s in ("io0", "io1")}
     assert len(rows) == 8  # 4 calls x 2 servers
     assert run.stats["unattributed_server_ops"] == 0
+
+
+def _s811(tmp_path, programs, name: str, *hints: str) -> dict[str, dict]:
+    """The subarray with ``hints`` on 4 ranks of one host: insight S811's findings, by hint."""
+    run = traced(tmp_path, name, "-n", 4, *FS, programs["subarray"], "-n", N, "-f", "/pvfs2/hints",
+                 *[a for h in hints for a in ("-H", h)])
+    found = callid_cmd("insights", run.db, "--code", "S811", "--json")
+    assert found.returncode == 0, found.stderr
+    return {f["detail"].split("=")[0]: f for f in json.loads(found.stdout)["findings"]}
+
+
+def test_insights_say_which_hints_romio_and_the_file_system_did_not_honour(tmp_path, programs):
+    """cb_nodes=4 on one host: ROMIO aggregates with one rank (cb_config_list *:1); its UFS driver passes
+    no striping to the file system.  With cb_config_list=*:4 the same cb_nodes is honoured."""
+    found = _s811(tmp_path, programs, "ignored", "cb_nodes=4", "striping_factor=2", "striping_unit=1048576")
+    assert {k: f["severity"] for k, f in found.items()} == {
+        "cb_nodes": "warning", "striping_factor": "warning", "striping_unit": "warning"}
+    assert found["cb_nodes"]["numbers"]["aggregators"] == 1 and found["cb_nodes"]["ranks"] == [0]
+    assert "cb_config_list=*:4" in found["cb_nodes"]["recommendation"]
+    assert found["striping_factor"]["numbers"]["servers"] == SERVERS
+    assert found["striping_unit"]["numbers"]["strip_size_bytes"] == STRIP
+    honoured = _s811(tmp_path, programs, "honoured", "cb_nodes=4", "cb_config_list=*:4")
+    assert honoured["cb_nodes"]["severity"] == "ok" and honoured["cb_nodes"]["numbers"]["aggregators"] == 4
+    assert honoured["cb_nodes"]["ranks"] == [0, 1, 2, 3]

@@ -6,8 +6,8 @@
 !     mpif90 -o write_at_all examples/c/fortran/write_at_all.f90      (Debian's MPICH: libmpich-dev, gfortran)
 !     callid run -n 4 ./write_at_all -f /pvfs2/write_at_all
 !
-! (A program built against Debian's MPICH runs on the mpich wheel's MPI through an alias directory on
-! LD_LIBRARY_PATH: see examples/c/hdf5/README.md.)
+! (callid run runs a program built against Debian's MPICH on the mpich wheel's MPI, the same MPICH ABI:
+! see docs/c-programs.md.  With use mpi_f08 the bindings call PMPI_File_* directly: not traced.)
 !
 ! -f FILE (default /pvfs2/write_at_all); -n N doubles per rank (default 65536).  Element k of rank r
 ! holds r * N + k; rank 0 prints the data check, and the exit status is 1 if any rank read back other
@@ -70,7 +70,8 @@ program write_at_all
     end if
     if (any(back /= mine)) ok = 0
 
-    call MPI_Allreduce(ok, all_ok, 1, MPI_INTEGER, MPI_LAND, MPI_COMM_WORLD, ierr)
+    ! (MPI_MIN: MPI_LAND is not defined for Fortran INTEGER, and MPICH 5 rejects it)
+    call MPI_Allreduce(ok, all_ok, 1, MPI_INTEGER, MPI_MIN, MPI_COMM_WORLD, ierr)
     if (rank == 0) then
         write (*, '(a, i0, a, i0, a, a)') '# write_at_all: ', n, ' doubles per rank on ', nranks, ' ranks: ', trim(file)
         if (all_ok /= 0) then

@@ -5,8 +5,8 @@
  *     h5pcc -o dataset examples/c/hdf5/dataset.c        (Debian's libhdf5-mpich-dev)
  *     callid run -n 4 ./dataset -f /pvfs2/dataset.h5
  *
- * (A program built against Debian's MPICH runs on the mpich wheel's MPI through an alias directory on
- * LD_LIBRARY_PATH: see examples/c/hdf5/README.md.)
+ * (callid run runs a program built against Debian's MPICH on the mpich wheel's MPI, the same MPICH ABI:
+ * see docs/c-programs.md.)
  *
  * -f FILE (default /pvfs2/dataset.h5); -n ROWS rows per rank (default 64); -c COLS columns (default 256).
  * Element (i, j) holds i * COLS + j; rank 0 prints the data check, and the exit status is 1 if any
