@@ -17,7 +17,7 @@ from tests.docs import console
 
 DOCS = ROOT / "docs"
 #: the pages with console sessions (a page that gains one must be listed: test_every_session_is_run)
-PAGES = ["index.md", "tutorial.md", "concepts.md", "tools.md"]
+PAGES = ["index.md", "tutorial.md", "concepts.md", "tools.md", "c-programs.md"]
 #: the README's sections whose ```sh blocks are run in order (set-up: CI runs it; the docs' build: test_build)
 README_SECTIONS = ["Using it", "Replaying a Darshan log"]
 #: the Darshan log the README's replay commands take (app.darshan): a small DXT log made by the checkout

@@ -22,7 +22,7 @@ def _build(tool: str, source, out) -> str:
         if os.environ.get("CALLID_REQUIRE_FUSE"):
             pytest.fail(f"{tool} is missing (apt-get install libhdf5-mpich-dev gfortran)")
         pytest.skip(f"{tool} is missing (apt-get install libhdf5-mpich-dev gfortran)")
-    subprocess.run([tool, "-o", str(out), str(source)], check=True, capture_output=True)
+    subprocess.run([tool, "-o", str(out), str(source)], check=True, capture_output=True, cwd=out.parent)
     return str(out)
 
 
