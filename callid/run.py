@@ -139,17 +139,20 @@ def check_options(opts: RunOptions) -> None:
                                "on this host's clock)")
         if len(opts.mount) != 1:
             raise BadValue("--mount: --mpi-io romio mounts one file system (give --mount once)")
-    elif opts.target and opts.target[0] != "-m" and not opts.target[0].endswith(".py"):
+    elif (opts.launcher == RunOptions.launcher and opts.target and opts.target[0] != "-m"
+          and not opts.target[0].endswith(".py")):
         raise BadValue(f"--mpi-io callid: {opts.target[0]} is not a Python program (callid's MPI-IO runs "
                        "mpi4py programs; an executable runs on its MPI library: --mpi-io romio)")
 
 
 
 def mpi_io(opts: RunOptions) -> str:
-    """The MPI-IO a run's calls go through: as asked, else callid's for a Python program and the MPI
-    library's (ROMIO) for an executable."""
+    """The MPI-IO a run's calls go through: as asked, else callid's for a Python program (and for a
+    launcher of callid's own, e.g. the replay's) and the MPI library's (ROMIO) for an executable."""
     if opts.mpi_io:
         return opts.mpi_io
+    if opts.launcher != RunOptions.launcher:
+        return MPI_IO_CALLID
     first = opts.target[0] if opts.target else ""
     return MPI_IO_CALLID if first == "-m" or first.endswith(".py") else MPI_IO_ROMIO
 

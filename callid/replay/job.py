@@ -121,6 +121,9 @@ def _read_source(path: str) -> _Source:
     if is_parquet(path):
         log = read_run_log(path, validate_log(path, S.KIND_CLIENT).config)
         notes = [f"{log.skipped} failed calls left out"] if log.skipped else []
+        if log.unplaced:
+            notes.append(f"{log.unplaced} calls left out: their offsets are not in the log (a shared file "
+                         "pointer's, on the MPI library)")
         return _Source(log.accesses, f"callid {os.path.abspath(path)} ({log.ranks} ranks)", log.config,
                        log.file_hints, notes=notes)
     dxt = read_log(path)

@@ -36,6 +36,9 @@ class RunLog:
     accesses: pa.Table  # callid.replay.accesses.ACCESS
     file_hints: dict[str, dict[str, str]] = field(default_factory=dict)  # as opened -> hints in effect
     skipped: int = 0  # failed data accesses left out
+    #: data accesses left out because where they went is not known (a shared file pointer's independent
+    #: access, traced on the MPI library: its offset is the library's)
+    unplaced: int = 0
 
 
 def is_parquet(path: str | os.PathLike[str]) -> bool:
@@ -53,7 +56,9 @@ def read_run_log(path: str | os.PathLike[str], config_json: str) -> RunLog:
     con = duckdb.connect()
     try:
         quoted = path.replace("'", "''")
-        con.execute(f"CREATE VIEW log AS SELECT * FROM read_parquet('{quoted}') WHERE kind = 'call'")
+        # (the POSIX calls a run on the MPI library saw outside MPI-IO are not the program's MPI-IO)
+        con.execute(f"""CREATE VIEW log AS SELECT * FROM read_parquet('{quoted}')
+                        WHERE kind = 'call' AND origin IS DISTINCT FROM 'posix'""")
         con.execute(f"""CREATE VIEW access AS SELECT * FROM log
                         WHERE regexp_matches(func, '{DATA_ACCESS}') AND "offset" IS NOT NULL""")
         t0 = con.execute("SELECT coalesce(min(t_start), 0) FROM log").fetchall()[0][0]
@@ -75,6 +80,8 @@ def read_run_log(path: str | os.PathLike[str], config_json: str) -> RunLog:
             FROM access a WHERE a.error IS NULL
         """).to_arrow_table()
         skipped = con.execute("SELECT count(*) FROM access WHERE error IS NOT NULL").fetchall()[0][0]
+        unplaced = con.execute(f"""SELECT count(*) FROM log WHERE regexp_matches(func, '{DATA_ACCESS}')
+                                   AND "offset" IS NULL AND error IS NULL""").fetchall()[0][0]
         ranks = con.execute("SELECT count(DISTINCT rank) FROM log").fetchall()[0][0]
         hints = con.execute("""
             SELECT regexp_replace(file, '^pvfs2:', ''), hints FROM log WHERE hints IS NOT NULL
@@ -90,4 +97,4 @@ def read_run_log(path: str | os.PathLike[str], config_json: str) -> RunLog:
             key, _, value = item.partition("=")
             file_hints.setdefault(name, {})[key] = value
     accesses = ACCESS.arrow(table.num_rows, {c: table[c] for c in table.column_names})
-    return RunLog(path, ranks, config, accesses, file_hints, skipped)
+    return RunLog(path, ranks, config, accesses, file_hints, skipped, unplaced)
