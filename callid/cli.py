@@ -11,6 +11,7 @@ and is printed by :func:`main`, in one place, as one line with its exit status.
 from __future__ import annotations
 
 import glob
+import shutil
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -250,10 +251,11 @@ def run(
         target = ["-m", module, *(target or [])]
     if not target:
         raise BadValue("nothing to run: give SCRIPT [ARGS...] or -m MODULE [ARGS...]")
-    if not module and not Path(target[0]).is_file():
+    if not module and not Path(target[0]).is_file() and (target[0].endswith(".py") or "/" in target[0]
+                                                         or not shutil.which(target[0])):
         if target[0].startswith("-"):  # (options after the first unknown one reach the target)
             raise BadValue(f"no such option: {target[0]} (see 'callid run --help')")
-        raise BadValue(f"{target[0]}: no such script or program")
+        raise BadValue(f"{target[0]}: no such {'script' if target[0].endswith('.py') else 'program'}")
     _guard_dir(out_dir, RUN_OUTPUTS, ([] if module else [target[0]]) + ([fs] if fs else []), force)
     opts = RunOptions(target=target, np=np, servers=servers, strip_size=strip_size,
                       flow_buffer=flow_buffer, small_io=small_io,

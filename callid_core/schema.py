@@ -31,7 +31,9 @@ __all__ = [
 #: ``region_lengths``), so that a traced run can be replayed; what the usage checks need (``callid
 #: check``): the access mode of an open, a call's communicator, a view's types, a seek's whence,
 #: the atomicity set, and the non-I/O MPI collectives (kind 'mpi', e.g. MPI_Barrier).
-SCHEMA_VERSION = "4"
+#: 5: the server log says an event's bytes no call owns (``holes``: read-modify-write gaps); the
+#: client log's ``origin`` 'posix' (a POSIX call on the FUSE mount outside any MPI-IO call).
+SCHEMA_VERSION = "5"
 
 # Key/value metadata every log file carries (bytes keys, as Parquet stores them).
 META_SCHEMA_VERSION = "callid.schema_version"
@@ -175,7 +177,9 @@ CLIENT = Table("client", "one row per traced MPI call ('call'), completion ('wai
            "region_offsets", BYTES, nullable=False, default=()),
     Column("origin", pa.string(), "where a replayed call comes from: 'DXT_MPIIO' or 'DXT_POSIX' (a "
            "segment of that Darshan module), 'callid' (a call of a traced run), 'replay' (a call the replay "
-           "adds, e.g. the open of a file); null: traced as it ran"),
+           "adds, e.g. the open of a file); 'posix': a POSIX operation on the FUSE mount of a run on the "
+           "MPI library outside any MPI-IO call (func: open, read, write, stat, ...); null: traced as it "
+           "ran (an MPI call)"),
     Column("inferred", pa.string(), "what a replay inferred rather than read, comma-separated: "
            "'collective' (grouped into a collective call from the MPI-IO counters), 'contiguous' (one "
            "file range, the view unknown), 'open' (an open the log does not record), 'prefill' (a write "
@@ -201,10 +205,14 @@ SERVER = Table("server", "one row per server event (request, flow, Trove and met
            "for a disk operation of an aggregated request the calls whose bytes it moves",
            nullable=False, default=()),
     Column("callid_bytes", pa.list_(pa.int64()), "bytes of the event per CallID, aligned with callids: "
-           "each call's owned bytes, with bytes no call owns (read-modify-write holes) split among the "
-           "owners in proportion to theirs (integers, largest remainder) so they add up to size; empty: "
-           "not known per call (several CallIDs without ownership: request-level attribution)",
+           "each call's owned bytes, with bytes no call owns (read-modify-write holes, see holes) split "
+           "among the owners in proportion to theirs (integers, largest remainder) so they add up to size; "
+           "empty: not known per call (several CallIDs without ownership: request-level attribution)",
            BYTES, nullable=False, default=()),
+    Column("holes", pa.int64(), "bytes of the event no call owns: the gaps a read-modify-write (ROMIO's "
+           "data sieving, an aggregator's cycle with holes) reads and writes back unchanged, counted in "
+           "callid_bytes (0: none, or not known: a request that did not say whose bytes are where)",
+           BYTES, nullable=False, default=0),
     Column("rank", pa.int32(), "rank that sent the request (-1: unknown)", nullable=False, default=-1),
     Column("req_id", pa.int64(), "the client's request id (rpc req_seq)", nullable=False, default=-1),
     Column("event_id", pa.int64(), "per-server event id", nullable=False),

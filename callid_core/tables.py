@@ -114,8 +114,8 @@ SERVER_OPS = Table("server_ops", "one row per server event (request, flow, Trove
            "a disk operation of an aggregated request the calls whose bytes it moves (the unstamped "
            "left out)"),
     Column("callid_bytes", pa.list_(pa.int64()), "bytes of the event per CallID, aligned with callids: "
-           "each call's owned bytes, bytes no call owns (read-modify-write holes) split among the owners "
-           "in proportion (integers: they add up to size); empty: not known per call (request-level "
+           "each call's owned bytes, bytes no call owns (read-modify-write holes: holes) split among the "
+           "owners in proportion (integers: they add up to size); empty: not known per call (request-level "
            "attribution)", BYTES),
     *({"offset": _renamed(c, "disk_offset", DISK_OFFSET), "file_offset": FILE_OFFSET,
        "file_end": FILE_END}.get(c.name, c)
@@ -137,6 +137,11 @@ ARROWS = Table("arrows", "one row per call -> disk operation (Trove and metadata
     Column("bytes", pa.int64(), "the bytes of the disk operation that are this call's (server_ops."
            "callid_bytes): over the arrows of an operation they add up to its size (null: not known, "
            "exact = false)", BYTES),
+    Column("holes", pa.int64(), "the disk operation's bytes no call owns (server_ops.holes): the gaps a "
+           "read-modify-write reads and writes back unchanged, apportioned among its calls' bytes", BYTES),
+    Column("rmw", pa.bool_(), "the operation is a read the call's write caused: a read-modify-write "
+           "(ROMIO's data sieving, an aggregator's cycle with holes) reading the extent back before "
+           "writing it"),
     *(_log(SERVER, n) for n in ("t_start", "t_end", "event_id")),
     Column("n_callids", pa.int64(), "how many calls the disk operation serves (fan-in)"),
     Column("exact", pa.bool_(), "the operation names exactly the calls whose bytes it moves and their "

@@ -584,7 +584,8 @@ def derive_arrows(con: duckdb.DuckDBPyConnection, run: Engine, target: _Target, 
     named = {"server": f"x.server{label['server']}", "layer": f"x.layer{label['layer']}",
              "op": f"x.op{label['op']}", "handle": "x.handle", "disk_offset": "x.offset",
              "file_offset": "NULLIF(x.file_offset, -1)", "file_end": "NULLIF(x.file_end, -1)",
-             "size": "x.size", "t_start": t["t_start"], "t_end": t["t_end"], "event_id": "x.event_id"}
+             "size": "x.size", "holes": "x.holes", "t_start": t["t_start"], "t_end": t["t_end"],
+             "event_id": "x.event_id"}
     columns = ", ".join(f"{expr} AS {name}" for name, expr in named.items())
     names = ", ".join(named)
     pair, source = d.unnest_pair(src, "x.callids", "x.callid_bytes", ("callid", "b"))
@@ -618,7 +619,8 @@ def derive_arrows(con: duckdb.DuckDBPyConnection, run: Engine, target: _Target, 
     _store(con, run, target, ARROWS, f"""
         SELECT l.callid, c.rank, c.func{label['func']} AS func, c.file,
                c.t_start AS call_t_start, c.t_end AS call_t_end, l.server, l.layer, l.op,
-               l.handle, l.disk_offset, l.file_offset, l.file_end, l.size, l.bytes, l.t_start, l.t_end,
+               l.handle, l.disk_offset, l.file_offset, l.file_end, l.size, l.bytes, l.holes,
+               l.op = 'trove_read' AND c.func LIKE '%write%' AS rmw, l.t_start, l.t_end,
                l.event_id, l.n_callids, l.bytes IS NOT NULL AS exact
         FROM ({links}) l JOIN _calls c ON c.callid = l.callid
     """)

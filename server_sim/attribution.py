@@ -9,9 +9,11 @@ number of file ranges the calls own: operation k serves exactly the calls of ent
 The operation's bytes are apportioned to those calls in proportion to their owned bytes
 (:func:`apportion`): when the owners' bytes tile the operation, each call gets its own
 bytes; bytes no call owns (the holes a read-modify-write reads and writes back) are split
-among the operation's owners, and bytes several calls own (calls reading the same bytes)
-are shared among them, so the operation's bytes are counted once.  An operation holding
-no call's bytes is shared equally by every call of the request.
+among the operation's owners, and counted as the operation's ``holes``; bytes several calls
+own (calls reading the same bytes) are shared among them, so the operation's bytes are
+counted once.  An operation holding no call's bytes is shared equally by every call of the
+request.  A request of one CallID may carry the hint too (its call's bytes do not fill its
+extent: data sieving's): its operations are all the call's, their holes said.
 
 A request serving several CallIDs without a valid ``callid_bytes`` (a replayed request, an
 old client) is attributed at request level: every operation serves every CallID, bytes
@@ -27,9 +29,9 @@ from server_sim import protocol as P
 
 log = logging.getLogger("server_sim.attribution")
 
-#: What one disk operation serves: the CallIDs (None: all of the request's) and each one's bytes,
-#: aligned with them (empty: not known per call)
-Share = tuple[list[int] | None, list[int]]
+#: What one disk operation serves: the CallIDs (None: all of the request's), each one's bytes,
+#: aligned with them (empty: not known per call), and its bytes no call owns (0: none, or not known)
+Share = tuple[list[int] | None, list[int], int]
 
 
 def apportion(total: int, weights: Sequence[int]) -> list[int]:
@@ -63,13 +65,13 @@ class Attribution:
         self.callids = callids
         self.entries: list[P.Owned] | None = None
         self.totals: list[int] | None = [0] * len(callids)
-        if len(callids) > 1:
+        if hint and callids:
             try:
-                self.entries = P.decode_callid_bytes(hint, len(callids)) if hint else None
+                self.entries = P.decode_callid_bytes(hint, len(callids))
             except P.ProtocolError as exc:
                 log.warning("request-level attribution: %s", exc)
-            if self.entries is None:
-                self.totals = None
+        if self.entries is None and len(callids) > 1:
+            self.totals = None
 
     def expect(self, n_ops: int) -> None:
         """The request makes ``n_ops`` Trove operations: a ``callid_bytes`` that does not say
@@ -80,18 +82,19 @@ class Attribution:
             self.entries = self.totals = None
 
     def share(self, k: int, size: int) -> Share:
-        """The CallIDs Trove operation ``k`` (of ``size`` bytes) serves and each one's bytes."""
+        """The CallIDs Trove operation ``k`` (of ``size`` bytes) serves, each one's bytes, its holes."""
         totals = self.totals
+        entries = self.entries[k] if self.entries is not None else None
+        holes = max(0, size - sum(n for _, n in entries)) if entries is not None else 0
         if len(self.callids) < 2:
             if totals:
                 totals[0] += size
-            return None, [size] if self.callids else []
-        if self.entries is None:
-            return None, []
-        entries = self.entries[k]
+            return None, [size] if self.callids else [], holes
+        if entries is None:
+            return None, [], 0
         if not entries:  # nobody's bytes: every call of the request, equally
             entries = tuple((i, 0) for i in range(len(self.callids)))
         nbytes = apportion(size, [n for _, n in entries])
         for (i, _), n in zip(entries, nbytes):
             totals[i] += n
-        return [self.callids[i] for i, _ in entries], nbytes
+        return [self.callids[i] for i, _ in entries], nbytes, holes

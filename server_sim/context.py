@@ -75,12 +75,14 @@ class RequestContext:
 
     def record(self, event_id: int, layer: str, op: str, parent: int, handle: int, offset: int, size: int,
                t_start: int, t_end: int, callids: list[int] | None = None,
-               callid_bytes: list[int] | None = None, file_range: tuple[int, int] = (-1, -1)) -> None:
+               callid_bytes: list[int] | None = None, file_range: tuple[int, int] = (-1, -1),
+               holes: int = 0) -> None:
         """Record one finished event of this request (``callids``: the part of the request's
         CallIDs it serves, if not all; ``callid_bytes``: their bytes, see
-        :meth:`ServerEvents.record`; ``file_range``: a data operation's range in the file)."""
+        :meth:`ServerEvents.record`; ``file_range``: a data operation's range in the file; ``holes``:
+        its bytes no call owns)."""
         self.state.events.record(event_id, layer, op, self.who, parent, handle, offset, size, t_start, t_end,
-                                 callids, callid_bytes, file_range)
+                                 callids, callid_bytes, file_range, holes)
 
     def request_bytes(self) -> list[int] | None:
         """The bytes per CallID of an aggregated request's disk operations so far (None: the

@@ -53,10 +53,10 @@ def _trove_op(ctx: RequestContext, handle: int, flow_id: int, op: str,
     t0 = now()
     n = fn(handle, pieces, view)
     t1 = now()
-    callids, nbytes = ctx.attribution.share(k, view.nbytes)
+    callids, nbytes, holes = ctx.attribution.share(k, view.nbytes)
     dist, dfile = ctx.layout
     ctx.record(event_id, "trove", op, flow_id, handle, pieces[0][0], view.nbytes, t0, t1, callids, nbytes,
-               dist.logical_extent(dfile, pieces))
+               dist.logical_extent(dfile, pieces), holes)
     return n
 
 

@@ -201,9 +201,9 @@ def _small_op(ctx: RequestContext, req: P.SmallIoRequest, op: str,
     event_id = ctx.new_id()
     t0 = now()
     fn(req.handle, segments, view)
-    callids, nbytes = attribution.share(0, ctx.nbytes)
+    callids, nbytes, holes = attribution.share(0, ctx.nbytes)
     ctx.record(event_id, "trove", op, ctx.event_id, req.handle, segments[0][0], ctx.nbytes, t0, now(),
-               callids, nbytes, dist.logical_extent(dfile, segments))
+               callids, nbytes, dist.logical_extent(dfile, segments), holes)
 
 
 @action

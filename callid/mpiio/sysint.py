@@ -322,12 +322,14 @@ class SysInt:
         CallIDs).
         A request serving several CallIDs says whose bytes each of its disk operations moves
         (the ``callid_bytes`` hint, from the call's ``owners``; no owners: every byte is every
-        call's); where that would make it too large it is split into several.
+        call's), and so does a request of one call given its owners (its bytes do not fill the
+        access: the servers count the rest as holes); where that would make it too large it is split
+        into several.
         """
         if stream.nbytes == 0:
             return 0
         owners = None
-        if self.stamp and len(call.callids) > 1 and call.known:
+        if self.stamp and call.known and (len(call.callids) > 1 or call.owners):
             owners = Owners(call.owners) if call.owners else False
         if stream.format != "B" or stream.ndim != 1:  # (the flows send and receive byte views)
             stream = stream.cast("B")

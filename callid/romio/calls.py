@@ -163,12 +163,14 @@ class Calls:
         alone = CallContext((caller.callid,), caller.func)
         rank = self._rank(caller.rank)
         rec = rank.record(caller.record) if caller.record is not None else None
-        if (rec is None or extent is None or int(rec["func"]) not in _DATA or not rec["flags"] & _COLLECTIVE
-                or not rec["present"] & _HAS_COLL_SEQ or not same_file(rank.file(rec), path)):
+        if (rec is None or extent is None or int(rec["func"]) not in _DATA
+                or not same_file(rank.file(rec), path)):
             return alone
         func = caller.func
-        peers = self._collective(int(rec["coll_seq"]))
         lo, hi = extent[0], extent[0] + extent[1]
+        if not rec["flags"] & _COLLECTIVE or not rec["present"] & _HAS_COLL_SEQ:
+            return self._own(alone, rank.ranges(rec), lo, hi)
+        peers = self._collective(int(rec["coll_seq"]))
         callids: list[int] = []
         owners: list[tuple[int, int, int]] = []
         for peer_rank, index in peers:
@@ -187,6 +189,18 @@ class Calls:
         if len(callids) < 2 and (not callids or callids[0] == caller.callid):
             return alone
         return CallContext(tuple(callids), func, tuple(owners))
+
+    @staticmethod
+    def _own(alone: CallContext, ranges: list[tuple[int, int]] | None, lo: int, hi: int) -> CallContext:
+        """The context of a call's own operation on ``[lo, hi)``: where its bytes do not fill the range
+        (ROMIO's data sieving reads and writes the extent its blocks span), whose bytes are where."""
+        if ranges is None:
+            return alone
+        mine = [(max(o, lo), min(o + n, hi)) for o, n in ranges if o < hi and o + n > lo]
+        if sum(b - a for a, b in mine) == hi - lo:
+            return alone
+        owners = tuple((a, b - a, 0) for a, b in mine) or ((lo, 0, 0),)  # (none of its bytes: all holes)
+        return CallContext(alone.callids, alone.func, owners)
 
     def pending(self, rank_nr: int, path: str, extent: tuple[int, int] | None) -> CallContext | None:
         """The context of an operation a thread of rank ``rank_nr`` without a call of its own does (the

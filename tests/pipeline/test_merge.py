@@ -108,8 +108,8 @@ def test_merge_returns_row_counts(logs, tmp_path):
 def test_arrows_are_one_row_per_call_and_disk_operation_including_fan_in(merged):
     assert _columns(merged, "arrows") == [
         "callid", "callid_hex", "rank", "func", "file", "call_t_start", "call_t_end", "server", "layer",
-        "op", "handle", "disk_offset", "file_offset", "file_end", "size", "bytes", "t_start", "t_end",
-        "dur_ns", "t_rel_ns", "event_id", "n_callids", "exact"]
+        "op", "handle", "disk_offset", "file_offset", "file_end", "size", "bytes", "holes", "rmw", "t_start",
+        "t_end", "dur_ns", "t_rel_ns", "event_id", "n_callids", "exact"]
     rows = query(merged, "SELECT callid, event_id, server, layer, op, size, bytes, n_callids, exact, "
                       "call_t_start, dur_ns, t_rel_ns FROM arrows ORDER BY callid, event_id")
     assert rows == [(A, 1, "io0", "trove", "trove_write", 100, 100, 1, True, 1000, 10, 10),

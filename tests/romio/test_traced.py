@@ -215,3 +215,47 @@ def test_insights_say_which_hints_romio_and_the_file_system_did_not_honour(tmp_p
     honoured = _s811(tmp_path, programs, "honoured", "cb_nodes=4", "cb_config_list=*:4")
     assert honoured["cb_nodes"]["severity"] == "ok" and honoured["cb_nodes"]["numbers"]["aggregators"] == 4
     assert honoured["cb_nodes"]["ranks"] == [0, 1, 2, 3]
+
+
+@pytest.fixture(scope="module")
+def strided(tmp_path_factory, programs):
+    return traced(tmp_path_factory.mktemp("romio"), "strided", "-n", 4, *FS, programs["strided"],
+                  "-b", 4096, "-k", 16, "-f", "/pvfs2/strided")
+
+
+def test_data_sieving_reads_and_holes_are_marked(strided):
+    """Independent writes through a vector view: ROMIO's data sieving reads the extent the rank's blocks
+    span, and writes it back whole.  Every operation is the rank's call's; the bytes of it that are the
+    other ranks' blocks (computed here from the decomposition) are its holes; the reads a write caused
+    are marked read-modify-write."""
+    run = strided
+    assert "data check: passed" in run.stdout
+    block = 4096
+    for rank, func, op, rmw, callids, file_offset, file_end, size, holes in run.q("""
+            SELECT c.rank, c.func, s.op, a.rmw, s.callids, s.file_offset, s.file_end, s.size, s.holes
+            FROM server_ops s JOIN arrows a USING (server, event_id) JOIN calls c ON c.callid = a.callid
+            WHERE s.op IN ('trove_read', 'trove_write') AND c.func IN ('MPI_File_write', 'MPI_File_read')"""):
+        assert len(callids) == 1
+        assert rmw == (func == "MPI_File_write" and op == "trove_read")
+        # the operation's own bytes: its pieces of the file range (64 KiB strips, 4 servers) in the rank's
+        # blocks; the rest are holes
+        owned = sum(max(0, min(b * block + block, hi) - max(b * block, lo))
+                    for lo, hi in _strips(file_offset, file_end, size)
+                    for b in range(lo // block, -(-hi // block)) if b % 4 == rank)
+        assert holes == size - owned, (rank, func, op, file_offset, size)
+    assert run.q("SELECT count(*) FILTER (WHERE rmw), count(*) FILTER (WHERE NOT exact) FROM arrows") == [
+        (run.q("SELECT count(*) FROM server_ops WHERE op = 'trove_read' AND callid IN "
+               "(SELECT callid FROM calls WHERE func = 'MPI_File_write')")[0][0], 0)]
+
+
+def _strips(file_offset: int, file_end: int, size: int) -> list[tuple[int, int]]:
+    """The file ranges of a disk operation of ``size`` bytes whose file range is [file_offset, file_end):
+    its datafile's strips within it (every SERVERS-th strip from the first)."""
+    out, lo = [], file_offset
+    while size > 0:
+        n = min(size, (lo // STRIP + 1) * STRIP - lo)
+        out.append((lo, lo + n))
+        size -= n
+        lo = (lo // STRIP + SERVERS) * STRIP
+    assert out[-1][1] <= file_end
+    return out
