@@ -259,3 +259,18 @@ def _strips(file_offset: int, file_end: int, size: int) -> list[tuple[int, int]]
         lo = (lo // STRIP + SERVERS) * STRIP
     assert out[-1][1] <= file_end
     return out
+
+
+def test_insights_report_data_sievings_holes_and_read_back(strided):
+    found = callid_cmd("insights", strided.db, "--code", "S812", "--json")
+    assert found.returncode == 0, found.stderr
+    by_dir = {f["detail"].split(":")[0]: f for f in json.loads(found.stdout)["findings"]}
+    write, read = by_dir["data sieving, write"], by_dir["data sieving, read"]
+    assert write["severity"] == read["severity"] == "warning"
+    assert write["numbers"]["data_bytes"] == read["numbers"]["data_bytes"] == 4 * 16 * 4096
+    # the holes read back and written back, of every disk operation of the writes
+    assert write["numbers"]["hole_bytes"] == strided.q(
+        "SELECT sum(holes) FROM server_ops WHERE op IN ('trove_read', 'trove_write') AND callid IN "
+        "(SELECT callid FROM calls WHERE func = 'MPI_File_write')")[0][0]
+    assert write["numbers"]["read_back_bytes"] > 0 and read["numbers"]["read_back_bytes"] == 0
+    assert "romio_ds_write=disable" in write["recommendation"]
