@@ -61,34 +61,42 @@ def same_file(opened: str, path: str) -> bool:
 
 
 class _Rank:
-    """One rank's records, read as its files grow."""
+    """One rank's records, read as its files grow (the library grows them in windows of zeros: a
+    record is whole once it carries the magic)."""
+
+    BATCH = 256  # records read at once
 
     def __init__(self, rec: Path, dat: Path) -> None:
         self.rec, self.dat = rec, dat
         self.seen = 0  # records indexed so far
+        self._fds: dict[Path, int] = {}
+
+    def _read(self, path: Path, offset: int, n: int) -> bytes:
+        fd = self._fds.get(path)
+        if fd is None:
+            try:
+                fd = self._fds[path] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            except FileNotFoundError:
+                return b""
+        return os.pread(fd, n, offset)
 
     def new_records(self) -> np.ndarray:
         """The whole records written since the last call (stops before one being written)."""
-        try:
-            with open(self.rec, "rb") as f:
-                f.seek(self.seen * R.RECORD.itemsize)
-                raw = f.read()
-        except FileNotFoundError:
-            return np.zeros(0, R.RECORD)
-        recs = np.frombuffer(raw[: len(raw) // R.RECORD.itemsize * R.RECORD.itemsize], R.RECORD)
-        whole = np.flatnonzero(recs["magic"] != R.MAGIC)
-        if len(whole):
-            recs = recs[: whole[0]]
-        self.seen += len(recs)
-        return recs
+        size = R.RECORD.itemsize
+        found = []
+        while True:
+            raw = self._read(self.rec, self.seen * size, self.BATCH * size)
+            recs = np.frombuffer(raw[: len(raw) // size * size], R.RECORD)
+            stop = np.flatnonzero(recs["magic"] != R.MAGIC)
+            if len(stop):
+                recs = recs[: stop[0]]
+            found.append(recs)
+            self.seen += len(recs)
+            if len(recs) < self.BATCH:
+                return np.concatenate(found) if len(found) > 1 else found[0]
 
     def record(self, index: int) -> np.void | None:
-        try:
-            with open(self.rec, "rb") as f:
-                f.seek(index * R.RECORD.itemsize)
-                raw = f.read(R.RECORD.itemsize)
-        except FileNotFoundError:
-            return None
+        raw = self._read(self.rec, index * R.RECORD.itemsize, R.RECORD.itemsize)
         if len(raw) < R.RECORD.itemsize:
             return None
         rec = np.frombuffer(raw, R.RECORD)[0]
@@ -99,9 +107,7 @@ class _Rank:
         n = int(rec["len_file"])
         if n == R.NULL_LEN:
             return ""
-        with open(self.dat, "rb") as f:
-            f.seek(int(rec["strings_at"]))
-            return f.read(n).decode(errors="replace")
+        return self._read(self.dat, int(rec["strings_at"]), n).decode(errors="replace")
 
     def ranges(self, rec: np.void) -> list[tuple[int, int]] | None:
         """The file ranges of a data call's record (None: not known)."""
@@ -110,9 +116,7 @@ class _Rank:
             return None
         if n == 0:
             return [(int(rec["offset"]), int(rec["size"]))] if rec["present"] & _HAS_SIZE else None
-        with open(self.dat, "rb") as f:
-            f.seek(int(rec["regions_at"]))
-            pairs = np.frombuffer(f.read(16 * n), np.int64)
+        pairs = np.frombuffer(self._read(self.dat, int(rec["regions_at"]), 16 * n), np.int64)
         if len(pairs) < 2 * n:
             return None
         return list(zip(pairs[0::2].tolist(), pairs[1::2].tolist(), strict=True))
@@ -133,6 +137,7 @@ class Calls:
         self._ranks: dict[int, _Rank] = {}
         self._by_coll: dict[int, list[tuple[int, int]]] = {}  # coll_seq -> (rank, record index)
         self._pending: dict[int, set[int]] = {}  # rank -> record indices of calls not completed
+        self._seen_ranks: set[int] = set()
         self._lock = threading.Lock()
 
     def caller(self, tid: int, pid: int) -> Caller:
@@ -251,4 +256,6 @@ class Calls:
                     pending.add(start + i)
 
     def _known_ranks(self) -> list[int]:
-        return sorted(int(p.name[len("romio-rank"):-len(".rec")]) for p in self.dir.glob("romio-rank*.rec"))
+        """The ranks that have made a call: those with a slot (or that had one)."""
+        self._seen_ranks.update(np.unique(self.slots["rank"][self.slots["tid"] != 0]).tolist())
+        return sorted(self._seen_ranks)
