@@ -187,7 +187,10 @@ CLIENT = Table("client", "one row per traced MPI call ('call'), completion ('wai
     Column("server", pa.string(), "rpc: server name"),
     Column("op", pa.string(), "rpc: request operation; phase: 'plan' (the allgather of the ranks' file "
            "ranges), 'exchange' (data between ranks and aggregators), 'io' (one cycle of an aggregator's "
-           "I/O), 'wait' (the agreement on errors: waiting for the aggregators)"),
+           "I/O), 'wait' (the agreement on errors: waiting for the aggregators); on the MPI library "
+           "(callid run --mpi-io romio) as its calls show them: 'plan' its collectives before any data "
+           "moved, 'exchange' its point-to-point messages (request lists and data), 'io' each of its "
+           "reads and writes (offset, size; bytes null), 'wait' its reductions and barriers after"),
     Column("req_seq", pa.int64(), "rpc: per-rank request id, the server's req_id"),
     Column("t_recv", pa.int64(), "rpc: request received by the server (on the server's clock)", NS),
     Column("t_send", pa.int64(), "rpc: final response sent (on the server's clock)", NS),

@@ -66,7 +66,7 @@ def library(mpicc: str | None = None, cache: Path | None = None) -> Path:
         (Path(tmp) / "callid_records.h").write_text(header)
         out = Path(tmp) / LIBRARY
         cmd = [compiler, "-shared", "-fPIC", "-O2", "-Wall", "-I", tmp, "-o", str(out), str(SOURCE),
-               "-lpthread"]
+               "-lpthread", "-ldl"]
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         except (OSError, subprocess.TimeoutExpired) as exc:

@@ -5,6 +5,7 @@
  * Built with the MPI's own mpicc by callid.romio.build. */
 #define _GNU_SOURCE
 #include <mpi.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -233,6 +234,10 @@ typedef struct {
 static void set_str(call_t *c, int which, const char *s) { c->str[which] = s; }
 static void own_str(call_t *c, int which, char *s) { c->own[which] = s; c->str[which] = s; }
 static void set_int(call_t *c, int64_t *field, uint32_t bit, int64_t value) { *field = value; c->r.present |= bit; }
+static void collective(call_t *c, int yes) {
+    c->r.present |= P_COLLECTIVE;
+    if (yes) c->r.flags |= FL_COLLECTIVE;
+}
 
 static void call_begin(call_t *c, int func, int kind) {
     memset(c, 0, sizeof *c);
@@ -285,8 +290,11 @@ static void call_publish(call_t *c) {
 }
 
 /* the call returned (err: its return code): its end, error and bytes into its record */
+static void phase_stop(void);
+
 static void call_end(call_t *c, int err) {
-    c->r.t_end = now_ns();
+    if (c->r.kind == K_CALL) phase_stop();
+    if (c->r.kind != K_PHASE) c->r.t_end = now_ns();
     if (!c->published) call_publish(c);
     if (c->r.kind == K_CALL) publish(S.sentinel, 0, ~0ull);
     t_depth--;
@@ -313,6 +321,65 @@ static void call_end(call_t *c, int err) {
     pthread_mutex_unlock(&S.mu);
     for (int i = 0; i < S_COUNT; i++) free(c->own[i]);
     free(c->regions);
+}
+
+/* ---- the phases of a collective data call ---------------------------------------------------- */
+
+/* The MPI library's own communication and I/O inside a collective data call, as this thread sees
+ * them through the PMPI and libc symbols it calls: consecutive operations of one phase are one row
+ * (kind 'phase', the call's CallID); an I/O operation is one row of its own. */
+static __thread struct {
+    int active, func, kind, started;
+    uint64_t callid;
+    int64_t t0, t1, bytes, offset, size;
+    int moved;  /* data exchanged or I/O done already (later collectives are the exchange's or the wait) */
+} t_ph;
+
+static void phase_flush(void) {
+    if (!t_ph.started) return;
+    t_ph.started = 0;
+    call_t c;
+    call_begin(&c, t_ph.func, K_PHASE);
+    c.r.callid = t_ph.callid;
+    c.r.t_start = t_ph.t0;
+    c.r.t_end = t_ph.t1;
+    collective(&c, 1);
+    set_str(&c, S_OP, PHASE_NAMES[t_ph.kind]);
+    if (t_ph.kind == PH_EXCHANGE) set_int(&c, &c.r.bytes, P_BYTES, t_ph.bytes);
+    if (t_ph.kind == PH_IO) {
+        set_int(&c, &c.r.offset, P_OFFSET, t_ph.offset);
+        set_int(&c, &c.r.size, P_SIZE, t_ph.size);
+    }
+    call_end(&c, MPI_SUCCESS);
+}
+
+/* one operation of phase ``kind`` from t0 to t1 (bytes: sent; offset and size: an I/O's) */
+static void phase_add(int kind, int64_t t0, int64_t t1, int64_t bytes, int64_t offset, int64_t size) {
+    if (t_ph.started && (t_ph.kind != kind || kind == PH_IO)) phase_flush();
+    if (!t_ph.started) {
+        t_ph.started = 1;
+        t_ph.kind = kind;
+        t_ph.t0 = t0;
+        t_ph.bytes = 0;
+        t_ph.offset = offset;
+        t_ph.size = size;
+    }
+    t_ph.t1 = t1;
+    t_ph.bytes += bytes;
+    if (kind == PH_EXCHANGE || kind == PH_IO) t_ph.moved = 1;
+}
+
+static void phase_start(const call_t *c) {
+    t_ph.active = 1;
+    t_ph.started = t_ph.moved = 0;
+    t_ph.callid = c->r.callid;
+    t_ph.func = c->r.func;
+}
+
+static void phase_stop(void) {
+    if (!t_ph.active) return;
+    t_ph.active = 0;
+    phase_flush();
 }
 
 /* ---- files: name, communicator, view ------------------------------------------------------- */
@@ -499,11 +566,6 @@ static void on_file(call_t *c, fstate *f, int collective) {
     }
 }
 
-static void collective(call_t *c, int yes) {
-    c->r.present |= P_COLLECTIVE;
-    if (yes) c->r.flags |= FL_COLLECTIVE;
-}
-
 /* a file call without data: begin, describe the file */
 static void file_call(call_t *c, int func, MPI_File fh, int coll) {
     call_begin(c, func, K_CALL);
@@ -541,6 +603,7 @@ static void access_begin(call_t *c, int func, MPI_File fh, int where, MPI_Offset
         ranges(c, f, (int64_t)pos * f->esize, (int64_t)count * tsize);
     }
     call_publish(c);
+    if (coll) phase_start(c);
 }
 
 static void access_end(call_t *c, int err, MPI_Status *st) {
@@ -1067,3 +1130,88 @@ COLLECTIVE(Scatter, (const void *s, int sn, MPI_Datatype st, void *r, int rn, MP
                      MPI_Comm comm), (s, sn, st, r, rn, rt, root, comm))
 COLLECTIVE(Alltoall, (const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, MPI_Comm comm),
            (s, sn, st, r, rn, rt, comm))
+
+/* ---- the MPI library's own communication and I/O inside a collective data call ------------------ */
+
+#define REAL(NAME, PARAMS) static int (*real) PARAMS; if (!real) real = (int (*) PARAMS)dlsym(RTLD_NEXT, #NAME)
+
+static int64_t type_bytes(MPI_Count count, MPI_Datatype t) {
+    MPI_Count size = 0;
+    PMPI_Type_size_c(t, &size);
+    return (int64_t)(count * size);
+}
+
+/* a communication of the library's: point to point is the exchange; a collective is the plan before any
+ * data moved, then the exchange's (all-to-all, gathers) or the wait (reductions, barriers) */
+#define COMM(NAME, PARAMS, ARGS, KIND, BYTES)                                                  \
+    int NAME PARAMS {                                                                          \
+        REAL(NAME, PARAMS);                                                                    \
+        if (!t_ph.active) return real ARGS;                                                    \
+        int64_t t0 = now_ns();                                                                 \
+        int err = real ARGS;                                                                   \
+        phase_add(KIND, t0, now_ns(), BYTES, 0, 0);                                            \
+        return err;                                                                            \
+    }
+#define P2P PH_EXCHANGE
+#define GATHERING (t_ph.moved ? PH_EXCHANGE : PH_PLAN)
+#define SYNCING (t_ph.moved ? PH_WAIT : PH_PLAN)
+
+COMM(PMPI_Isend, (const void *b, int n, MPI_Datatype t, int d, int tag, MPI_Comm comm, MPI_Request *r),
+     (b, n, t, d, tag, comm, r), P2P, type_bytes(n, t))
+COMM(PMPI_Issend, (const void *b, int n, MPI_Datatype t, int d, int tag, MPI_Comm comm, MPI_Request *r),
+     (b, n, t, d, tag, comm, r), P2P, type_bytes(n, t))
+COMM(PMPI_Send, (const void *b, int n, MPI_Datatype t, int d, int tag, MPI_Comm comm), (b, n, t, d, tag, comm),
+     P2P, type_bytes(n, t))
+COMM(PMPI_Isend_c, (const void *b, MPI_Count n, MPI_Datatype t, int d, int tag, MPI_Comm comm, MPI_Request *r),
+     (b, n, t, d, tag, comm, r), P2P, type_bytes(n, t))
+COMM(PMPI_Issend_c, (const void *b, MPI_Count n, MPI_Datatype t, int d, int tag, MPI_Comm comm, MPI_Request *r),
+     (b, n, t, d, tag, comm, r), P2P, type_bytes(n, t))
+COMM(PMPI_Send_c, (const void *b, MPI_Count n, MPI_Datatype t, int d, int tag, MPI_Comm comm),
+     (b, n, t, d, tag, comm), P2P, type_bytes(n, t))
+COMM(PMPI_Irecv_c, (void *b, MPI_Count n, MPI_Datatype t, int s, int tag, MPI_Comm comm, MPI_Request *r),
+     (b, n, t, s, tag, comm, r), P2P, 0)
+COMM(PMPI_Recv_c, (void *b, MPI_Count n, MPI_Datatype t, int s, int tag, MPI_Comm comm, MPI_Status *st),
+     (b, n, t, s, tag, comm, st), P2P, 0)
+COMM(PMPI_Irecv, (void *b, int n, MPI_Datatype t, int s, int tag, MPI_Comm comm, MPI_Request *r),
+     (b, n, t, s, tag, comm, r), P2P, 0)
+COMM(PMPI_Recv, (void *b, int n, MPI_Datatype t, int s, int tag, MPI_Comm comm, MPI_Status *st),
+     (b, n, t, s, tag, comm, st), P2P, 0)
+COMM(PMPI_Wait, (MPI_Request *r, MPI_Status *st), (r, st), P2P, 0)
+COMM(PMPI_Waitall, (int n, MPI_Request *r, MPI_Status *st), (n, r, st), P2P, 0)
+COMM(PMPI_Waitany, (int n, MPI_Request *r, int *i, MPI_Status *st), (n, r, i, st), P2P, 0)
+COMM(PMPI_Waitsome, (int n, MPI_Request *r, int *o, int *i, MPI_Status *st), (n, r, o, i, st), P2P, 0)
+COMM(PMPI_Test, (MPI_Request *r, int *f, MPI_Status *st), (r, f, st), P2P, 0)
+COMM(PMPI_Testall, (int n, MPI_Request *r, int *f, MPI_Status *st), (n, r, f, st), P2P, 0)
+COMM(PMPI_Alltoall, (const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, MPI_Comm c),
+     (s, sn, st, r, rn, rt, c), GATHERING, 0)
+COMM(PMPI_Alltoallv, (const void *s, const int *sn, const int *sd, MPI_Datatype st, void *r, const int *rn,
+                      const int *rd, MPI_Datatype rt, MPI_Comm c), (s, sn, sd, st, r, rn, rd, rt, c), GATHERING, 0)
+COMM(PMPI_Allgather, (const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, MPI_Comm c),
+     (s, sn, st, r, rn, rt, c), GATHERING, 0)
+COMM(PMPI_Allgatherv, (const void *s, int sn, MPI_Datatype st, void *r, const int *rn, const int *rd,
+                       MPI_Datatype rt, MPI_Comm c), (s, sn, st, r, rn, rd, rt, c), GATHERING, 0)
+COMM(PMPI_Gather, (const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, int root,
+                   MPI_Comm c), (s, sn, st, r, rn, rt, root, c), GATHERING, 0)
+COMM(PMPI_Bcast, (void *b, int n, MPI_Datatype t, int root, MPI_Comm c), (b, n, t, root, c), GATHERING, 0)
+COMM(PMPI_Allreduce, (const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c),
+     (s, r, n, t, op, c), SYNCING, 0)
+COMM(PMPI_Reduce, (const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, int root, MPI_Comm c),
+     (s, r, n, t, op, root, c), SYNCING, 0)
+COMM(PMPI_Barrier, (MPI_Comm c), (c), SYNCING, 0)
+
+/* the library's reads and writes (ROMIO's UFS driver: pread and pwrite at file offsets) */
+#define POSIX_IO(NAME, BUF)                                                                    \
+    ssize_t NAME(int fd, BUF buf, size_t n, off_t offset) {                                    \
+        static ssize_t (*real)(int, BUF, size_t, off_t);                                       \
+        if (!real) real = (ssize_t (*)(int, BUF, size_t, off_t))dlsym(RTLD_NEXT, #NAME);       \
+        if (!t_ph.active) return real(fd, buf, n, offset);                                     \
+        int64_t t0 = now_ns();                                                                 \
+        ssize_t done = real(fd, buf, n, offset);                                               \
+        phase_add(PH_IO, t0, now_ns(), 0, (int64_t)offset, (int64_t)n);                        \
+        return done;                                                                           \
+    }
+
+POSIX_IO(pwrite, const void *)
+POSIX_IO(pwrite64, const void *)
+POSIX_IO(pread, void *)
+POSIX_IO(pread64, void *)

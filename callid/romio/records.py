@@ -32,7 +32,11 @@ MAX_REGIONS = 1 << 20
 NULL_LEN = 0xFFFFFFFF  # a string column's null
 NSLOTS = 4096  # threads that can be in an MPI-IO call at once on one host
 
-KINDS = ("call", "wait", "mpi")
+KINDS = ("call", "wait", "mpi", "phase")
+#: the phases of a collective data call, as the library sees them: its communication before its first
+#: data exchange or I/O ('plan'), the data exchange between ranks ('exchange'), each read or write it
+#: makes ('io'), its synchronisation after them ('wait')
+PHASES = ("plan", "exchange", "io", "wait")
 #: every function the library logs, by its code in a record (the large-count ``_c`` bindings are logged
 #: under their name without ``_c``)
 FUNCS = (
@@ -52,7 +56,7 @@ FUNCS = (
     "MPI_Scatter", "MPI_Alltoall",
 )
 #: string columns, in the order their bytes follow each other (``error``: on its own, written at the end)
-STRINGS = ("file", "datatype", "hints", "amode", "etype", "filetype", "datarep", "whence", "error")
+STRINGS = ("file", "datatype", "hints", "amode", "etype", "filetype", "datarep", "whence", "op", "error")
 #: nullable integer columns
 INTS = ("fid", "offset", "size", "count", "bytes", "coll_seq", "rid", "comm_id", "etype_extent", "extent")
 #: bits of ``present``: which nullable columns a record has (the rest are null)
@@ -111,6 +115,8 @@ def c_header() -> str:
     lines += [f"#define K_{name.upper()} {i}" for i, name in enumerate(KINDS)]
     lines += [f"#define F_{name[4:]} {i}" for i, name in enumerate(FUNCS)]
     lines += [f"#define S_{name.upper()} {i}" for i, name in enumerate(STRINGS)]
+    lines += [f"#define PH_{name.upper()} {i}" for i, name in enumerate(PHASES)]
+    lines += ["static const char *const PHASE_NAMES[] = {" + ", ".join(f'"{p}"' for p in PHASES) + "};"]
     lines += [f"#define S_COUNT {len(STRINGS)}"]
     lines += [f"#define P_{name.upper()} (1u << {i})" for i, name in enumerate(PRESENT)]
     lines += [f"#define FL_{name.upper()} (1u << {i})" for i, name in enumerate(FLAGS)]

@@ -13,6 +13,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from pipeline.query import named_query
 from tests.client import test_exact_attribution as exact
 from tests.conftest import callid_cmd, traced
 from tests.romio.conftest import needs_fuse
@@ -274,3 +275,27 @@ def test_insights_report_data_sievings_holes_and_read_back(strided):
         "(SELECT callid FROM calls WHERE func = 'MPI_File_write')")[0][0]
     assert write["numbers"]["read_back_bytes"] > 0 and read["numbers"]["read_back_bytes"] == 0
     assert "romio_ds_write=disable" in write["recommendation"]
+
+
+def test_subarray_phases_seen_through_the_mpi_librarys_own_calls(subarray):
+    """ROMIO's two-phase collective as its PMPI and libc calls show it: every rank plans, exchanges and
+    waits; only the aggregator reads and writes, in I/O phases that cover the file; the latency breakdown
+    accounts for each write_all call's time."""
+    run = subarray
+    for func in ("MPI_File_write_all", "MPI_File_read_all"):
+        phases = dict(run.q(f"SELECT phase, list(DISTINCT rank ORDER BY rank) FROM phases "
+                            f"WHERE func = '{func}' GROUP BY phase"))
+        aggregators = [r for (r,) in run.q(f"SELECT DISTINCT rank FROM rpcs WHERE func = '{func}' "
+                                           "AND op = 'io'")]
+        assert phases == {"plan": [0, 1, 2, 3], "exchange": [0, 1, 2, 3], "wait": [0, 1, 2, 3],
+                          "io": aggregators}
+        assert run.q(f"SELECT sum(size) FROM phases WHERE func = '{func}' AND phase = 'io'") == [(N * N * 8,)]
+        # every phase inside its call, on its rank's clock
+        outside = run.q(f"""SELECT count(*) FROM phases p JOIN calls c USING (callid)
+                            WHERE p.func = '{func}' AND (p.t_start < c.t_start OR p.t_end > c.t_end)""")
+        assert outside == [(0,)]
+    rows = run.con.execute(named_query("latency_breakdown").sql).fetchall()
+    cols = [d[0] for d in run.con.description]
+    for row in map(lambda r: dict(zip(cols, r)), rows):
+        if row["func"] == "MPI_File_write_all":
+            assert row["accounted_pct"] >= 90, row
