@@ -9,7 +9,8 @@ BENCHMARKS = {
     "merge": "callid merge against a pandas implementation (1M, 10M events), and the thesis' O(n^2) scan",
     "view": "timeline generation for a ~100 k-event trace, against fetching the same rows",
     "clocks": "clock alignment on synthetic 1 M-call traces and a real skewed run, against the truth",
-    "overhead": "traced (--callid) vs untraced (--no-callid) runs, interleaved, and the cost per call",
+    "overhead": "traced (--callid) vs untraced (--no-callid) runs, interleaved, the cost per call (Python "
+                "and C), and the C path's FUSE client's bandwidth",
     "fs": "simulated file system bandwidth against raw socket + pwrite, its protocol floor and plain MPI-IO",
     "replay": "callid replay of a traced run against the run, and of Darshan DXT logs of 384 and 4096 ranks",
 }
