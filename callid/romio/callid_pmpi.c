@@ -20,6 +20,13 @@
 
 #include "callid_records.h"
 
+/* The MPI library's definition of F, the next after this library's: this library defines the PMPI_
+ * names of the functions it traces too (a binding that calls PMPI_File_* itself, as Fortran's mpi_f08
+ * does, is traced), so it calls the library's through this. */
+#define NEXT(F) ({ static __typeof__(&F) next_; if (!next_) next_ = (__typeof__(&F))dlsym(RTLD_NEXT, #F); next_; })
+/* PMPI_name: the same wrapper as MPI_name */
+#define ALSO_PMPI(NAME) extern __typeof__(MPI_##NAME) PMPI_##NAME __attribute__((alias("MPI_" #NAME)));
+
 #if defined(MPICH_NUMVERSION) && MPICH_NUMVERSION >= 40100000
 #define HAVE_TYPE_IOV 1
 #endif
@@ -587,12 +594,12 @@ static void access_begin(call_t *c, int func, MPI_File fh, int where, MPI_Offset
     own_str(c, S_DATATYPE, type_text(dt));
     fstate *f = file_of(fh);
     MPI_Offset pos = off;
-    if (where == IND) PMPI_File_get_position(fh, &pos);
+    if (where == IND) NEXT(PMPI_File_get_position)(fh, &pos);
     if (where == ORDERED && f != NULL && f->comm != MPI_COMM_NULL) {
         /* the ranks' accesses follow each other in rank order from the shared file pointer */
         long long mine = (long long)(count * tsize / f->esize), before = 0;
         int crank;
-        PMPI_File_get_position_shared(fh, &pos);
+        NEXT(PMPI_File_get_position_shared)(fh, &pos);
         PMPI_Exscan(&mine, &before, 1, MPI_LONG_LONG, MPI_SUM, f->comm);
         PMPI_Comm_rank(f->comm, &crank);
         pos += crank ? (MPI_Offset)before : 0;
@@ -683,28 +690,31 @@ static void log_wait(pending *p, MPI_Status *st) {
 /* ---- MPI_Init / MPI_Finalize ------------------------------------------------------------------ */
 
 int MPI_Init(int *argc, char ***argv) {
-    int err = PMPI_Init(argc, argv);
+    int err = NEXT(PMPI_Init)(argc, argv);
     if (err == MPI_SUCCESS) { start(); atexit(stop); }
     return err;
 }
+ALSO_PMPI(Init)
 
 int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
-    int err = PMPI_Init_thread(argc, argv, required, provided);
+    int err = NEXT(PMPI_Init_thread)(argc, argv, required, provided);
     if (err == MPI_SUCCESS) { start(); atexit(stop); }
     return err;
 }
+ALSO_PMPI(Init_thread)
 
 int MPI_Finalize(void) {
     stop();
-    return PMPI_Finalize();
+    return NEXT(PMPI_Finalize)();
 }
+ALSO_PMPI(Finalize)
 
 /* ---- file manipulation ---------------------------------------------------------------------- */
 
 #define TRACED (S.ready && t_depth == 0)
 
 int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh) {
-    if (!TRACED) return PMPI_File_open(comm, filename, amode, info, fh);
+    if (!TRACED) return NEXT(PMPI_File_open)(comm, filename, amode, info, fh);
     call_t c;
     call_begin(&c, F_File_open, K_CALL);
     collective(&c, 1);
@@ -724,7 +734,7 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     own_str(&c, S_AMODE, amode_text(amode));
     own_str(&c, S_HINTS, hints_text(info));
     call_publish(&c);
-    int err = PMPI_File_open(comm, filename, amode, info, fh);
+    int err = NEXT(PMPI_File_open)(comm, filename, amode, info, fh);
     if (err == MPI_SUCCESS) {
         fstate *f = calloc(1, sizeof *f);
         *f = (fstate){.fh = *fh, .next = files, .name = strdup(filename), .fid = fid, .colls = base << 20,
@@ -736,44 +746,48 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     call_end(&c, err);
     return err;
 }
+ALSO_PMPI(File_open)
 
 int MPI_File_close(MPI_File *fh) {
-    if (!TRACED) return PMPI_File_close(fh);
+    if (!TRACED) return NEXT(PMPI_File_close)(fh);
     call_t c;
     MPI_File was = *fh;
     file_call(&c, F_File_close, was, 1);
     call_publish(&c);
-    int err = PMPI_File_close(fh);
+    int err = NEXT(PMPI_File_close)(fh);
     call_end(&c, err);
     if (err == MPI_SUCCESS) file_forget(was);
     return err;
 }
+ALSO_PMPI(File_close)
 
 int MPI_File_delete(const char *filename, MPI_Info info) {
-    if (!TRACED) return PMPI_File_delete(filename, info);
+    if (!TRACED) return NEXT(PMPI_File_delete)(filename, info);
     call_t c;
     call_begin(&c, F_File_delete, K_CALL);
     collective(&c, 0);
     set_str(&c, S_FILE, filename);
     own_str(&c, S_HINTS, hints_text(info));
     call_publish(&c);
-    int err = PMPI_File_delete(filename, info);
+    int err = NEXT(PMPI_File_delete)(filename, info);
     call_end(&c, err);
     return err;
 }
+ALSO_PMPI(File_delete)
 
 /* a file call whose one argument the row records in an integer column (or none) */
 #define FILE_CALL(NAME, COLL, PARAMS, ARGS, DESCRIBE)                                         \
     int MPI_File_##NAME PARAMS {                                                              \
-        if (!TRACED) return PMPI_File_##NAME ARGS;                                            \
+        if (!TRACED) return NEXT(PMPI_File_##NAME) ARGS;                                            \
         call_t c;                                                                             \
         file_call(&c, F_File_##NAME, fh, COLL);                                               \
         DESCRIBE;                                                                             \
         call_publish(&c);                                                                     \
-        int err = PMPI_File_##NAME ARGS;                                                      \
+        int err = NEXT(PMPI_File_##NAME) ARGS;                                                      \
         call_end(&c, err);                                                                    \
         return err;                                                                           \
-    }
+    }                                                                                          \
+    ALSO_PMPI(File_##NAME)
 
 FILE_CALL(set_size, 1, (MPI_File fh, MPI_Offset size), (fh, size), set_int(&c, &c.r.size, P_SIZE, size))
 FILE_CALL(preallocate, 1, (MPI_File fh, MPI_Offset size), (fh, size), set_int(&c, &c.r.size, P_SIZE, size))
@@ -807,19 +821,20 @@ FILE_CALL(seek_shared, 1, (MPI_File fh, MPI_Offset offset, int whence), (fh, off
           (set_int(&c, &c.r.offset, P_OFFSET, offset), set_str(&c, S_WHENCE, whence_text(whence))))
 
 int MPI_File_get_type_extent_c(MPI_File fh, MPI_Datatype datatype, MPI_Count *extent) {
-    if (!TRACED) return PMPI_File_get_type_extent_c(fh, datatype, extent);
+    if (!TRACED) return NEXT(PMPI_File_get_type_extent_c)(fh, datatype, extent);
     call_t c;
     file_call(&c, F_File_get_type_extent, fh, 0);
     own_str(&c, S_DATATYPE, type_text(datatype));
     call_publish(&c);
-    int err = PMPI_File_get_type_extent_c(fh, datatype, extent);
+    int err = NEXT(PMPI_File_get_type_extent_c)(fh, datatype, extent);
     call_end(&c, err);
     return err;
 }
+ALSO_PMPI(File_get_type_extent_c)
 
 int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Datatype filetype,
                       const char *datarep, MPI_Info info) {
-    if (!TRACED) return PMPI_File_set_view(fh, disp, etype, filetype, datarep, info);
+    if (!TRACED) return NEXT(PMPI_File_set_view)(fh, disp, etype, filetype, datarep, info);
     call_t c;
     file_call(&c, F_File_set_view, fh, 1);
     set_int(&c, &c.r.offset, P_OFFSET, disp);
@@ -843,12 +858,13 @@ int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Data
         free(len);
     }
     call_publish(&c);
-    int err = PMPI_File_set_view(fh, disp, etype, filetype, datarep, info);
+    int err = NEXT(PMPI_File_set_view)(fh, disp, etype, filetype, datarep, info);
     fstate *f = file_of(fh);
     if (err == MPI_SUCCESS && f != NULL) view_set(f, disp, etype, filetype);
     call_end(&c, err);
     return err;
 }
+ALSO_PMPI(File_set_view)
 
 /* ---- the data-access family --------------------------------------------------------------- */
 
@@ -856,68 +872,74 @@ int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Data
 #define BLOCKING_AT(NAME, F, BUF, CT, COLL)                                                      \
     int MPI_File_##NAME(MPI_File fh, MPI_Offset offset, BUF buf, CT count, MPI_Datatype dt,        \
                         MPI_Status *st) {                                                          \
-        if (!TRACED) return PMPI_File_##NAME(fh, offset, buf, count, dt, st);                      \
+        if (!TRACED) return NEXT(PMPI_File_##NAME)(fh, offset, buf, count, dt, st);                      \
         call_t c;                                                                                  \
         MPI_Status local;                                                                          \
         if (st == MPI_STATUS_IGNORE) st = &local;                                                  \
         access_begin(&c, F, fh, AT, offset, (MPI_Count)count, dt, COLL);                           \
-        int err = PMPI_File_##NAME(fh, offset, buf, count, dt, st);                                \
+        int err = NEXT(PMPI_File_##NAME)(fh, offset, buf, count, dt, st);                                \
         access_end(&c, err, st);                                                                   \
         return err;                                                                                \
-    }
+    }                                                                                          \
+    ALSO_PMPI(File_##NAME)
 #define BLOCKING(NAME, F, BUF, CT, WHERE, COLL)                                                   \
     int MPI_File_##NAME(MPI_File fh, BUF buf, CT count, MPI_Datatype dt, MPI_Status *st) {          \
-        if (!TRACED) return PMPI_File_##NAME(fh, buf, count, dt, st);                              \
+        if (!TRACED) return NEXT(PMPI_File_##NAME)(fh, buf, count, dt, st);                              \
         call_t c;                                                                                  \
         MPI_Status local;                                                                          \
         if (st == MPI_STATUS_IGNORE) st = &local;                                                  \
         access_begin(&c, F, fh, WHERE, 0, (MPI_Count)count, dt, COLL);                             \
-        int err = PMPI_File_##NAME(fh, buf, count, dt, st);                                        \
+        int err = NEXT(PMPI_File_##NAME)(fh, buf, count, dt, st);                                        \
         access_end(&c, err, st);                                                                   \
         return err;                                                                                \
-    }
+    }                                                                                          \
+    ALSO_PMPI(File_##NAME)
 #define NONBLOCKING_AT(NAME, F, BUF, CT, COLL)                                                   \
     int MPI_File_##NAME(MPI_File fh, MPI_Offset offset, BUF buf, CT count, MPI_Datatype dt,        \
                         MPI_Request *req) {                                                        \
-        if (!TRACED) return PMPI_File_##NAME(fh, offset, buf, count, dt, req);                     \
+        if (!TRACED) return NEXT(PMPI_File_##NAME)(fh, offset, buf, count, dt, req);                     \
         call_t c;                                                                                  \
         access_begin(&c, F, fh, AT, offset, (MPI_Count)count, dt, COLL);                           \
-        int err = PMPI_File_##NAME(fh, offset, buf, count, dt, req);                               \
+        int err = NEXT(PMPI_File_##NAME)(fh, offset, buf, count, dt, req);                               \
         if (err == MPI_SUCCESS) remember(&c, req);                                                 \
         call_end(&c, err);                                                                         \
         return err;                                                                                \
-    }
+    }                                                                                          \
+    ALSO_PMPI(File_##NAME)
 #define NONBLOCKING(NAME, F, BUF, CT, WHERE, COLL)                                                \
     int MPI_File_##NAME(MPI_File fh, BUF buf, CT count, MPI_Datatype dt, MPI_Request *req) {        \
-        if (!TRACED) return PMPI_File_##NAME(fh, buf, count, dt, req);                             \
+        if (!TRACED) return NEXT(PMPI_File_##NAME)(fh, buf, count, dt, req);                             \
         call_t c;                                                                                  \
         access_begin(&c, F, fh, WHERE, 0, (MPI_Count)count, dt, COLL);                             \
-        int err = PMPI_File_##NAME(fh, buf, count, dt, req);                                       \
+        int err = NEXT(PMPI_File_##NAME)(fh, buf, count, dt, req);                                       \
         if (err == MPI_SUCCESS) remember(&c, req);                                                 \
         call_end(&c, err);                                                                         \
         return err;                                                                                \
-    }
+    }                                                                                          \
+    ALSO_PMPI(File_##NAME)
 #define BEGIN_AT(NAME, F, BUF, CT)                                                                \
     int MPI_File_##NAME(MPI_File fh, MPI_Offset offset, BUF buf, CT count, MPI_Datatype dt) {       \
-        if (!TRACED) return PMPI_File_##NAME(fh, offset, buf, count, dt);                          \
+        if (!TRACED) return NEXT(PMPI_File_##NAME)(fh, offset, buf, count, dt);                          \
         call_t c;                                                                                  \
         access_begin(&c, F, fh, AT, offset, (MPI_Count)count, dt, 1);                              \
-        int err = PMPI_File_##NAME(fh, offset, buf, count, dt);                                    \
+        int err = NEXT(PMPI_File_##NAME)(fh, offset, buf, count, dt);                                    \
         split_begin(&c, fh, err);                                                                  \
         return err;                                                                                \
-    }
+    }                                                                                          \
+    ALSO_PMPI(File_##NAME)
 #define BEGIN(NAME, F, BUF, CT, WHERE)                                                            \
     int MPI_File_##NAME(MPI_File fh, BUF buf, CT count, MPI_Datatype dt) {                          \
-        if (!TRACED) return PMPI_File_##NAME(fh, buf, count, dt);                                  \
+        if (!TRACED) return NEXT(PMPI_File_##NAME)(fh, buf, count, dt);                                  \
         call_t c;                                                                                  \
         access_begin(&c, F, fh, WHERE, 0, (MPI_Count)count, dt, 1);                                \
-        int err = PMPI_File_##NAME(fh, buf, count, dt);                                            \
+        int err = NEXT(PMPI_File_##NAME)(fh, buf, count, dt);                                            \
         split_begin(&c, fh, err);                                                                  \
         return err;                                                                                \
-    }
+    }                                                                                          \
+    ALSO_PMPI(File_##NAME)
 #define END(NAME, F, BUF)                                                                        \
     int MPI_File_##NAME(MPI_File fh, BUF buf, MPI_Status *st) {                                   \
-        if (!TRACED) return PMPI_File_##NAME(fh, buf, st);                                        \
+        if (!TRACED) return NEXT(PMPI_File_##NAME)(fh, buf, st);                                        \
         call_t c;                                                                                 \
         MPI_Status local;                                                                         \
         if (st == MPI_STATUS_IGNORE) st = &local;                                                 \
@@ -925,11 +947,12 @@ int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Data
         fstate *f = file_of(fh);                                                                  \
         if (f != NULL && f->split_rid) set_int(&c, &c.r.rid, P_RID, f->split_rid);                \
         call_publish(&c);                                                                         \
-        int err = PMPI_File_##NAME(fh, buf, st);                                                  \
+        int err = NEXT(PMPI_File_##NAME)(fh, buf, st);                                                  \
         if (f != NULL) f->split_rid = 0;                                                          \
         access_end(&c, err, st);                                                                  \
         return err;                                                                               \
-    }
+    }                                                                                          \
+    ALSO_PMPI(File_##NAME)
 
 static void split_begin(call_t *c, MPI_File fh, int err) {
     fstate *f = file_of(fh);

@@ -16,13 +16,14 @@ from tests.romio.conftest import C_EXAMPLES, needs_fuse
 pytestmark = [pytest.mark.mpi, needs_fuse]
 
 
-def _build(tool: str, source, out) -> str:
+def _build(tool: str, source, out, *flags: str) -> str:
     """Build ``source`` with ``tool`` (skipped where it is missing, unless CI requires it)."""
     if shutil.which(tool) is None:
         if os.environ.get("CALLID_REQUIRE_FUSE"):
             pytest.fail(f"{tool} is missing (apt-get install libhdf5-mpich-dev gfortran)")
         pytest.skip(f"{tool} is missing (apt-get install libhdf5-mpich-dev gfortran)")
-    subprocess.run([tool, "-o", str(out), str(source)], check=True, capture_output=True, cwd=out.parent)
+    subprocess.run([tool, *flags, "-o", str(out), str(source)], check=True, capture_output=True,
+                   cwd=out.parent)
     return str(out)
 
 
@@ -45,8 +46,11 @@ def test_parallel_hdf5_dataset_written_collectively_down_to_the_disk_operations(
     _exact_and_whole(run, "MPI_File_read_at_all", 4 * 64 * 256 * 8)
 
 
-def test_fortran_use_mpi_is_traced(tmp_path):
-    exe = _build("mpif90", C_EXAMPLES / "fortran" / "write_at_all.f90", tmp_path / "write_at_all")
+@pytest.mark.parametrize("module", ["mpi", "mpi_f08"])
+def test_fortran_is_traced(tmp_path, module):
+    """Both Fortran modules: mpi's bindings call MPI_File_*, mpi_f08's PMPI_File_* (and PMPI_Init)."""
+    exe = _build("mpif90", C_EXAMPLES / "fortran" / "write_at_all.F90", tmp_path / "write_at_all",
+                 *(["-DF08"] if module == "mpi_f08" else []))
     run = traced(tmp_path, "f90", "-n", 4, exe, "-n", 65536, "-f", "/pvfs2/write_at_all")
     assert "data check: passed" in run.stdout
     assert run.q("SELECT rank, list(func ORDER BY counter) FROM calls GROUP BY rank ORDER BY rank") == [

@@ -1,23 +1,32 @@
 ! Each rank writes its block of doubles to a shared file with MPI_File_write_at_all (explicit offsets,
 ! collective), reads it back with MPI_File_read_at_all and checks it: Fortran on the MPI library's
-! MPI-IO (use mpi: the bindings call the C MPI_File_* functions, which callid's interposition library
-! sees).
+! MPI-IO, through the mpi module, or with -DF08 the mpi_f08 module (whose bindings call PMPI_File_*
+! themselves: callid's interposition library defines those names too).
 !
-!     mpif90 -o write_at_all examples/c/fortran/write_at_all.f90      (Debian's MPICH: libmpich-dev, gfortran)
+!     mpif90 -o write_at_all examples/c/fortran/write_at_all.F90          (Debian's MPICH: libmpich-dev,
+!     mpif90 -DF08 -o write_at_all_f08 examples/c/fortran/write_at_all.F90            gfortran)
 !     callid run -n 4 ./write_at_all -f /pvfs2/write_at_all
 !
 ! (callid run runs a program built against Debian's MPICH on the mpich wheel's MPI, the same MPICH ABI:
-! see docs/c-programs.md.  With use mpi_f08 the bindings call PMPI_File_* directly: not traced.)
+! see docs/c-programs.md.)
 !
 ! -f FILE (default /pvfs2/write_at_all); -n N doubles per rank (default 65536).  Element k of rank r
 ! holds r * N + k; rank 0 prints the data check, and the exit status is 1 if any rank read back other
 ! values (or an MPI-IO call failed).
 program write_at_all
+#ifdef F08
+    use mpi_f08
+    implicit none
+    type(MPI_File) :: fh
+    type(MPI_Status) :: status
+#else
     use mpi
     implicit none
-    integer :: ierr, rank, nranks, fh, i, nargs, n, ok, all_ok, err
-    integer(kind=MPI_OFFSET_KIND) :: offset
+    integer :: fh
     integer :: status(MPI_STATUS_SIZE)
+#endif
+    integer :: ierr, rank, nranks, i, nargs, n, ok, all_ok, err
+    integer(kind=MPI_OFFSET_KIND) :: offset
     character(len=1024) :: file, arg
     double precision, allocatable :: mine(:), back(:)
 
