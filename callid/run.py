@@ -145,7 +145,6 @@ def check_options(opts: RunOptions) -> None:
                        "mpi4py programs; an executable runs on its MPI library: --mpi-io romio)")
 
 
-
 def mpi_io(opts: RunOptions) -> str:
     """The MPI-IO a run's calls go through: as asked, else callid's for a Python program (and for a
     launcher of callid's own, e.g. the replay's) and the MPI library's (ROMIO) for an executable."""
@@ -587,6 +586,8 @@ def _run_ranks(opts: RunOptions, config_path: Path, parts: Path,
         proc = subprocess.Popen(cmd, env=env, stdout=stdout, text=opts.capture, start_new_session=True,
                                 preexec_fn=_in_namespace if romio else die_with_parent)
     except subprocess.SubprocessError:
+        if not romio:
+            raise
         raise RunError("--mpi-io romio: cannot make a mount namespace for the run's FUSE mount (it needs "
                        "root, or a kernel that lets users make namespaces)") from None
     with proc:

@@ -140,14 +140,12 @@ class Calls:
         self._seen_ranks: set[int] = set()
         self._lock = threading.Lock()
 
-    def caller(self, tid: int, pid: int) -> Caller:
-        """Who thread ``tid`` of process ``pid`` is: its slot, if it has one (a thread's slot does not
-        change while it waits for its own operation), else the rank of its process, if any (a thread
-        the MPI library started, e.g. for POSIX AIO)."""
+    def caller(self, tid: int) -> Caller | None:
+        """Who thread ``tid`` is, from its slot (None: it has none); a thread's slot does not change
+        while it waits for its own operation."""
         found = np.flatnonzero(self.slots["tid"] == tid)
         if not len(found):
-            of_process = np.flatnonzero(self.slots["pid"] == pid)
-            return Caller(int(self.slots[of_process[0]]["rank"])) if len(of_process) else NOBODY
+            return None
         slot = self.slots[found[0]]
         callid = int(slot["callid"])
         if callid == self.sentinel:
@@ -155,6 +153,12 @@ class Calls:
         func = R.FUNCS[slot["func"]] if slot["func"] < len(R.FUNCS) else "MPI_File_unknown"
         record = int(slot["record"])
         return Caller(int(slot["rank"]), callid, func, None if record == R.NO_RECORD else record)
+
+    def of_process(self, pid: int) -> Caller:
+        """The rank of process ``pid``, if a thread of it has a slot (another thread of a rank: one the
+        MPI library started, e.g. for POSIX AIO)."""
+        found = np.flatnonzero(self.slots["pid"] == pid)
+        return Caller(int(self.slots[found[0]]["rank"])) if len(found) else NOBODY
 
     def _rank(self, rank: int) -> _Rank:
         if rank not in self._ranks:
@@ -185,8 +189,8 @@ class Calls:
                 continue
             ranges = peer.ranges(prec)
             if ranges is None:  # whose bytes are where is not known: every call of the collective
-                return CallContext(tuple(int(self._rank(r).record(i)["callid"]) for r, i in peers),
-                                   func, known=False)
+                every = (self._rank(r).record(i) for r, i in peers)
+                return CallContext(tuple(int(p["callid"]) for p in every if p is not None), func, known=False)
             mine = [(max(o, lo), min(o + n, hi)) for o, n in ranges if o < hi and o + n > lo]
             if mine:
                 owners += [(a, b - a, len(callids)) for a, b in mine]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import logging
+import os
 import stat
 import sys
 import threading
@@ -115,8 +116,11 @@ class Client:
     def _do(self, op: str, path: str, extent: tuple[int, int] | None, fn: Any) -> Any:
         """Run ``fn(sysint, call)`` for the calling thread; a POSIX call outside MPI-IO is logged."""
         tid = self.fuse.fuse_get_context()[2]
-        process = _tgid(tid) if tid else 0
-        caller = self.calls.caller(tid, process) if tid else NOBODY
+        caller = self.calls.caller(tid) if tid else NOBODY
+        process = 0
+        if caller is None:  # (a thread without a slot: of a rank's process, or of another)
+            process = _tgid(tid)
+            caller = self.calls.of_process(process)
         sim = self._sim(path)
         call = None
         if caller.callid is not None:
@@ -189,11 +193,9 @@ class Client:
 
     def create(self, path: str, mode: int, flags: int = 0) -> int:
         return self._handle(self._do("open", path, None, lambda sysint, call: sysint.create(
-            self._sim(path), call, exclusive=bool(flags & 0o200))))
+            self._sim(path), call, exclusive=bool(flags & os.O_EXCL))))
 
     def open(self, path: str, flags: int) -> int:
-        import os
-
         def opened(sysint: SysInt, call: CallContext) -> FileAttrs:
             f = sysint.lookup(self._sim(path), call)
             if flags & os.O_TRUNC:

@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import traced
 from tests.romio.conftest import C_EXAMPLES, needs_fuse
 
-pytestmark = [pytest.mark.mpi, needs_fuse]
+pytestmark = [pytest.mark.mpi, pytest.mark.slow, needs_fuse]
 
 
 def _build(tool: str, source, out, *flags: str) -> str:

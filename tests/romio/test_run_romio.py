@@ -16,7 +16,7 @@ from tests.conftest import CALLID, EXAMPLES, callid_cmd, traced
 from tests.romio.conftest import needs_fuse
 from tests.tracked import Tracked
 
-pytestmark = [pytest.mark.mpi, needs_fuse]
+pytestmark = [pytest.mark.mpi, pytest.mark.slow, needs_fuse]
 
 
 def _start_long(tmp_path, programs) -> tuple[Tracked, object]:

@@ -18,7 +18,7 @@ from tests.client import test_exact_attribution as exact
 from tests.conftest import callid_cmd, traced
 from tests.romio.conftest import needs_fuse
 
-pytestmark = [pytest.mark.mpi, needs_fuse]
+pytestmark = [pytest.mark.mpi, pytest.mark.slow, needs_fuse]
 
 STRIP, SERVERS = exact.STRIP, exact.SERVERS  # 64 KiB strips over 4 I/O servers (the owners' arithmetic)
 FS = ["--servers", SERVERS, "--strip-size", "64KiB", "--flow-buffer", "64KiB"]
