@@ -1,11 +1,12 @@
 -- family: server
--- title: hints declared against what happened: aggregators (cb_nodes), collective buffering (romio_cb_write, romio_cb_read) and striping (striping_factor, striping_unit)
+-- title: hints declared against what happened: aggregators (cb_nodes), their buffers (cb_buffer_size), collective buffering (romio_cb_write, romio_cb_read) and striping (striping_factor, striping_unit)
 -- thresholds: -
--- columns: calls.hints, calls.file, calls.func, calls.collective, calls.coll_seq, server_ops.rank, server_ops.callids, server_ops.server, run.layout, run.client.config (strip_size, mpi_io)
+-- columns: calls.hints, calls.file, calls.func, calls.collective, calls.coll_seq, phases.size, server_ops.rank, server_ops.callids, server_ops.server, run.layout, run.client.config (strip_size, mpi_io)
 -- Each file's hints as its calls declared them (open, set_view, set_info: the last value of each key) against
 -- what the disk operations show.  A collective call is aggregated when a disk operation of it, sent by one
 -- rank (server_ops.rank), carries another rank's CallID; its aggregators are the ranks that sent its disk
--- operations.  cb_nodes: the most aggregators of one aggregated collective call on the file; romio_cb_write
+-- operations.  cb_nodes: the most aggregators of one aggregated collective call on the file; cb_buffer_size:
+-- the largest I/O of one cycle of an aggregator (its 'io' phases; at most the buffer); romio_cb_write
 -- and romio_cb_read: 'enable' with no aggregated call, 'disable' with one; striping_factor: the servers
 -- holding the file's data; striping_unit: the file's strip size (the run's --strip-size when the MPI-IO
 -- did not pass the hints on, striping_hints 0).  Warning: a hint not honoured (ignored or overridden); ok:
@@ -20,7 +21,8 @@ WITH bits AS (
 ), declared AS (
     SELECT file, key, arg_max(value, t_start) AS value, list(DISTINCT callid) AS callids
     FROM given
-    WHERE key IN ('cb_nodes', 'romio_cb_write', 'romio_cb_read', 'striping_factor', 'striping_unit')
+    WHERE key IN ('cb_nodes', 'cb_buffer_size', 'romio_cb_write', 'romio_cb_read', 'striping_factor',
+                  'striping_unit')
     GROUP BY file, key
 ), ops AS (  -- the data disk operations of each file's calls, with the rank that sent each
     SELECT d.rank AS sender, d.server, d.callids, c.file, c.coll_seq, c.collective,
@@ -32,10 +34,16 @@ WITH bits AS (
            bool_or(list_bool_or(list_transform(o.callids, lambda id: (id >> b.cb) <> o.sender))) AS aggregated,
            list(DISTINCT o.sender) AS ranks
     FROM ops o, bits b WHERE o.collective GROUP BY ALL
+), cycles AS (  -- the largest I/O of one cycle of an aggregator, per aggregated collective call
+    SELECT c.file, c.coll_seq, max(p.size) AS largest
+    FROM phases p JOIN calls c USING (callid)
+    WHERE p.phase = 'io' AND (c.file, c.coll_seq) IN (SELECT (file, coll_seq) FROM colls WHERE aggregated)
+    GROUP BY ALL
 ), observed AS (
     SELECT f.file,
            (SELECT max(senders) FROM colls c WHERE c.file = f.file AND c.aggregated) AS aggregators,
            (SELECT arg_max(ranks, senders) FROM colls c WHERE c.file = f.file AND c.aggregated) AS agg_ranks,
+           (SELECT max(largest) FROM cycles c WHERE c.file = f.file) AS cycle,
            (SELECT count(*) FROM colls c WHERE c.file = f.file AND c.dir = 'write') AS coll_w,
            (SELECT count(*) FROM colls c WHERE c.file = f.file AND c.dir = 'write' AND c.aggregated) AS agg_w,
            (SELECT count(*) FROM colls c WHERE c.file = f.file AND c.dir = 'read') AS coll_r,
@@ -48,6 +56,8 @@ WITH bits AS (
            CASE d.key
                WHEN 'cb_nodes' THEN CASE WHEN o.aggregators IS NULL THEN NULL
                                          ELSE o.aggregators = try_cast(d.value AS BIGINT) END
+               WHEN 'cb_buffer_size' THEN CASE WHEN o.cycle IS NULL THEN NULL
+                                               ELSE o.cycle <= try_cast(d.value AS BIGINT) END
                WHEN 'romio_cb_write' THEN CASE WHEN o.coll_w = 0 OR lower(d.value) = 'automatic' THEN NULL
                                                WHEN lower(d.value) = 'enable' THEN o.agg_w = o.coll_w
                                                WHEN lower(d.value) = 'disable' THEN o.agg_w = 0 END
@@ -62,6 +72,8 @@ WITH bits AS (
            CASE d.key
                WHEN 'cb_nodes' THEN printf('%d aggregator(s) in its most aggregated collective call',
                                           coalesce(o.aggregators, 0))
+               WHEN 'cb_buffer_size' THEN printf('an aggregator''s largest I/O of one cycle %s',
+                                                 coalesce(format_bytes(o.cycle), 'none'))
                WHEN 'romio_cb_write' THEN printf('%d of %d collective writes aggregated', o.agg_w, o.coll_w)
                WHEN 'romio_cb_read' THEN printf('%d of %d collective reads aggregated', o.agg_r, o.coll_r)
                WHEN 'striping_factor' THEN printf('data on %d server(s)', o.servers)
@@ -79,7 +91,7 @@ SELECT CASE WHEN honoured IS NULL THEN 'info' WHEN honoured THEN 'ok' ELSE 'warn
             THEN printf('ROMIO takes at most cb_config_list''s aggregators per host (default *:1, one per host): '
                         || 'set cb_config_list=*:%s, or spread the ranks over %s hosts, for %s aggregators',
                         value, value, value)
-            WHEN key LIKE 'romio_cb_%'
+            WHEN key LIKE 'romio_cb_%' OR key = 'cb_buffer_size'
             THEN printf('%s=%s was overridden: check the MPI library''s collective-buffering hints (MPI_File_get_info '
                         || 'after the open shows what it uses)', key, value)
             ELSE 'the MPI-IO driver did not pass the striping on to the file system (ROMIO''s UFS driver passes '
@@ -88,7 +100,8 @@ SELECT CASE WHEN honoured IS NULL THEN 'info' WHEN honoured THEN 'ok' ELSE 'warn
        END AS recommendation,
        {'declared': try_cast(value AS BIGINT), 'aggregators': aggregators, 'collective_writes': coll_w,
         'aggregated_writes': agg_w, 'collective_reads': coll_r, 'aggregated_reads': agg_r,
-        'servers': servers, 'strip_size_bytes': getvariable('strip_size')::BIGINT} AS numbers,
+        'servers': servers, 'strip_size_bytes': getvariable('strip_size')::BIGINT,
+        'largest_cycle_bytes': cycle} AS numbers,
        CASE WHEN key = 'cb_nodes' THEN coalesce(list_sort(agg_ranks), [])[:10] ELSE [] END::INTEGER[] AS ranks,
        list_sort(callids)[:10] AS callids,
        [file] AS files,

@@ -206,9 +206,13 @@ def _s811(tmp_path, programs, name: str, *hints: str) -> dict[str, dict]:
 def test_insights_say_which_hints_romio_and_the_file_system_did_not_honour(tmp_path, programs):
     """cb_nodes=4 on one host: ROMIO aggregates with one rank (cb_config_list *:1); its UFS driver passes
     no striping to the file system.  With cb_config_list=*:4 the same cb_nodes is honoured."""
-    found = _s811(tmp_path, programs, "ignored", "cb_nodes=4", "striping_factor=2", "striping_unit=1048576")
+    found = _s811(tmp_path, programs, "ignored", "cb_nodes=4", "striping_factor=2", "striping_unit=1048576",
+                  "cb_buffer_size=65536")
     assert {k: f["severity"] for k, f in found.items()} == {
-        "cb_nodes": "warning", "striping_factor": "warning", "striping_unit": "warning"}
+        "cb_nodes": "warning", "striping_factor": "warning", "striping_unit": "warning",
+        "cb_buffer_size": "ok"}
+    # the aggregator's cycles: at most the buffer (the N x N doubles, 512 KiB, in 64 KiB cycles)
+    assert found["cb_buffer_size"]["numbers"]["largest_cycle_bytes"] == 65536
     assert found["cb_nodes"]["numbers"]["aggregators"] == 1 and found["cb_nodes"]["ranks"] == [0]
     assert "cb_config_list=*:4" in found["cb_nodes"]["recommendation"]
     assert found["striping_factor"]["numbers"]["servers"] == SERVERS
