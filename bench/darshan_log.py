@@ -160,12 +160,14 @@ def write_log(path: str | os.PathLike, *, nprocs: int, exe: str, start_time: flo
               dxt_posix: Segments | None = None, posix: Counters | None = None,
               metadata: Mapping[str, str] | None = None, uid: int = 0, jobid: int = 0,
               mounts: Sequence[tuple[str, str]] = (("/", "rootfs"),),
-              hostnames: str | Sequence[str] = "localhost", compress_level: int = 1) -> LogInfo:
+              hostnames: str | Sequence[str] = "localhost", compress_level: int = 1,
+              partial: Sequence[str] = ()) -> LogInfo:
     """Write a Darshan log to ``path`` (through a temporary name, renamed at the end).
 
     ``start_time`` / ``end_time`` are Unix seconds; ``files`` the paths records refer to by index;
     ``mounts`` (mount point, fs type) pairs, at least one (darshan-util finds the exe before the
-    first mount line); ``hostnames`` one for all ranks or one per rank (DXT records).
+    first mount line); ``hostnames`` one for all ranks or one per rank (DXT records); ``partial`` the
+    modules the header flags as incomplete (as darshan-runtime does when a module ran out of memory).
     """
     path = Path(path)
     if not files or len(set(files)) != len(files):
@@ -204,7 +206,8 @@ def write_log(path: str | os.PathLike, *, nprocs: int, exe: str, start_time: flo
                 mod_map[mod_id] = out.tell(), _deflate(out, data, compress_level)
                 mod_ver[mod_id] = version
             out.seek(0)
-            out.write(struct.pack("<8sqB7xQ2Q", LOG_VERSION.encode(), MAGIC, ZLIB_COMP, 0, *name_map)
+            flags = sum(1 << MODULES[m][0] for m in set(partial))
+            out.write(struct.pack("<8sqB7xQ2Q", LOG_VERSION.encode(), MAGIC, ZLIB_COMP, flags, *name_map)
                       + mod_map.tobytes() + mod_ver.tobytes())
         os.replace(tmp, path)
     finally:

@@ -77,6 +77,7 @@ class RunOptions:
     server_events: bool = True  # False: servers log nothing (bench/ only)
     launcher: str = "callid.launch"  # the module each rank runs (target: its arguments)
     source: str = ""  # what the run replays (the client log's callid.source metadata)
+    source_notes: list[str] = field(default_factory=list)  # what the replay says of it (callid.source_notes)
     on_wait: Callable[[], None] | None = None  # called about 4 times a second while the ranks run
     fs: str = ""  # a configuration of callid fs init: use its servers, which run already
     mpi_io: str = ""  # "callid" (its MPI-IO, Python only), "romio" (the MPI library's); "": by the target
@@ -394,7 +395,7 @@ def run(opts: RunOptions) -> RunResult:
         finally:
             failures += group.stop()
     # Even a failed run keeps what every rank and server flushed.
-    meta_args = (opts.callid_layout, config.run_id, config.to_json(), opts.source)
+    meta_args = (opts.callid_layout, config.run_id, config.to_json(), opts.source, opts.source_notes)
     if mpi_io(opts) == MPI_IO_ROMIO:
         romio_launch.collect(parts, S.file_metadata(S.KIND_CLIENT, *meta_args))
     client = out / "client.parquet"

@@ -9,9 +9,10 @@ run's layout (file metadata ``callid.layout``) means "no CallID".
 
 from __future__ import annotations
 
+import json
 import operator
 from collections import namedtuple
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +43,8 @@ META_LAYOUT = "callid.layout"  # e.g. "64/23"
 META_RUN_ID = "callid.run_id"
 META_CONFIG = "callid.config"  # JSON of the run configuration
 META_SOURCE = "callid.source"  # what a replay replayed (e.g. the Darshan log); absent for a traced run
+#: what a replay says of its source (inferred, left out, incomplete): a JSON list of lines
+META_SOURCE_NOTES = "callid.source_notes"
 
 KIND_CLIENT = "client"
 KIND_SERVER = "server"
@@ -244,8 +247,9 @@ DISK_LAYERS_SQL = ", ".join(f"'{layer}'" for layer in DISK_LAYERS)
 
 
 def file_metadata(kind: str, layout: str, run_id: str, config_json: str,
-                  source: str = "") -> dict[bytes, bytes]:
-    """The key/value metadata every log file carries (``source``: what a replay replayed)."""
+                  source: str = "", notes: Sequence[str] = ()) -> dict[bytes, bytes]:
+    """The key/value metadata every log file carries (``source``: what a replay replayed; ``notes``:
+    what it says of it)."""
     meta = {
         META_SCHEMA_VERSION.encode(): SCHEMA_VERSION.encode(),
         META_KIND.encode(): kind.encode(),
@@ -255,4 +259,6 @@ def file_metadata(kind: str, layout: str, run_id: str, config_json: str,
     }
     if source:
         meta[META_SOURCE.encode()] = source.encode()
+    if notes:
+        meta[META_SOURCE_NOTES.encode()] = json.dumps(list(notes)).encode()
     return meta

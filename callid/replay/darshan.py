@@ -98,6 +98,8 @@ def read_log(path: str | os.PathLike[str]) -> DarshanLog:
             exe = dbe.log_get_exe(log)
             records = {mod: _dxt_records(dbe, log, mod) for mod in (MPIIO, POSIX) if mod in modules}
             counters = _mpiio_counters(dbe, log) if "MPI-IO" in modules else {}
+            counted = {mod: _operations(dbe, log, layer) for mod, layer in _LAYERS.items()
+                       if mod in records and layer in modules}
         finally:
             dbe.log_close(log)
     if said.read(1):
@@ -122,6 +124,7 @@ def read_log(path: str | os.PathLike[str]) -> DarshanLog:
                 if len(segs):
                     inferred = _inferred(mod, counters, rec.file_id, rec.rank, io, name, out.notes)
                     parts.append(_columns(segs, rec.rank, index[rec.file_id], io, mod, *inferred))
+    out.notes += _incomplete(modules, records, counted, names)
     if not out.segments or not any(out.segments.values()):
         raise InputError(f"{path}: the log's DXT traces hold no accesses: {ENABLE_DXT}")
     table = _table(parts, files)
@@ -190,6 +193,49 @@ def _mpiio_counters(dbe, log: dict) -> dict[tuple[int, int], dict[str, int]]:
         values = np.asarray(rec["counters"]).ravel()
         out[(int(rec["id"]), int(rec["rank"]))] = dict(zip(wanted, (int(values[c]) for c in cols)))
     return out
+
+
+#: the counter module of each DXT module, and its counters of operations (reads, writes)
+_LAYERS = {MPIIO: "MPI-IO", POSIX: "POSIX"}
+_OPERATIONS = {"MPI-IO": {READ: [n for group in _CALLS[READ] for n in group],
+                          WRITE: [n for group in _CALLS[WRITE] for n in group]},
+               "POSIX": {READ: ["POSIX_READS"], WRITE: ["POSIX_WRITES"]}}
+
+
+def _operations(dbe, log: dict, layer: str) -> dict[tuple[int, str], int]:
+    """(file record id, read or write) -> the operations the module's counters count, over all ranks."""
+    names = dbe.counter_names(layer)
+    cols = {io: [names.index(n) for n in wanted] for io, wanted in _OPERATIONS[layer].items()}
+    out: dict[tuple[int, str], int] = {}
+    while (rec := dbe.log_get_generic_record(log, layer, dtype="numpy")) is not None:
+        values = np.asarray(rec["counters"]).ravel()
+        for io, c in cols.items():
+            key = (int(rec["id"]), io)
+            out[key] = out.get(key, 0) + int(values[c].sum())
+    return out
+
+
+def _incomplete(modules: dict, records: dict[str, list[_Record]],
+                counted: dict[str, dict[tuple[int, str], int]], names: dict[int, str]) -> list[str]:
+    """What the log says it does not hold: modules Darshan flagged as partial (it ran out of memory for
+    them), and files whose DXT traces hold fewer operations than the module's counters count."""
+    notes = [f"incomplete log: Darshan flagged its {mod} data as partial (it ran out of memory for them); "
+             "the replay has only what it recorded"
+             for mod, info in modules.items() if info.get("partial_flag")]
+    for mod, recs in records.items():
+        traced: dict[tuple[int, str], int] = {}
+        for r in recs:
+            for io, segs in ((WRITE, r.writes), (READ, r.reads)):
+                traced[(r.file_id, io)] = traced.get((r.file_id, io), 0) + len(segs)
+        short = {k: (traced.get(k, 0), n) for k, n in counted.get(mod, {}).items() if traced.get(k, 0) < n}
+        if short:
+            held, total = sum(h for h, _ in short.values()), sum(n for _, n in short.values())
+            (fid, io), (h, n) = max(short.items(), key=lambda kv: kv[1][1] - kv[1][0])
+            notes.append(f"incomplete log: {mod} holds {held:,} of the {total:,} operations its counters "
+                         f"count on {len(short)} file{'s' if len(short) > 1 else ''} (e.g. {h:,} of {n:,} "
+                         f"{io}s of {names.get(fid, f'record {fid:016x}')}); the replay has only those it "
+                         "holds")
+    return notes
 
 
 def _inferred(mod: str, counters: dict, file_id: int, rank: int, io: str, name: str,

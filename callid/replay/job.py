@@ -97,7 +97,8 @@ def replay(opts: ReplayOptions) -> ReplayResult:
         small_io=_pick(opts.small_io, was.get("small_io"), defaults.DEFAULT_SMALL_IO),
         callid_layout=layout, mount=[opts.mount], ranks_per_host=rph, out=str(out), timeout=opts.timeout,
         stdout_to_stderr=True, on_wait=progress,
-        source=f"{source.description}; {total} calls replayed, {plan.collectives} collective"))
+        source=f"{source.description}; {total} calls replayed, {plan.collectives} collective",
+        source_notes=list(source.notes)))
     progress()
     return ReplayResult(result, total, plan.collectives, plan.ranks, plan.files, procs, rph,
                         dict(source.segments), list(source.notes))

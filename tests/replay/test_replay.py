@@ -187,3 +187,38 @@ def test_original_timing_keeps_each_ranks_gaps(tmp_path):
         starts = sorted(r["t_start"] for r in rows if r["rank"] == rank)
         gaps = [b - a for a, b in zip(starts, starts[1:])]
         assert len(gaps) == 3 and min(gaps) >= 2 * 0.05e9  # the source's gaps (0.05-0.15 s), times 2
+
+
+@pytest.mark.mpi
+def test_a_truncated_log_is_said_to_be_incomplete(tmp_path):
+    """A log whose DXT_MPIIO Darshan flagged partial and holds half the operations its counters count (the
+    generator's writes only, of writes and reads): the replay says so, in its summary and in the run
+    metadata the merged run table shows; a complete log says nothing of the kind."""
+    import numpy as np
+
+    from bench.darshan_log import Segments, synthetic_trace, write_log
+
+    trace = vars(synthetic_trace(ranks=4, accesses=4, size=65536))
+    kept = ~trace["dxt_mpiio"].is_read
+    trace["dxt_mpiio"] = Segments(**{k: getattr(trace["dxt_mpiio"], k)[kept] for k in Segments._TYPES})
+    log = tmp_path / "partial.darshan"
+    write_log(log, **trace, partial=["DXT_MPIIO"])
+    res = callid_cmd("replay", log, "-d", tmp_path / "r", "--json")
+    assert res.returncode == 0, res.stderr
+    notes = [n for n in json.loads(res.stdout)["notes"] if n.startswith("incomplete log")]
+    assert notes == [
+        "incomplete log: Darshan flagged its DXT_MPIIO data as partial (it ran out of memory for them); the "
+        "replay has only what it recorded",
+        "incomplete log: DXT_MPIIO holds 0 of the 16 operations its counters count on 1 file (e.g. 0 of 16 "
+        f"reads of {trace['files'][0]}); the replay has only those it holds"]
+    assert int(np.sum(kept)) == 16
+    merged = callid_cmd("merge", tmp_path / "r" / "client.parquet", tmp_path / "r" / "server.parquet", "-o",
+                        tmp_path / "m.duckdb")
+    assert merged.returncode == 0, merged.stderr
+    run = dict(duckdb.connect(str(tmp_path / "m.duckdb"), read_only=True).execute(
+        "SELECT key, value FROM run").fetchall())
+    assert [n for n in json.loads(run["client.source_notes"]) if n.startswith("incomplete")] == notes
+    complete = callid_cmd("replay", synthetic(tmp_path, ranks=4, accesses=4, size=65536), "-d",
+                          tmp_path / "c", "--json")
+    assert complete.returncode == 0, complete.stderr
+    assert not [n for n in json.loads(complete.stdout)["notes"] if n.startswith("incomplete")]
