@@ -23,7 +23,7 @@ from typer.core import TyperCommand
 
 from callid_core import config as defaults
 from callid_core import outputs
-from callid_core.choices import ClockSync, Engine, RowFormat, Storage, Timing, TraceFormat
+from callid_core.choices import ClockSync, Engine, MpiIo, RowFormat, Storage, Timing, TraceFormat
 from callid_core.errors import EXIT_FAILED, EXIT_USAGE, BadValue, CallidError, Failed, InputError
 from callid_core.ids import DEFAULT_LAYOUT
 from callid_core.outputs import guard_output
@@ -216,8 +216,8 @@ def run(
         "--fs", metavar="FS_JSON", help="use the servers of this file system (callid fs init), which run "
         "already (callid servers start) and go on running; their logs of the run are collected",
         show_default=False)] = None,
-    mpi_io: Annotated[str | None, typer.Option(
-        "--mpi-io", metavar="callid|romio", help="the MPI-IO the calls go through: callid's own (Python "
+    mpi_io: Annotated[MpiIo | None, typer.Option(
+        "--mpi-io", help="the MPI-IO the calls go through: callid's own (Python "
         "programs) or the MPI library's, ROMIO (any program: an interposition library stamps its MPI_File "
         "calls and a FUSE mount at --mount takes its I/O to the servers)",
         show_default="callid for a .py script or -m, romio for an executable")] = None,
@@ -262,7 +262,7 @@ def run(
                       callid=callid, callid_layout=callid_layout, mount=mount or [defaults.DEFAULT_MOUNT],
                       ranks_per_host=ranks_per_host, clock_skew=clock_skew, out=str(out_dir),
                       timeout=timeout, stdout_to_stderr=as_json, fs=str(fs) if fs else "",
-                      mpi_io=mpi_io or "", mpicc=mpicc)
+                      mpi_io=mpi_io, mpicc=mpicc)
     result = _run_traced(opts)
     if as_json:
         _echo_json({"out_dir": result.out, "client": result.client, "server": result.server,

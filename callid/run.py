@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
 import itertools
 import json
 import os
@@ -20,18 +19,17 @@ from pathlib import Path
 from typing import Any
 
 from callid import servers
-from callid.launch import NO_ABORT_ENV
+from callid.launch import NO_ABORT_ENV, die_with_parent
 from callid.romio import launch as romio_launch
 from callid.romio import session as romio_session
 from callid_core import config as defaults
 from callid_core import schema as S
 from callid_core.atomic import replacing
+from callid_core.choices import MpiIo
 from callid_core.clock import parse_skew, skews_to_json
 from callid_core.config import (
     CONFIG_ENV,
     META_SERVER,
-    MPI_IO_CALLID,
-    MPI_IO_ROMIO,
     ROLE_IO,
     ROLE_META,
     SECRET_FILE,
@@ -80,7 +78,7 @@ class RunOptions:
     source_notes: list[str] = field(default_factory=list)  # what the replay says of it (callid.source_notes)
     on_wait: Callable[[], None] | None = None  # called about 4 times a second while the ranks run
     fs: str = ""  # a configuration of callid fs init: use its servers, which run already
-    mpi_io: str = ""  # "callid" (its MPI-IO, Python only), "romio" (the MPI library's); "": by the target
+    mpi_io: MpiIo | None = None  # callid's MPI-IO (Python only) or the MPI library's; None: by the target
     mpicc: str | None = None  # the compiler wrapper the interposition library is built with (--mpi-io romio)
 
 
@@ -131,30 +129,29 @@ def check_options(opts: RunOptions) -> None:
     for mount in opts.mount:
         if not mount.startswith("/") or mount.rstrip("/") == "":
             raise BadValue(f"--mount: {mount!r} is not an absolute path below / (e.g. /pvfs2)")
-    if opts.mpi_io not in ("", MPI_IO_CALLID, MPI_IO_ROMIO):
-        raise BadValue(f"--mpi-io: {opts.mpi_io!r} is not callid or romio")
-    if mpi_io(opts) == MPI_IO_ROMIO:
+    if mpi_io(opts) == MpiIo.ROMIO:
         for flag, value in (("--ranks-per-host", opts.ranks_per_host), ("--clock-skew", opts.clock_skew)):
             if value:
                 raise BadValue(f"{flag}: not with --mpi-io romio (its ranks and their file-system client run "
                                "on this host's clock)")
         if len(opts.mount) != 1:
             raise BadValue("--mount: --mpi-io romio mounts one file system (give --mount once)")
-    elif (opts.launcher == RunOptions.launcher and opts.target and opts.target[0] != "-m"
-          and not opts.target[0].endswith(".py")):
+        program = opts.target[0] if opts.target and not romio_launch.is_python(opts.target) else ""
+        if os.path.isfile(program) and not os.access(program, os.X_OK):
+            raise BadValue(f"{program}: is not an executable (build the program with mpicc, or chmod +x it)")
+    elif opts.launcher == RunOptions.launcher and opts.target and not romio_launch.is_python(opts.target):
         raise BadValue(f"--mpi-io callid: {opts.target[0]} is not a Python program (callid's MPI-IO runs "
                        "mpi4py programs; an executable runs on its MPI library: --mpi-io romio)")
 
 
-def mpi_io(opts: RunOptions) -> str:
+def mpi_io(opts: RunOptions) -> MpiIo:
     """The MPI-IO a run's calls go through: as asked, else callid's for a Python program (and for a
     launcher of callid's own, e.g. the replay's) and the MPI library's (ROMIO) for an executable."""
-    if opts.mpi_io:
-        return opts.mpi_io
-    if opts.launcher != RunOptions.launcher:
-        return MPI_IO_CALLID
-    first = opts.target[0] if opts.target else ""
-    return MPI_IO_CALLID if first == "-m" or first.endswith(".py") else MPI_IO_ROMIO
+    if opts.mpi_io is not None:
+        return MpiIo(opts.mpi_io)
+    if opts.launcher != RunOptions.launcher or not opts.target or romio_launch.is_python(opts.target):
+        return MpiIo.CALLID
+    return MpiIo.ROMIO
 
 
 def make_config(opts: RunOptions, out: Path, secret_file: Path | None = None) -> Config:
@@ -178,7 +175,7 @@ def make_config(opts: RunOptions, out: Path, secret_file: Path | None = None) ->
         run_id=uuid.uuid4().hex[:12], servers=servers, trace_dir=str(out / "parts"),
         mount=[os.path.abspath(m) for m in opts.mount], callid_layout=opts.callid_layout, callid=opts.callid,
         strip_size=opts.strip_size, flow_buffer=opts.flow_buffer,
-        small_io=opts.small_io, ranks_per_host=opts.ranks_per_host, mpi_io=mpi_io(opts),
+        small_io=opts.small_io, ranks_per_host=opts.ranks_per_host, mpi_io=mpi_io(opts).value,
         clock_skew=skews_to_json(skews), clock_t0=time.time_ns(),
         client_events=opts.client_events, server_events=opts.server_events,
     )
@@ -396,7 +393,7 @@ def run(opts: RunOptions) -> RunResult:
             failures += group.stop()
     # Even a failed run keeps what every rank and server flushed.
     meta_args = (opts.callid_layout, config.run_id, config.to_json(), opts.source, opts.source_notes)
-    if mpi_io(opts) == MPI_IO_ROMIO:
+    if mpi_io(opts) == MpiIo.ROMIO:
         romio_launch.collect(parts, S.file_metadata(S.KIND_CLIENT, *meta_args))
     client = out / "client.parquet"
     server = out / "server.parquet"
@@ -570,7 +567,7 @@ def _run_ranks(opts: RunOptions, config_path: Path, parts: Path,
     they flush; the launcher sends them SIGUSR1 instead (``callid.launch``).
     """
     env = dict(os.environ, **{CONFIG_ENV: str(config_path.resolve()), NO_ABORT_ENV: "1"})
-    romio = mpi_io(opts) == MPI_IO_ROMIO
+    romio = mpi_io(opts) == MpiIo.ROMIO
     if romio:
         cmd, more = romio_launch.command(opts.target, opts.np, find_mpiexec(), config_path, parts,
                                          opts.mount[0], opts.callid_layout, opts.callid, opts.mpicc)
@@ -668,15 +665,3 @@ def _rank_failures(parts: Path, status: int) -> list[str]:
     if status and not msgs:
         msgs.append(f"mpiexec exited with status {status}")
     return msgs
-
-
-def die_with_parent() -> None:
-    """In a child before exec: SIGTERM it when this process dies (Linux), so a ``callid run`` killed
-    with SIGKILL leaves nothing behind."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):
-        pass
-
-
-_PR_SET_PDEATHSIG = 1

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-__all__ = ["ClockSync", "Engine", "RowFormat", "Storage", "Timing", "TraceFormat", "listed"]
+__all__ = ["ClockSync", "Engine", "MpiIo", "RowFormat", "Storage", "Timing", "TraceFormat", "listed"]
 
 
 class ClockSync(str, Enum):
@@ -56,6 +56,15 @@ class Timing(str, Enum):
 
     ASAP = "asap"
     ORIGINAL = "original"
+
+
+class MpiIo(str, Enum):
+    """The MPI-IO a run's calls go through: callid's own (mpi4py programs; striping hints reach the file
+    system), or the MPI library's, ROMIO (any program, on a FUSE mount; its UFS driver passes no
+    striping hints on)."""
+
+    CALLID = "callid"
+    ROMIO = "romio"
 
 
 def listed(choice: type[Enum]) -> str:

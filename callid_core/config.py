@@ -20,13 +20,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from callid_core.atomic import replacing, temporary
+from callid_core.choices import MpiIo
 from callid_core.errors import InputError
 from callid_core.ids import DEFAULT_LAYOUT
 
 #: environment variable naming the configuration file (read by ``callid.launch``)
 CONFIG_ENV = "CALLID_CONFIG"
-#: the MPI-IO a run's calls go through (``callid run --mpi-io``)
-MPI_IO_CALLID, MPI_IO_ROMIO = "callid", "romio"
 ROLE_META = "meta"
 ROLE_IO = "io"
 #: the metadata server's name; the I/O servers are io0, io1, ... (:func:`io_server`)
@@ -121,9 +120,7 @@ class Config:
     small_io: int = DEFAULT_SMALL_IO  # 0 disables small I/O
     flush_rows: int = DEFAULT_FLUSH_ROWS
     ranks_per_host: int = 0  # simulated hosts: ranks [h*n, (h+1)*n) share host h; 0: one host
-    #: the MPI-IO the calls went through: "callid" (its own: striping hints reach the file system) or
-    #: "romio" (the MPI library's, on the FUSE mount: its UFS driver passes no striping hints on)
-    mpi_io: str = MPI_IO_CALLID
+    mpi_io: str = MpiIo.CALLID.value  # the MPI-IO the calls went through (callid_core.choices.MpiIo)
     clock_skew: dict[str, dict] = field(default_factory=dict)  # domain -> callid_core.clock.Skew
     clock_t0: int = 0  # ns, machine clock: the time from which injected drifts accumulate
     # Only for measuring what logging costs (bench/), not a user feature: False logs nothing.

@@ -27,6 +27,7 @@ from importlib import resources
 import duckdb
 
 from callid_core import config as C
+from callid_core.choices import MpiIo
 from callid_core.errors import InputError
 from callid_core.ids import Layout
 from pipeline.query import (
@@ -144,7 +145,7 @@ def _prepare(con: duckdb.DuckDBPyConnection) -> None:
         "flow_buffer": config.get("flow_buffer") or C.DEFAULT_FLOW_BUFFER,
         "cb_buffer_size": C.DEFAULT_CB_BUFFER_SIZE,
         # 1: the files were made by callid's MPI-IO, which passes the striping hints on at create
-        "striping_hints": config.get("mpi_io", C.MPI_IO_CALLID) == C.MPI_IO_CALLID}
+        "striping_hints": config.get("mpi_io", MpiIo.CALLID) == MpiIo.CALLID}
     for name, value in values.items():
         con.execute(f"SET VARIABLE {name} = {float(value)!r}::DOUBLE")
     for role, servers in server_roles(con, config).items():

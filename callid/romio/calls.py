@@ -31,7 +31,7 @@ _HAS_SIZE = 1 << R.PRESENT.index("size")
 _HAS_RID = 1 << R.PRESENT.index("rid")
 _CALL, _WAIT = R.KINDS.index("call"), R.KINDS.index("wait")
 #: the non-blocking calls (their I/O may be done by another thread, e.g. POSIX AIO's)
-_NONBLOCKING = frozenset(i for i, f in enumerate(R.FUNCS) if f.startswith("MPI_File_i"))
+_NONBLOCKING = np.array([i for i, f in enumerate(R.FUNCS) if f.startswith("MPI_File_i")])
 #: the functions whose calls move data (their records' file ranges say which bytes)
 _DATA = frozenset(i for i, f in enumerate(R.FUNCS) if any(
     f.startswith(f"MPI_File_{p}{v}") for p in ("", "i") for v in ("read", "write")))
@@ -251,13 +251,12 @@ class Calls:
             for i in np.flatnonzero((recs["present"] & _HAS_COLL_SEQ) != 0).tolist():
                 self._by_coll.setdefault(int(recs[i]["coll_seq"]), []).append((rank_nr, start + i))
             pending = self._pending.setdefault(rank_nr, set())
-            for i, rec in enumerate(recs):
-                if rec["kind"] == _WAIT:  # (its request id is in the call's record once the call returned)
-                    rid = int(rec["rid"])
-                    pending -= {k for k in pending if (r := rank.record(k)) is not None
-                                and r["present"] & _HAS_RID and int(r["rid"]) == rid}
-                elif rec["kind"] == _CALL and int(rec["func"]) in _NONBLOCKING:
-                    pending.add(start + i)
+            pending.update((start + np.flatnonzero((recs["kind"] == _CALL)
+                                                   & np.isin(recs["func"], _NONBLOCKING))).tolist())
+            done = set(recs["rid"][recs["kind"] == _WAIT].tolist())
+            if done:  # (a call's request id is in its record once the call returned)
+                pending -= {k for k in pending if (r := rank.record(k)) is not None
+                            and r["present"] & _HAS_RID and int(r["rid"]) in done}
 
     def _known_ranks(self) -> list[int]:
         """The ranks that have made a call: those with a slot (or that had one)."""

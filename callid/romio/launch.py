@@ -14,9 +14,10 @@ import pyarrow.parquet as pq
 from callid.romio import build
 from callid.romio import records as R
 from callid.romio.mount import READY
+from callid_core.atomic import replacing
 from callid_core.errors import Failed
 
-__all__ = ["Missing", "collect", "command", "fuse_missing"]
+__all__ = ["Missing", "collect", "command", "fuse_missing", "is_python"]
 
 SLOTS = "romio.slots"
 FUSE_LOG = "fuse.log"  # the FUSE client's output
@@ -39,6 +40,11 @@ def fuse_missing() -> str:
     return ""
 
 
+def is_python(target: list[str]) -> bool:
+    """Is ``target`` (``SCRIPT ARGS`` or ``-m MODULE ARGS``) a Python program?"""
+    return target[0] == "-m" or target[0].endswith(".py")
+
+
 def command(target: list[str], np: int, mpiexec: str, config_path: Path, parts: Path, mount: str,
             layout: str, stamp: bool, mpicc: str | None) -> tuple[list[str], dict[str, str]]:
     """The command running ``target`` on ``np`` ranks with the library preloaded, in a session that
@@ -50,7 +56,7 @@ def command(target: list[str], np: int, mpiexec: str, config_path: Path, parts: 
     library = build.library(mpicc)
     slots = parts / SLOTS
     slots.write_bytes(bytes(R.SLOT.itemsize * R.NSLOTS))
-    program = [sys.executable, *target] if target[0] == "-m" or target[0].endswith(".py") else target
+    program = [sys.executable, *target] if is_python(target) else target
     py = sys.executable
     client = [py, "-m", "callid.romio.mount", "--config", str(config_path.resolve()), "--mountpoint", mount,
               "--records", str(parts.resolve()), "--slots", str(slots.resolve()), "--ranks", str(np)]
@@ -87,9 +93,7 @@ def collect(parts: Path, metadata: dict[bytes, bytes], clock: str = "host0") -> 
             table = R.read_rank(rec, rec.with_suffix(".dat"), clock)
         except (OSError, ValueError) as exc:
             raise Failed(f"{rec}: the interposition library's records cannot be read: {exc}") from None
-        out = parts / f"client-{rec.stem}.000000.parquet"
-        tmp = out.with_suffix(".tmp")
-        pq.write_table(table.replace_schema_metadata(metadata), tmp)
-        os.replace(tmp, out)
+        with replacing(parts / f"client-{rec.stem}.000000.parquet") as tmp:
+            pq.write_table(table.replace_schema_metadata(metadata), tmp)
         rows += table.num_rows
     return rows

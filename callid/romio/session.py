@@ -20,6 +20,7 @@ import sys
 import time
 from pathlib import Path
 
+from callid.launch import die_with_parent
 from callid.romio.mount import READY
 
 #: seconds the FUSE client has to mount, and to unmount once the ranks ended
@@ -38,10 +39,6 @@ def enter_namespace() -> None:
     if libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"cannot make the mounts private: {os.strerror(err)}")
-
-
-def _die_with_parent() -> None:
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     ready.unlink(missing_ok=True)
     with open(args.log, "wb") as log:
         client = subprocess.Popen(client_cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                  preexec_fn=_die_with_parent)
+                                  preexec_fn=die_with_parent)
     deadline = time.monotonic() + MOUNT_TIMEOUT
     while not ready.exists():
         if client.poll() is not None:
@@ -76,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             return 1
         time.sleep(0.02)
-    launcher = subprocess.Popen(launcher_cmd, preexec_fn=_die_with_parent)
+    launcher = subprocess.Popen(launcher_cmd, preexec_fn=die_with_parent)
 
     def forward(signum: int, frame: object) -> None:
         if launcher.poll() is None:

@@ -60,6 +60,11 @@ def test_what_is_missing_is_said_in_one_line(tmp_path, programs):
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [f"callid: error: --mpicc: {tmp_path / 'no-mpicc'} is not an "
                                                 "executable"]
+    source = tmp_path / "app.c"  # (a program not built yet)
+    source.write_text("int main(void) { return 0; }\n")
+    done = callid_cmd("run", "-n", 2, "-d", tmp_path / "out", source)
+    assert (done.returncode, done.stderr.strip()) == (
+        2, f"callid: error: {source}: is not an executable (build the program with mpicc, or chmod +x it)")
     done = callid_cmd("run", "-n", 2, "-d", tmp_path / "out", "--mpi-io", "callid", programs["mpi-io-test"])
     assert done.returncode == 2 and "is not a Python program" in done.stderr
     assert "Traceback" not in done.stderr
