@@ -23,8 +23,8 @@ from typer.core import TyperCommand
 
 from callid_core import config as defaults
 from callid_core import outputs
-from callid_core.choices import ClockSync, Engine, MpiIo, RowFormat, Storage, Timing, TraceFormat
-from callid_core.errors import EXIT_FAILED, EXIT_USAGE, BadValue, CallidError, Failed, InputError
+from callid_core.choices import ClockSync, Engine, MpiIo, Payload, RowFormat, Storage, Timing, TraceFormat
+from callid_core.errors import EXIT_FAILED, EXIT_USAGE, BadValue, CallidError, Failed, InputError, os_reason
 from callid_core.ids import DEFAULT_LAYOUT
 from callid_core.outputs import guard_output
 from callid_core.units import format_size, parse_duration, parse_size
@@ -135,6 +135,12 @@ StripSize = Annotated[int, _size_option(_STRIP_HELP, defaults.DEFAULT_STRIP_SIZE
 FlowBuffer = Annotated[int, _size_option(_FLOW_HELP, defaults.DEFAULT_FLOW_BUFFER)]
 SmallIo = Annotated[int, _size_option(_SMALL_HELP, defaults.DEFAULT_SMALL_IO)]
 CallidLayout = Annotated[str, typer.Option(parser=_layout, metavar="TOTAL/RANK", help=_LAYOUT_HELP)]
+_PAYLOAD_HELP = ("what the file system's data operations move and store: full, the bytes (files read back "
+                 "what was written); none, their sizes only (no data travels or is stored: files grow "
+                 "sparsely, reads return nothing), with the same requests, flows, Trove operations, "
+                 "arrows, fan-out and imbalance as full, for I/O larger than the disk (times then measure "
+                 "the simulator moving no data)")
+PayloadOption = Annotated[Payload, typer.Option(help=_PAYLOAD_HELP)]
 #: (the defaults of the file-system options, as the command line reads them)
 _STRIP_SIZE, _FLOW_BUFFER, _SMALL_IO = (format_size(v) for v in (
     defaults.DEFAULT_STRIP_SIZE, defaults.DEFAULT_FLOW_BUFFER, defaults.DEFAULT_SMALL_IO))
@@ -177,7 +183,7 @@ def _run_traced(opts):
 
 #: the options of ``callid run`` that a file system of ``callid fs init`` fixes (``run --fs``)
 _FS_OPTIONS = {"servers": "--servers", "strip_size": "--strip-size", "flow_buffer": "--flow-buffer",
-               "callid_layout": "--callid-layout", "clock_skew": "--clock-skew"}
+               "callid_layout": "--callid-layout", "clock_skew": "--clock-skew", "payload": "--payload"}
 FsConfig = Annotated[Path, typer.Option(
     "--config", metavar="FS_JSON", envvar=defaults.CONFIG_ENV, show_envvar=True,
     help="the file system's configuration (written by callid fs init)")]
@@ -216,6 +222,7 @@ def run(
         "--fs", metavar="FS_JSON", help="use the servers of this file system (callid fs init), which run "
         "already (callid servers start) and go on running; their logs of the run are collected",
         show_default=False)] = None,
+    payload: PayloadOption = Payload.FULL,
     mpi_io: Annotated[MpiIo | None, typer.Option(
         "--mpi-io", help="the MPI-IO the calls go through: callid's own (Python "
         "programs) or the MPI library's, ROMIO (any program: an interposition library stamps its MPI_File "
@@ -262,7 +269,7 @@ def run(
                       callid=callid, callid_layout=callid_layout, mount=mount or [defaults.DEFAULT_MOUNT],
                       ranks_per_host=ranks_per_host, clock_skew=clock_skew, out=str(out_dir),
                       timeout=timeout, stdout_to_stderr=as_json, fs=str(fs) if fs else "",
-                      mpi_io=mpi_io, mpicc=mpicc)
+                      mpi_io=mpi_io, mpicc=mpicc, payload=payload)
     result = _run_traced(opts)
     if as_json:
         _echo_json({"out_dir": result.out, "client": result.client, "server": result.server,
@@ -304,6 +311,7 @@ def fs_init(
     strip_size: StripSize = _STRIP_SIZE,
     flow_buffer: FlowBuffer = _FLOW_BUFFER,
     callid_layout: CallidLayout = str(DEFAULT_LAYOUT),
+    payload: PayloadOption = Payload.FULL,
     force: Force = False,
     as_json: JsonFlag = False,
 ) -> None:
@@ -330,7 +338,8 @@ def fs_init(
         raise InputError(f"{secret}: exists (the secret of a file system); choose another -o, or add --force "
                          "to replace it (its servers then refuse every client until they restart)")
     config = init_fs(servers, output, server_dir, RunOptions(
-        target=[], strip_size=strip_size, flow_buffer=flow_buffer, callid_layout=callid_layout), port)
+        target=[], strip_size=strip_size, flow_buffer=flow_buffer, callid_layout=callid_layout,
+        payload=payload), port)
     if as_json:
         _echo_json({"config": str(output), "secret_file": config.secret_file,
                     "servers": [{"server": s.name, "address": f"{s.host}:{s.port}", "roles": s.roles,
@@ -424,9 +433,15 @@ def replay(
     procs: Annotated[int, typer.Option(
         min=1, metavar="N", help="replayer processes (under mpiexec); each drives the source ranks r "
         "with r mod N = its number")] = 2,
+    lanes: Annotated[int, typer.Option(
+        min=0, metavar="N", help="calls in flight per replayer process (threads, each with its own "
+        "connections): a source rank whose call is due waits only when all are busy (its lag says "
+        f"how long); 0: one per source rank the process drives, at most {defaults.MAX_REPLAY_LANES} and "
+        f"{defaults.DEFAULT_MAX_CONNECTIONS} / --procs (the connections a server takes)")] = 0,
     timing: Annotated[Timing, typer.Option(
         help="asap: each call as soon as the last one of its rank ended, in the source's order; "
-        "original: at its time in the source run, each rank's gaps kept (times --time-scale)")
+        "original: at its time in the source run, each rank's gaps kept (times --time-scale); each call "
+        "logs its source times and its lag (how long after due it started)")
     ] = Timing.ASAP,
     time_scale: Annotated[float, typer.Option(
         min=0, metavar="FACTOR", help="with --timing original: multiply the source's times by this")] = 1.0,
@@ -462,6 +477,9 @@ def replay(
     prefill: Annotated[bool, typer.Option(
         "--prefill/--no-prefill", help="first write the files the source reads before writing them, up to "
         "the end of their last read (calls marked inferred 'prefill'), so that reads find data")] = True,
+    payload: Annotated[Payload, typer.Option(
+        help=_PAYLOAD_HELP + "; full refuses a replay whose writes (prefill included) need more than the "
+        "free space of DIR")] = Payload.FULL,
     timeout: Timeout = None,
     force: Force = False,
     as_json: JsonFlag = False,
@@ -502,11 +520,11 @@ def replay(
         hints[key] = value
     _guard_dir(out_dir, RUN_OUTPUTS, [source], force)
     opts = ReplayOptions(
-        source=str(source), out=str(out_dir), procs=procs, timing=timing, time_scale=time_scale,
+        source=str(source), out=str(out_dir), procs=procs, lanes=lanes, timing=timing, time_scale=time_scale,
         ranks=parse_ranks(ranks) if ranks else None, files=files or [],
         window=parse_window(window) if window else None, hints=hints, servers=servers,
         strip_size=strip_size, flow_buffer=flow_buffer, small_io=small_io, callid_layout=callid_layout,
-        mount=mount, ranks_per_host=ranks_per_host, prefill=prefill, timeout=timeout)
+        mount=mount, ranks_per_host=ranks_per_host, prefill=prefill, payload=payload, timeout=timeout)
     with _bar("replaying", quiet=as_json) as opts.on_progress:
         result = do_replay(opts)
     run = result.run
@@ -515,7 +533,7 @@ def replay(
                "files": result.files, "processes": result.procs, "ranks_per_host": result.ranks_per_host,
                "segments": result.segments, "client_rows": run.client_rows, "server_rows": run.server_rows,
                "seconds": round(run.seconds, 3), "calls_per_second": round(result.calls / run.seconds, 1),
-               "notes": result.notes}
+               "payload": Payload(payload).value, "notes": result.notes}
     if as_json:
         _echo_json(summary)
         return
@@ -523,6 +541,9 @@ def replay(
                f"ranks on {result.files} files in {run.seconds:.1f} s ({summary['calls_per_second']} "
                f"calls/s, {result.procs} replayer processes): {run.client_rows} client rows, "
                f"{run.server_rows} server events", err=True)
+    if payload == Payload.NONE:
+        typer.echo("  payload none: sizes only, no data moved or stored (the times are the simulator's)",
+                   err=True)
     for note in result.notes:
         typer.echo(f"  note: {note}", err=True)
     typer.echo(f"  client log: {run.client}\n  server log: {run.server}", err=True)
@@ -640,6 +661,9 @@ def check(
     (overlapping accesses of two ranks, one writing, in non-atomic mode, without
     sync-barrier-sync between them).  Findings are grouped by code with counts.
 
+    On a replay, a check needing what its source does not record (a Darshan log records no
+    closes, barriers, hints, ...) is listed as not decidable from this source, not run.
+
     Exit status: 0 no error found, 1 an error-severity finding, 2 bad usage or input.
 
     Example: callid check merged.duckdb --json
@@ -659,12 +683,12 @@ def check(
         raise BadValue("give the merged database to check (or --list)")
     with _steps("check", quiet=as_json) as step:
         step(str(db))
-        findings = run_checks(str(db), code)
+        results = run_checks(str(db), code)
     if as_json:
-        _echo_json({"counts": count_findings(findings), "findings": findings})
+        _echo_json(results.as_json())
     else:
-        typer.echo(render_findings(findings, len(set(code)) if code else len(all_checks()), _layout_of(db)))
-    if count_findings(findings)["error"]:
+        typer.echo(render_findings(results, _layout_of(db)))
+    if count_findings(results.findings)["error"]:
         raise typer.Exit(EXIT_FAILED)
 
 
@@ -1162,7 +1186,7 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except OSError as exc:  # an output that cannot be written, a file that cannot be read
         where = f"{exc.filename}: " if exc.filename else ""
-        typer.echo(f"callid: error: {where}{exc.strerror or exc}", err=True)
+        typer.echo(f"callid: error: {where}{os_reason(exc)}", err=True)
         sys.exit(EXIT_FAILED)
     except KeyboardInterrupt:
         typer.echo("callid: interrupted", err=True)

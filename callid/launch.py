@@ -6,7 +6,8 @@ trace directory come from the configuration named by ``CALLID_CONFIG``; without
 it every file goes to the real MPI-IO and the trace goes to ``CALLID_TRACE_DIR``
 (default ``./callid-trace``).
 
-A rank that fails writes ``rank-N.failed`` in the trace directory and aborts
+A rank that fails writes ``rank-N.failed`` in the trace directory (for an OSError, e.g. a full
+disk, its traceback goes to ``rank-N.traceback``, not to the terminal) and aborts
 ``MPI_COMM_WORLD`` so the other ranks do not hang.  Under ``callid run`` (which
 sets ``CALLID_NO_ABORT`` and starts ``mpiexec -disable-auto-cleanup``) it exits
 instead, and the launcher tells the other ranks with SIGUSR1.  SIGTERM, SIGINT,
@@ -111,14 +112,40 @@ def marker(trace_dir: str | os.PathLike[str], rank: int, what: str) -> Path:
 
 
 def write_marker(trace_dir: str | None, rank: int, what: str, text: str) -> None:
+    """Write ``rank-N.WHAT`` (the first line of ``text``).  On a full disk the rank's ``running``
+    marker, whose block is there already, takes the text and the name."""
     if trace_dir is None:
         return
+    path = marker(trace_dir, rank, what)
+    line = (text.splitlines()[0] if text else what).encode()
     try:
-        path = marker(trace_dir, rank, what)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text.splitlines()[0] if text else what)
+        path.write_bytes(line)
+    except OSError:
+        try:
+            with open(marker(trace_dir, rank, "running"), "r+b") as f:
+                f.write(line[:MARKER_BYTES])
+                f.truncate()
+            os.replace(f.name, path)
+        except OSError:
+            pass
+
+
+#: most bytes of a marker written in the block of the ``running`` marker (its first block, on any disk)
+MARKER_BYTES = 512
+
+
+def fail_rank(trace_dir: str | None, rank: int, exc: BaseException, who: str = "") -> None:
+    """Say why a rank failed in one line, ``rank-N.failed`` (``callid run`` prints it, prefixed by
+    ``who``); its traceback goes to ``rank-N.traceback`` beside it, never to the terminal."""
+    if trace_dir is None:  # (no run to tell)
+        traceback.print_exception(exc)
+        return
+    try:
+        marker(trace_dir, rank, "traceback").write_text("".join(traceback.format_exception(exc)))
     except OSError:
         pass
+    write_marker(trace_dir, rank, "failed", f"{who}{type(exc).__name__}: {exc}")
 
 
 def _stop_on_signal(state: RankState) -> None:
@@ -166,13 +193,21 @@ def main(argv: list[str] | None = None) -> int:
         if code:
             write_marker(state.trace_dir, rank, "failed", f"exited with status {code}")
     except BaseException as exc:  # a failing rank stops the job (as mpi4py.run does)
-        if not isinstance(exc, CallidError):  # (callid's own errors are one line)
-            traceback.print_exc()
-        write_marker(state.trace_dir, rank, "failed", f"{type(exc).__name__}: {exc}")
+        if isinstance(exc, OSError):  # (a full disk, a missing file: one line, the traceback in a file)
+            fail_rank(state.trace_dir, rank, exc)
+        else:
+            if not isinstance(exc, CallidError):  # (callid's own errors are one line)
+                traceback.print_exc()
+            write_marker(state.trace_dir, rank, "failed", f"{type(exc).__name__}: {exc}")
         code = 1
     finally:
         if tracer is not None:
-            traced.uninstall()
+            try:
+                traced.uninstall()
+            except OSError as exc:  # (the log's last part cannot be written)
+                if not code:
+                    fail_rank(state.trace_dir, rank, exc)
+                code = 1
         if state.trace_dir is not None:
             marker(state.trace_dir, rank, "running").unlink(missing_ok=True)
     if code:

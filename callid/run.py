@@ -25,7 +25,7 @@ from callid.romio import session as romio_session
 from callid_core import config as defaults
 from callid_core import schema as S
 from callid_core.atomic import replacing
-from callid_core.choices import MpiIo
+from callid_core.choices import MpiIo, Payload
 from callid_core.clock import parse_skew, skews_to_json
 from callid_core.config import (
     CONFIG_ENV,
@@ -39,7 +39,7 @@ from callid_core.config import (
     new_secret,
     secret_beside,
 )
-from callid_core.errors import BadValue, Failed, InputError
+from callid_core.errors import BadValue, Failed, InputError, os_reason
 from callid_core.ids import DEFAULT_LAYOUT, Layout
 from callid_core.partlog import combine_parts, is_part
 from callid_core.units import ranks_phrase
@@ -76,10 +76,12 @@ class RunOptions:
     launcher: str = "callid.launch"  # the module each rank runs (target: its arguments)
     source: str = ""  # what the run replays (the client log's callid.source metadata)
     source_notes: list[str] = field(default_factory=list)  # what the replay says of it (callid.source_notes)
+    source_job: dict[str, str] = field(default_factory=dict)  # what the source says of its job (callid.job.*)
     on_wait: Callable[[], None] | None = None  # called about 4 times a second while the ranks run
     fs: str = ""  # a configuration of callid fs init: use its servers, which run already
     mpi_io: MpiIo | None = None  # callid's MPI-IO (Python only) or the MPI library's; None: by the target
     mpicc: str | None = None  # the compiler wrapper the interposition library is built with (--mpi-io romio)
+    payload: Payload = Payload.FULL  # what the file system's data operations move and store
 
 
 @dataclass
@@ -176,6 +178,7 @@ def make_config(opts: RunOptions, out: Path, secret_file: Path | None = None) ->
         mount=[os.path.abspath(m) for m in opts.mount], callid_layout=opts.callid_layout, callid=opts.callid,
         strip_size=opts.strip_size, flow_buffer=opts.flow_buffer,
         small_io=opts.small_io, ranks_per_host=opts.ranks_per_host, mpi_io=mpi_io(opts).value,
+        payload=Payload(opts.payload).value,
         clock_skew=skews_to_json(skews), clock_t0=time.time_ns(),
         client_events=opts.client_events, server_events=opts.server_events,
     )
@@ -259,8 +262,8 @@ class ServerGroup:
                 failures.append(f"server {name} did not stop within {timeout:.0f} s and was killed")
                 continue
             if code not in (0, -signal.SIGTERM):
-                failures.append(f"server {name} exited with status {code} "
-                                f"(see {self._file(self.config.server(name), '.log')})")
+                failures.append(f"server {name} exited with status {code}"
+                                f"{_last_line(self._file(self.config.server(name), '.log'))}")
         return failures
 
 
@@ -392,15 +395,20 @@ def run(opts: RunOptions) -> RunResult:
         finally:
             failures += group.stop()
     # Even a failed run keeps what every rank and server flushed.
-    meta_args = (opts.callid_layout, config.run_id, config.to_json(), opts.source, opts.source_notes)
+    meta_args = (opts.callid_layout, config.run_id, config.to_json(), opts.source, opts.source_notes,
+                 opts.source_job)
     if mpi_io(opts) == MpiIo.ROMIO:
         romio_launch.collect(parts, S.file_metadata(S.KIND_CLIENT, *meta_args))
     client = out / "client.parquet"
     server = out / "server.parquet"
-    client_rows = combine_parts(sorted(parts.glob("client-*.parquet")), client, S.CLIENT_SCHEMA,
-                                S.file_metadata(S.KIND_CLIENT, *meta_args))
-    server_rows = combine_parts(sorted(parts.glob("server-*.parquet")), server, S.SERVER_SCHEMA,
-                                S.file_metadata(S.KIND_SERVER, *meta_args))
+    try:
+        client_rows = combine_parts(sorted(parts.glob("client-*.parquet")), client, S.CLIENT_SCHEMA,
+                                    S.file_metadata(S.KIND_CLIENT, *meta_args))
+        server_rows = combine_parts(sorted(parts.glob("server-*.parquet")), server, S.SERVER_SCHEMA,
+                                    S.file_metadata(S.KIND_SERVER, *meta_args))
+    except OSError as exc:  # (a full disk: the run's own failures say more, if there are any)
+        raise RunError("; ".join([f"cannot write the logs of the run in {out} ({os_reason(exc)})",
+                                  *failures])) from None
     if interrupted is not None:
         error = RunError(f"stopped by {interrupted.name}: ranks and servers stopped "
                          f"(the events they logged are in {client} and {server})")
@@ -519,6 +527,7 @@ def server_status(config: Config, timeout: float = 2.0) -> list[dict[str, Any]]:
 
 #: what a run writes in ``DIR/parts`` (and removes there before it starts)
 PART_FILES = ("client-*.parquet", "server-*.parquet", "rank-*.running", "rank-*.failed", "rank-*.stopped",
+              "rank-*.traceback",
               *romio_launch.PART_FILES)
 
 
@@ -655,7 +664,11 @@ def _rank_failures(parts: Path, status: int) -> list[str]:
         found = [(int(p.name.split("-")[1].split(".")[0]), p) for p in parts.glob(f"rank-*.{what}")]
         return [(rank, p.read_text().strip()) for rank, p in sorted(found)]
 
-    msgs = [f"rank {rank} failed: {text}" for rank, text in by_rank("failed")]
+    def traceback_of(rank: int) -> str:
+        found = parts / f"rank-{rank}.traceback"
+        return f" (traceback in {found})" if found.exists() else ""
+
+    msgs = [f"rank {rank} failed: {text}{traceback_of(rank)}" for rank, text in by_rank("failed")]
     msgs += [f"rank {rank} ended without saying why (killed by a signal or crashed; mpiexec's exit "
              f"status {status})" for rank, _ in by_rank("running")]
     for sig in sorted({text for _, text in by_rank("stopped")}):

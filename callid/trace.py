@@ -22,13 +22,14 @@ class ClientTrace:
 
     def __init__(self, directory: str | os.PathLike[str], rank: int, layout: str, run_id: str,
                  config_json: str = "{}", clock: str = "host0",
-                 flush_rows: int = DEFAULT_FLUSH_ROWS, enabled: bool = True) -> None:
+                 flush_rows: int = DEFAULT_FLUSH_ROWS, enabled: bool = True, name: str | None = None) -> None:
+        """``name``: the log's part files' prefix (default ``client-rankNNNNNN``)."""
         self.rank = rank
         self.enabled = enabled
         self.clock = clock
         self.sentinel = Layout.parse(layout).sentinel
         meta = S.file_metadata(S.KIND_CLIENT, layout, run_id, config_json)
-        self.log = PartLog(S.CLIENT_SCHEMA, directory, f"client-rank{rank:06d}", meta, flush_rows)
+        self.log = PartLog(S.CLIENT_SCHEMA, directory, name or f"client-rank{rank:06d}", meta, flush_rows)
 
     def call(self, record) -> None:
         """Log one MPI call (``kind='wait'``: the completion of a non-blocking call, same rid).

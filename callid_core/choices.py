@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from enum import Enum
 
-__all__ = ["ClockSync", "Engine", "MpiIo", "RowFormat", "Storage", "Timing", "TraceFormat", "listed"]
+__all__ = ["ClockSync", "Engine", "MpiIo", "Payload", "RowFormat", "Storage", "Timing", "TraceFormat",
+           "listed"]
 
 
 class ClockSync(str, Enum):
@@ -65,6 +66,15 @@ class MpiIo(str, Enum):
 
     CALLID = "callid"
     ROMIO = "romio"
+
+
+class Payload(str, Enum):
+    """What a file system's data operations move and store: the bytes (full), or their sizes only
+    (none: requests and flows carry no data, Trove records each operation and stores nothing, files
+    grow sparsely to their sizes and read back as nothing), for replays larger than the disk."""
+
+    FULL = "full"
+    NONE = "none"
 
 
 def listed(choice: type[Enum]) -> str:

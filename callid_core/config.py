@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from callid_core.atomic import replacing, temporary
-from callid_core.choices import MpiIo
+from callid_core.choices import MpiIo, Payload
 from callid_core.errors import InputError
 from callid_core.ids import DEFAULT_LAYOUT
 
@@ -48,6 +48,8 @@ DEFAULT_IO_SERVERS = 2
 DEFAULT_RANKS = 2
 #: bytes an aggregator of two-phase collective buffering accesses per cycle (the hint ``cb_buffer_size``)
 DEFAULT_CB_BUFFER_SIZE = 16 * 1024 * 1024
+#: calls in flight per replayer process (callid replay --lanes 0): one per source rank it drives, at most this
+MAX_REPLAY_LANES = 32
 #: most bytes one I/O request moves on one datafile (a server answers E2BIG beyond)
 DEFAULT_MAX_FLOW = 1 << 30
 #: most connections a server serves at once (one thread each; beyond, new ones are refused)
@@ -121,6 +123,9 @@ class Config:
     flush_rows: int = DEFAULT_FLUSH_ROWS
     ranks_per_host: int = 0  # simulated hosts: ranks [h*n, (h+1)*n) share host h; 0: one host
     mpi_io: str = MpiIo.CALLID.value  # the MPI-IO the calls went through (callid_core.choices.MpiIo)
+    # What the data operations move and store (callid_core.choices.Payload): the servers serve it,
+    # each I/O request says it (a server refuses one that says otherwise)
+    payload: str = Payload.FULL.value
     clock_skew: dict[str, dict] = field(default_factory=dict)  # domain -> callid_core.clock.Skew
     clock_t0: int = 0  # ns, machine clock: the time from which injected drifts accumulate
     # Only for measuring what logging costs (bench/), not a user feature: False logs nothing.

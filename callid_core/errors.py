@@ -6,7 +6,9 @@ exit status of its class (:attr:`CallidError.exit_code`), in one place.
 
 from __future__ import annotations
 
-__all__ = ["EXIT_FAILED", "EXIT_USAGE", "BadValue", "CallidError", "Failed", "InputError"]
+import os
+
+__all__ = ["EXIT_FAILED", "EXIT_USAGE", "BadValue", "CallidError", "Failed", "InputError", "os_reason"]
 
 #: exit status: a run or a step failed
 EXIT_FAILED = 1
@@ -32,3 +34,9 @@ class Failed(CallidError):
     """Work that could not be done (a run, a server, a step); the message says what failed."""
 
     exit_code = EXIT_FAILED
+
+
+def os_reason(exc: OSError) -> str:
+    """What an OSError says, in a few words: its errno's text (``No space left on device``; pyarrow's
+    errors bury it in their message), else its message."""
+    return os.strerror(exc.errno) if exc.errno else exc.strerror or str(exc)

@@ -34,7 +34,7 @@ __all__ = [
 #: the atomicity set, and the non-I/O MPI collectives (kind 'mpi', e.g. MPI_Barrier).
 #: 5: the server log says an event's bytes no call owns (``holes``: read-modify-write gaps); the
 #: client log's ``origin`` 'posix' (a POSIX call on the FUSE mount outside any MPI-IO call).
-SCHEMA_VERSION = "5"
+SCHEMA_VERSION = "6"
 
 # Key/value metadata every log file carries (bytes keys, as Parquet stores them).
 META_SCHEMA_VERSION = "callid.schema_version"
@@ -45,6 +45,9 @@ META_CONFIG = "callid.config"  # JSON of the run configuration
 META_SOURCE = "callid.source"  # what a replay replayed (e.g. the Darshan log); absent for a traced run
 #: what a replay says of its source (inferred, left out, incomplete): a JSON list of lines
 META_SOURCE_NOTES = "callid.source_notes"
+#: prefix of the keys of what a replay's source says of its job (``callid.job.jobid``, ...; in the
+#: merged run table ``client.job.jobid``, ...: see callid.replay.darshan.DarshanLog.job)
+META_JOB_PREFIX = "callid.job."
 
 KIND_CLIENT = "client"
 KIND_SERVER = "server"
@@ -187,6 +190,14 @@ CLIENT = Table("client", "one row per traced MPI call ('call'), completion ('wai
            "'collective' (grouped into a collective call from the MPI-IO counters), 'contiguous' (one "
            "file range, the view unknown), 'open' (an open the log does not record), 'prefill' (a write "
            "giving a file the source reads before writing it its data); null: nothing"),
+    Column("src_t_start", pa.int64(), "a replayed call: when it started in the source run, from the source "
+           "run's start; null: not replayed, or added by the replay", NS),
+    Column("src_t_end", pa.int64(), "a replayed call: when it ended in the source run, from the source run's "
+           "start", NS),
+    Column("lag", pa.int64(), "a replayed call: how long after it was due it started (--timing asap: due "
+           "when its rank's previous call ended; original: at its source time times --time-scale, and no "
+           "sooner than its source gap after its rank's previous call); a collective call is entered when "
+           "due or when the rank's previous call ended, then waits for the others as in the source", NS),
     Column("server", pa.string(), "rpc: server name"),
     Column("op", pa.string(), "rpc: request operation; phase: 'plan' (the allgather of the ranks' file "
            "ranges), 'exchange' (data between ranks and aggregators), 'io' (one cycle of an aggregator's "
@@ -246,10 +257,10 @@ DISK_LAYERS = ("trove", "meta")
 DISK_LAYERS_SQL = ", ".join(f"'{layer}'" for layer in DISK_LAYERS)
 
 
-def file_metadata(kind: str, layout: str, run_id: str, config_json: str,
-                  source: str = "", notes: Sequence[str] = ()) -> dict[bytes, bytes]:
+def file_metadata(kind: str, layout: str, run_id: str, config_json: str, source: str = "",
+                  notes: Sequence[str] = (), job: Mapping[str, str] | None = None) -> dict[bytes, bytes]:
     """The key/value metadata every log file carries (``source``: what a replay replayed; ``notes``:
-    what it says of it)."""
+    what it says of it; ``job``: what the source says of its job)."""
     meta = {
         META_SCHEMA_VERSION.encode(): SCHEMA_VERSION.encode(),
         META_KIND.encode(): kind.encode(),
@@ -261,4 +272,5 @@ def file_metadata(kind: str, layout: str, run_id: str, config_json: str,
         meta[META_SOURCE.encode()] = source.encode()
     if notes:
         meta[META_SOURCE_NOTES.encode()] = json.dumps(list(notes)).encode()
+    meta |= {(META_JOB_PREFIX + k).encode(): v.encode() for k, v in (job or {}).items()}
     return meta

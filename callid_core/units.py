@@ -37,6 +37,14 @@ TIME_UNITS_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ns|us|µs|ms|s|min|h)?\s*$")
 
 
+def human_size(n: int) -> str:
+    """``2147483648`` -> ``2.00 GiB``: a size to read (three significant digits), not to parse back."""
+    for unit, factor in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= factor:
+            return f"{n / factor:.3g} {unit}"
+    return f"{n} B"
+
+
 def parse_duration(text: str) -> float:
     """Parse a duration into ns (no unit: seconds).  Raise :class:`BadValue` with the reason."""
     match = _DURATION.match(text)

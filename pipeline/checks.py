@@ -4,11 +4,13 @@ over a merged database.
 Each check is one file ``pipeline/check_sql/CODE_name.sql``: a header of ``-- key: value`` lines
 (``severity``: error or warning, as MARMOT classifies it; ``marmot``: the section of the MARMOT
 paper; ``title``: what it detects; ``rule``: the MPI standard's rule, one line; ``columns``: the
-columns it decides from), then one query over the merged tables returning a finding per row:
+columns it decides from; ``needs``: the evidence it needs, names of :data:`callid_core.evidence.EVIDENCE`),
+then one query over the merged tables returning a finding per row:
 ``ranks`` (INTEGER[]), ``callids`` (UBIGINT[]), ``funcs`` (VARCHAR[]), ``file`` (VARCHAR) and
 ``detail`` (VARCHAR, one line).  ``check_sql/_views.sql`` defines the temporary views several checks
-share (created before they run).  ``python -m pipeline.checks`` prints the table of checks
-(docs/checks.md).
+share (created before they run).  A check whose needs the source of the calls does not record (a
+replay: :func:`source_of`) is not run: it is listed as not decidable from this source.
+``python -m pipeline.checks`` prints the table of checks (docs/checks.md).
 """
 
 from __future__ import annotations
@@ -24,15 +26,16 @@ import duckdb
 import pyarrow as pa
 
 from callid_core.errors import InputError
+from callid_core.evidence import EVIDENCE, ORIGINS, REPLAY_ORIGIN, TRACED, Source, source_of_origins
 from callid_core.ids import Layout
 from callid_core.schema import Column, Table
 from pipeline.query import connect, header_fields, ranks_text, select_codes
 
-__all__ = ["FINDING", "SEVERITIES", "Check", "all_checks", "count_findings", "reference_markdown",
-           "render_findings", "run_checks"]
+__all__ = ["FINDING", "SEVERITIES", "Check", "CheckResults", "all_checks", "count_findings",
+           "reference_markdown", "render_findings", "run_checks", "source_of"]
 
 SEVERITIES = ("error", "warning")
-HEADER_KEYS = ("severity", "marmot", "title", "rule", "columns")
+HEADER_KEYS = ("severity", "marmot", "title", "rule", "columns", "needs")
 _CODE = re.compile(r"^[A-Z]\d{3}$")
 
 FINDING = Table("finding", "one finding of callid check", [
@@ -57,7 +60,26 @@ class Check:
     title: str
     rule: str
     columns: str
+    needs: tuple[str, ...]  # the evidence it decides from (callid_core.evidence.EVIDENCE)
     sql: str
+
+
+@dataclass
+class CheckResults:
+    """What the checks say of a merged database: the findings of those that ran, and those its source
+    cannot decide (each: code, severity, title, needs, missing: what of it the source does not record,
+    reason)."""
+
+    source: Source
+    findings: list[dict]
+    undecidable: list[dict]
+    ran: int  # checks run
+
+    def as_json(self) -> dict:
+        """``callid check --json``."""
+        return {"source": {"label": self.source.label, "records": self.source.recorded()},
+                "counts": count_findings(self.findings), "findings": self.findings,
+                "undecidable": self.undecidable}
 
 
 def all_checks() -> list[Check]:
@@ -80,26 +102,49 @@ def _parse(name: str, text: str) -> Check:
     if not _CODE.match(code) or missing or fields["severity"] not in SEVERITIES:
         raise ValueError(f"check_sql/{name}: a header with {', '.join(HEADER_KEYS)} (severity error or "
                          f"warning) and a name CODE_*.sql are needed")
-    return Check(code, *(fields[k] for k in HEADER_KEYS), text)
+    needs = tuple(n.strip() for n in fields["needs"].split(","))
+    unknown = [n for n in needs if n not in EVIDENCE]
+    if unknown:
+        raise ValueError(f"check_sql/{name}: needs {', '.join(unknown)}: not evidence callid knows "
+                         f"({', '.join(EVIDENCE)})")
+    return Check(code, fields["severity"], fields["marmot"], fields["title"], fields["rule"],
+                 fields["columns"], needs, text)
 
 
-def run_checks(db: str, codes: list[str] | None = None) -> list[dict]:
-    """The findings of the checks (all, or those of ``codes``) on the merged database ``db``, by code."""
+def source_of(con: duckdb.DuckDBPyConnection) -> Source:
+    """What the calls of a merged database record (by the origins of its calls: a traced run everything,
+    a replay what its source logged)."""
+    return source_of_origins([o for (o,) in con.execute("SELECT DISTINCT origin FROM calls").fetchall()])
+
+
+def run_checks(db: str, codes: list[str] | None = None) -> CheckResults:
+    """The checks (all, or those of ``codes``) on the merged database ``db``: the findings of those its
+    source can decide, by code, and the others listed as not decidable."""
     checks = select_codes(all_checks(), codes, "check")
     con = connect(db)
     try:
+        source = source_of(con)
+        decidable, undecidable = [], []
+        for c in checks:
+            if missing := source.missing(c.needs):
+                undecidable.append({"code": c.code, "severity": c.severity, "title": c.title,
+                                    "needs": list(c.needs), "missing": missing,
+                                    "reason": f"not recorded in {source.label}: {', '.join(missing)}"})
+            else:
+                decidable.append(c)
         con.execute(_sql_dir().joinpath("_views.sql").read_text())
-        out = []
-        for check in checks:
+        findings = []
+        for check in decidable:
             try:
                 rows = con.execute(check.sql).fetchall()
             except duckdb.Error as exc:
                 why = str(exc).splitlines()[0]
                 raise InputError(f"{db}: check {check.code} cannot run ({why})") from None
-            out += [{"code": check.code, "severity": check.severity, "title": check.title,
-                     "ranks": list(ranks or []), "callids": list(callids or []), "funcs": list(funcs or []),
-                     "file": file, "detail": detail} for ranks, callids, funcs, file, detail in rows]
-        return out
+            findings += [{"code": check.code, "severity": check.severity, "title": check.title,
+                          "ranks": list(ranks or []), "callids": list(callids or []),
+                          "funcs": list(funcs or []), "file": file, "detail": detail}
+                         for ranks, callids, funcs, file, detail in rows]
+        return CheckResults(source, findings, undecidable, len(decidable))
     finally:
         con.close()
 
@@ -110,14 +155,18 @@ def count_findings(findings: list[dict]) -> dict[str, int]:
     return {s: counts.get(s, 0) for s in SEVERITIES}
 
 
-def render_findings(findings: list[dict], ran: int, layout: Layout | None = None) -> str:
-    """The findings of ``ran`` checks grouped by code, with counts, each with its calls and one line of
-    detail."""
+def render_findings(results: CheckResults, layout: Layout | None = None) -> str:
+    """The findings grouped by code, with counts, each with its calls and one line of detail; then the
+    checks not decidable from the source, each with what it needs that the source does not record."""
     checks = {c.code: c for c in all_checks()}
+    findings = results.findings
     counts = count_findings(findings)
-    if not findings:
-        return f"callid check: no findings ({ran} checks)"
-    lines = [f"callid check: {counts['error']} errors, {counts['warning']} warnings ({ran} checks)"]
+    ran = f"{results.ran} checks" + (f"; {len(results.undecidable)} not decidable from this source"
+                                      if results.undecidable else "")
+    if findings:
+        lines = [f"callid check: {counts['error']} errors, {counts['warning']} warnings ({ran})"]
+    else:
+        lines = [f"callid check: no findings ({ran})"]
     for code, group in itertools.groupby(sorted(findings, key=lambda f: f["code"]), key=lambda f: f["code"]):
         group = list(group)
         check = checks[code]
@@ -128,6 +177,13 @@ def render_findings(findings: list[dict], ran: int, layout: Layout | None = None
             where = f" {f['file']}" if f["file"] else ""
             lines.append(f"  - rank {ranks_text(f['ranks'])}{where}: {f['detail']}" + (f" ({calls})" if calls
                                                                                      else ""))
+    if results.undecidable:
+        recorded = ", ".join(results.source.recorded())
+        recorded = f"{recorded} only" if recorded else "nothing of its source"
+        lines += ["", f"not decidable from this source ({results.source.label} records {recorded}; these are "
+                      "not findings):"]
+        lines += [f"  {u['code']} {u['title']} (needs {', '.join(u['missing'])})"
+                  for u in results.undecidable]
     return "\n".join(lines)
 
 
@@ -138,16 +194,37 @@ def _callid(callid: int | None, layout: Layout | None) -> str:
 
 
 def reference_markdown() -> str:
-    """The table of checks, generated from the check files (docs/checks.md)."""
+    """The table of checks, generated from the check files (docs/checks.md), and what each source of calls
+    records of what they need."""
+    checks = all_checks()
     lines = ["# The checks of `callid check`", "",
              "Generated from `pipeline/check_sql/*.sql` by `python -m pipeline.checks`; do not edit by hand.",
              "Each check is one SQL query over the merged tables ([tables.md](tables.md)); `callid check "
              "merged.duckdb` runs them all (`--json` for scripts; exit status 1 when an error is found).",
              "MARMOT sections refer to the paper \"MPI I/O Analysis and Error Detection with MARMOT\".",
-             "", "| code | severity | MARMOT | detects | rule | decided from |",
-             "| --- | --- | --- | --- | --- | --- |"]
-    lines += [f"| `{c.code}` | {c.severity} | {c.marmot} | {c.title} | {c.rule} | {c.columns} |"
-              for c in all_checks()]
+             "", "| code | severity | MARMOT | detects | rule | needs | decided from |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines += [f"| `{c.code}` | {c.severity} | {c.marmot} | {c.title} | {c.rule} | {', '.join(c.needs)} | "
+              f"{c.columns} |" for c in checks]
+    lines += ["", "## What a check needs, and replays", "",
+              "A check needs evidence of these kinds (its header's `-- needs:`):", "",
+              "| evidence | what it is | checks that need it |", "| --- | --- | --- |"]
+    lines += [f"| `{e}` | {what} | {', '.join(c.code for c in checks if e in c.needs) or '-'} |"
+              for e, what in EVIDENCE.items()]
+    lines += ["", f"A traced run records all of them. A replay (`callid replay`) records what its source "
+              f"logged, known by the `origin` of each replayed call; the calls the replay adds of its own "
+              f"(origin `{REPLAY_ORIGIN}`: one open of each file by its lowest rank, prefill writes) record "
+              f"nothing of the source, and a replay makes no closes, syncs, barriers, views or waits:", "",
+              "| origin | source | records | checks it decides |", "| --- | --- | --- | --- |"]
+    for origin, source in ORIGINS.items():
+        if source != TRACED:
+            decided = ", ".join(c.code for c in checks if not source.missing(c.needs)) or "none"
+            lines.append(f"| `{origin}` | {source.label} | {', '.join(source.recorded())} | {decided} |")
+    lines += ["", "On a merged output whose source does not record what a check needs, the check does not "
+              "run: `callid check` lists it as *not decidable from this source* with what is missing "
+              "(`undecidable` in `--json`, each with its `reason`), never as a finding, and it does not "
+              "count in the exit status; `callid stats` and `callid report` count and list such checks apart "
+              "from the findings."]
     return "\n".join(lines) + "\n"
 
 

@@ -5,14 +5,17 @@ Darshan see familiar results; server-side insights use what only callid has, eve
 operation on every server and the call that caused it.  Each insight is one file
 ``pipeline/insight_sql/CODE_name.sql``: a header of ``-- key: value`` lines (``family``: client
 or server; ``title``: what it finds; ``thresholds``: the names of the thresholds it uses, or
-``-``; ``columns``: the columns it decides from), then one query returning one finding per row:
+``-``; ``columns``: the columns it decides from; optional ``needs: pace``: it rests on each rank's time,
+so on a replay that did not keep the ranks' pace (``pipeline.lag``) it is not computed, and says so in
+an 'info' finding), then one query returning one finding per row:
 ``severity`` ('high', 'warning', 'ok' or 'info', as Drishti grades them), ``detail`` (one line),
 ``recommendation`` (one line naming the option or hint to change; null for ok and info),
 ``numbers`` (a struct: the numbers behind the finding, key names ending in their unit),
 ``ranks``, ``callids``, ``files``, ``servers`` (lists: at most :data:`DETAILS_MAX` each, the most
 significant first).  The thresholds are :data:`THRESHOLDS`, read in SQL as ``getvariable(name)``;
-``insight_sql/_views.sql`` defines what several insights share.  ``python -m pipeline.insights``
-prints the table of insights (docs/insights.md).
+``insight_sql/_views.sql`` defines what several insights share.  On a replay of an incomplete log
+the client-side findings say on how much of the job's I/O they were computed (``pipeline.source``).
+``python -m pipeline.insights`` prints the table of insights (docs/insights.md).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from callid_core import config as C
 from callid_core.choices import MpiIo
 from callid_core.errors import InputError
 from callid_core.ids import Layout
+from pipeline.lag import replay_lag
 from pipeline.query import (
     DATA_CALLS_SQL,
     DISK_DATA_SQL,
@@ -39,6 +43,7 @@ from pipeline.query import (
     select_codes,
     server_roles,
 )
+from pipeline.source import job_of, sample_text
 
 __all__ = ["DETAILS_MAX", "FAMILIES", "SEVERITIES", "THRESHOLDS", "Insight", "Threshold", "all_insights",
            "compare_insights", "count_insights", "reference_markdown", "render_comparison",
@@ -47,6 +52,8 @@ __all__ = ["DETAILS_MAX", "FAMILIES", "SEVERITIES", "THRESHOLDS", "Insight", "Th
 SEVERITIES = ("high", "warning", "ok", "info")
 FAMILIES = ("client", "server")
 HEADER_KEYS = ("family", "title", "thresholds", "columns")
+#: what an insight may need beyond the merged tables (its optional ``needs`` header)
+NEEDS = {"pace": "each rank's time: on a replay, one that kept the ranks' pace (pipeline.lag)"}
 _CODE = re.compile(r"^[PS]\d{3}$")
 
 #: at most this many ranks, calls, files and servers are named per finding (Drishti's DETAILS_MAX_SIZE)
@@ -113,6 +120,7 @@ class Insight:
     thresholds: tuple[str, ...]
     columns: str
     sql: str
+    needs: tuple[str, ...] = ()  # NEEDS
 
 
 def all_insights() -> list[Insight]:
@@ -133,7 +141,10 @@ def _parse(name: str, text: str) -> Insight:
     if not _CODE.match(code) or missing or fields["family"] not in FAMILIES or set(names) - set(THRESHOLDS):
         raise ValueError(f"insight_sql/{name}: a header with {', '.join(HEADER_KEYS)} (family client or "
                          f"server, thresholds named in THRESHOLDS) and a name CODE_*.sql are needed")
-    return Insight(code, fields["family"], fields["title"], names, fields["columns"], text)
+    needs = tuple(n.strip() for n in fields.get("needs", "").split(",") if n.strip())
+    if set(needs) - set(NEEDS):
+        raise ValueError(f"insight_sql/{name}: needs {', '.join(needs)}; known: {', '.join(NEEDS)}")
+    return Insight(code, fields["family"], fields["title"], names, fields["columns"], text, needs)
 
 
 def _prepare(con: duckdb.DuckDBPyConnection) -> None:
@@ -161,8 +172,13 @@ def run_insights(db: str, codes: list[str] | None = None) -> list[dict]:
     con = connect(db)
     try:
         _prepare(con)
+        lag = replay_lag(con)
+        sample = sample_text(job_of(dict(con.execute("SELECT key, value FROM run").fetchall())))
         out = []
         for insight in insights:
+            if "pace" in insight.needs and lag is not None and not lag.faithful:
+                out.append(_not_computed(insight, lag.why_not()))
+                continue
             try:
                 cur = con.execute(insight.sql)
                 names = [d[0] for d in cur.description]
@@ -172,14 +188,22 @@ def run_insights(db: str, codes: list[str] | None = None) -> list[dict]:
                 raise InputError(f"{db}: insight {insight.code} cannot run ({why})") from None
             for row in rows:
                 f = dict(zip(names, row))
+                detail = f["detail"] + (f" ({sample})" if sample and insight.family == "client" else "")
                 out.append({"code": insight.code, "family": insight.family, "severity": f["severity"],
-                            "title": insight.title, "detail": f["detail"],
+                            "title": insight.title, "detail": detail,
                             "recommendation": f["recommendation"], "numbers": _plain(f["numbers"] or {}),
                             **{k: list(f[k] or [])[:DETAILS_MAX] for k in ("ranks", "callids", "files",
                                                                            "servers")}})
         return out
     finally:
         con.close()
+
+
+def _not_computed(insight: Insight, why: str) -> dict:
+    """The 'info' finding of an insight that is not computed, saying why."""
+    return {"code": insight.code, "family": insight.family, "severity": "info", "title": insight.title,
+            "detail": why, "recommendation": None, "numbers": {},
+            **{k: [] for k in ("ranks", "callids", "files", "servers")}}
 
 
 def _plain(numbers: dict) -> dict:

@@ -27,6 +27,7 @@ renamed only on success.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -40,7 +41,7 @@ from callid_core import atomic
 from callid_core import schema as S
 from callid_core.choices import ClockSync, Storage, listed
 from callid_core.choices import Engine as EngineChoice
-from callid_core.errors import Failed, InputError
+from callid_core.errors import Failed, InputError, os_reason
 from callid_core.schema import Table
 from callid_core.tables import (
     ARROWS,
@@ -199,9 +200,12 @@ def merge(client: str, server: str, out: str, *, memory_limit: str | None = None
             atomic.install(tmp_data, final)
         atomic.install(tmp, out_path)
     except duckdb.Error as exc:
+        reason = _write_failure(exc)
+        if reason:  # (a full disk: the merge failed, its input is fine)
+            raise Failed(f"{out}: cannot write the merged output ({reason})") from None
         raise InputError(f"merge failed: {str(exc).splitlines()[0]}") from None
     except OSError as exc:
-        raise InputError(f"{out}: cannot write ({exc.strerror or exc})") from None
+        raise Failed(f"{out}: cannot write the merged output ({os_reason(exc)})") from None
     finally:
         if run is not None:
             run.close()
@@ -362,6 +366,19 @@ def _check_output(out: Path, storage: str, inputs: Iterable[str]) -> None:
         raise InputError(f"{out}: is a file; --storage parquet writes a directory")
     if storage == "duckdb" and data.exists() and not (data.is_dir() and _is_merge_output_dir(data)):
         raise InputError(f"{data}: is not the data of a merged output; choose another output")
+
+
+def _write_failure(exc: duckdb.Error) -> str:
+    """Why DuckDB could not write a file (e.g. ``No space left on device``: its message says ``Could not
+    write file ...``, with an errno or the reason); "" for any other error."""
+    text = str(exc)
+    if "could not write" not in text.lower():
+        return ""
+    errno = re.search(r'"errno":\s*"(\d+)"', text)
+    if errno:
+        return os.strerror(int(errno.group(1)))
+    reason = re.search(r'Could not write file "[^"]*": ([^"{}\n]+)', text)
+    return reason.group(1).strip() if reason else "I/O error"
 
 
 def _remove(path: Path) -> None:

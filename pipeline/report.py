@@ -18,11 +18,14 @@ from pathlib import Path
 from callid_core import config as C
 from callid_core import schema as S
 from callid_core.atomic import replacing
+from callid_core.choices import Payload
 from callid_core.ids import Layout
 from callid_core.jsonout import for_script
 from pipeline.checks import run_checks
 from pipeline.insights import compare_insights, count_insights, run_insights
+from pipeline.lag import ReplayLag
 from pipeline.query import DATA_CALLS_SQL, DISK_DATA_SQL, connect, run_config, server_roles
+from pipeline.source import PAYLOAD_NONE_TIMES, SIDE_BY_SIDE, job_text
 from pipeline.stats import compute_stats
 
 __all__ = ["FIGURES", "compare_reports", "compute_report", "render_report", "render_report_comparison",
@@ -64,6 +67,7 @@ FIGURES = [
     ("insights_warning", "insights: warning", "count", "findings"),
     ("check_errors", "callid check: errors", "count", "findings"),
     ("check_warnings", "callid check: warnings", "count", "findings"),
+    ("checks_undecidable", "callid check: checks not decidable from the source", "count", "findings"),
 ]
 
 
@@ -241,9 +245,10 @@ def compute_report(db: str, on_step: Callable[[str], None] = lambda name: None) 
     on_step("insights")
     insights = run_insights(db)
     on_step("checks")
-    findings = run_checks(db)
+    checked = run_checks(db)
+    findings = checked.findings
     on_step("statistics")
-    stats = compute_stats(db, findings, insights)
+    stats = compute_stats(db, checked, insights)
     on_step("figures")
     con = connect(db)
     try:
@@ -306,11 +311,39 @@ def compute_report(db: str, on_step: Callable[[str], None] = lambda name: None) 
     report["insights"] = [{k: v for k, v in f.items() if k != "callids"}
                           | {"calls": [layout.format(c) for c in f["callids"]]} for f in insights]
     report["checks"] = _check_summary(findings, layout)
+    # the checks the source cannot decide (a replay), each with what it lacks; not findings
+    report["checks_undecidable"] = [{k: u[k] for k in ("code", "severity", "title", "missing", "reason")}
+                                    for u in checked.undecidable]
     checks = Counter(f["severity"] for f in findings)
     overview |= {"insights_high": counts["high"], "insights_warning": counts["warning"],
-                 "check_errors": checks.get("error", 0), "check_warnings": checks.get("warning", 0)}
+                 "check_errors": checks.get("error", 0), "check_warnings": checks.get("warning", 0),
+                 "checks_undecidable": len(checked.undecidable)}
     report["figures"] = FIGURES
+    report["source"] = _source(stats, overview)
+    if stats["rank_time_note"]:  # (figures of per-rank time: not where the replay did not keep the pace)
+        overview |= {f"{d}_mib_per_s_by_slowest": None for d in DIRECTIONS}
     return report
+
+
+def _source(stats: dict, overview: dict) -> dict | None:
+    """A replay's source beside the replay: its job, notes, the share of the job's I/O the log holds,
+    the job's figures and the replay's side by side, the lag (None: not a replay)."""
+    if not stats["source"]:
+        return None
+    rows = []
+    if stats["job_side"]:
+        layer, job = stats["job_side"]
+        replay = {"bytes_read": overview["read_bytes"], "bytes_written": overview["write_bytes"],
+                  "reads": overview["read_calls"], "writes": overview["write_calls"],
+                  **{f"{d}_span_s": overview[f"{d}_span_ns"] / 1e9 for d in DIRECTIONS}}
+        rows = [{"label": label, "kind": "bytes" if key.startswith("bytes") else "num" if key.endswith("_s")
+                 else "count", "job": job.get(key), "replay": replay[key]} for key, label in SIDE_BY_SIDE]
+    lag = stats["replay_lag"]
+    return {"description": stats["source"], "notes": stats["source_notes"], "sample": stats["sample"],
+            "job": job_text(stats["source_job"]) if stats["source_job"] else None,
+            "layer": stats["job_side"][0] if stats["job_side"] else None, "side_by_side": rows,
+            "lag": ReplayLag.from_dict(lag).text() if lag else None, "pace_note": stats["rank_time_note"],
+            "payload_note": None if stats["payload"] == Payload.FULL.value else PAYLOAD_NONE_TIMES}
 
 
 def compare_reports(datas: list[dict]) -> dict:

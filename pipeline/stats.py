@@ -8,10 +8,13 @@ from __future__ import annotations
 import itertools
 
 from callid_core import schema as S
+from callid_core.choices import Payload
 from callid_core.ids import Layout
-from pipeline.checks import count_findings, run_checks
+from pipeline.checks import CheckResults, count_findings, run_checks
 from pipeline.insights import compare_insights, count_insights, run_insights
-from pipeline.query import connect, format_rows, named_query, ranks_text
+from pipeline.lag import ReplayLag, replay_lag
+from pipeline.query import connect, format_rows, named_query, ranks_text, run_config
+from pipeline.source import PAYLOAD_NONE_TIMES, in_the_job, job_of, job_side, job_text, notes_of, sample_text
 
 
 def _rows(con, sql: str) -> list[dict]:
@@ -80,8 +83,8 @@ def _imbalance(rows: list[dict], key: str) -> float | None:
     return round(max(values) / mean, 3) if mean else None
 
 
-def compute_stats(db: str, findings: list[dict] | None = None, insights: list[dict] | None = None) -> dict:
-    """All figures of ``callid stats`` as one JSON-ready dict (``findings`` and ``insights``: those of
+def compute_stats(db: str, checks: CheckResults | None = None, insights: list[dict] | None = None) -> dict:
+    """All figures of ``callid stats`` as one JSON-ready dict (``checks`` and ``insights``: those of
     :func:`run_checks` and :func:`run_insights` on ``db``, if the caller has them already)."""
     con = connect(db)
     try:
@@ -156,9 +159,22 @@ def compute_stats(db: str, findings: list[dict] | None = None, insights: list[di
         io = [r for r in stats["servers"] if r["bytes"]]
         stats["server_imbalance"] = {k: _imbalance(io, k) for k in ("ops", "bytes", "busy_ns")}
         stats["rank_imbalance"] = {k: _imbalance(stats["time_by_rank"], k) for k in ("io_ns", "bytes")}
+        # a replay: its source's job and notes, the share of the job's I/O the log holds, the lag
+        lag = replay_lag(con)
+        job = job_of(run)
+        origins = [o for (o,) in con.execute("SELECT origin FROM calls WHERE origin IS NOT NULL").fetchall()]
+        stats |= {"payload": run_config(con).get("payload", Payload.FULL.value),
+                  "source_notes": notes_of(run), "source_job": job, "sample": sample_text(job),
+                  "job_side": job_side(job, origins), "replay_lag": lag.as_dict() if lag else None,
+                  "rank_time_note": lag.why_not() if lag else None}
+        if stats["rank_time_note"]:
+            stats["rank_imbalance"]["io_ns"] = None
     finally:
         con.close()
-    stats["findings"] = count_findings(run_checks(db) if findings is None else findings)
+    checks = run_checks(db) if checks is None else checks
+    stats["findings"] = count_findings(checks.findings)
+    # the checks this source cannot decide (a replay), apart from the findings
+    stats["checks_undecidable"] = [u["code"] for u in checks.undecidable]
     found = run_insights(db) if insights is None else insights
     stats["insights"] = count_insights(found)
     kept = ("code", "severity", "title", "detail", "files", "servers")
@@ -184,8 +200,10 @@ def render_stats(stats: dict) -> str:
         f"(at most {stats['fanin']['max_calls_per_disk_op']}); aggregator ranks: "
         f"{ranks_text(stats['aggregators'])}",
     ]
+    undecidable = len(stats["checks_undecidable"])
     lines.append(f"  callid check: {stats['findings']['error']} errors, {stats['findings']['warning']} "
-                 "warnings of MPI-IO usage (callid check DB lists them)")
+                 "warnings of MPI-IO usage" + (f", {undecidable} checks not decidable from this source"
+                                               if undecidable else "") + " (callid check DB lists them)")
     lines.append(f"  callid insights: {stats['insights']['high']} high, {stats['insights']['warning']} "
                  "warnings (callid insights DB says what to change)")
     if stats["source"]:
@@ -193,6 +211,17 @@ def render_stats(stats: dict) -> str:
         lines += [f"  replay of {stats['source']}",
                   f"  {stats['replayed_calls']} calls replayed; calls with inferred parts (the calls' "
                   f"'inferred' column): {inferred}"]
+        lines += [f"  note: {n}" for n in stats["source_notes"]]
+        if stats["source_job"]:
+            lines.append(f"  {job_text(stats['source_job'])}")
+        if stats["job_side"]:
+            lines.append(f"  {in_the_job(*stats['job_side'])}")
+        if stats["sample"]:
+            lines.append(f"  every figure of the replay is {stats['sample']}")
+        if stats["replay_lag"]:
+            lines.append(f"  {ReplayLag.from_dict(stats['replay_lag']).text()}")
+    if stats["payload"] != Payload.FULL.value:
+        lines.append(f"  payload {stats['payload']}: {PAYLOAD_NONE_TIMES}")
     ref = next((c["clock"] for c in stats["clocks"] if c["quality"] == "reference"), "?")
     clocks_title = (f"Clocks onto {ref} ({stats['clock_sync']} model: {ref} time = local + offset + "
                     "drift * (local - t0), within +- bound; causality violations before and after)")
@@ -202,7 +231,8 @@ def render_stats(stats: dict) -> str:
              if len(shown) < len(ranks) else "ms")
     sections = (
         ("Time per MPI function (ms; MiB/s: bytes over the calls' time)", "time_by_func", None),
-        (f"Time in MPI-IO per rank ({which}; imbalance max/mean: time {stats['rank_imbalance']['io_ns']}, "
+        (f"Time in MPI-IO per rank ({which}; imbalance max/mean: time "
+         f"{stats['rank_imbalance']['io_ns'] or stats['rank_time_note']}, "
          f"bytes {stats['rank_imbalance']['bytes']})", "time_by_rank", shown),
         (f"Slowest calls and where their time went (ms; at most {SLOWEST})", "slowest_calls", None),
         ("Fan-out per MPI function (disk operations and servers per call)", "fanout_by_func", None),
@@ -236,6 +266,7 @@ def render_comparison(names: list[str], all_stats: list[dict]) -> str:
     rows = [(key, *(s[key] for s in all_stats)) for key in COMPARED]
     rows += [(f"fanin.{k}", *(s["fanin"][k] for s in all_stats)) for k in all_stats[0]["fanin"]]
     rows += [(f"findings.{k}", *(s["findings"][k] for s in all_stats)) for k in all_stats[0]["findings"]]
+    rows.append(("checks_undecidable", *(len(s["checks_undecidable"]) for s in all_stats)))
     rows += [(f"insights.{k}", *(s["insights"][k] for s in all_stats)) for k in all_stats[0]["insights"]]
     rows.append(("aggregators", *(ranks_text(s["aggregators"]) for s in all_stats)))
     rows += [(f"server_imbalance.{k}", *(s["server_imbalance"][k] for s in all_stats))

@@ -1,8 +1,9 @@
 """What looks wrong in a merged output, one line each: ``callid merge`` prints these after writing.
 
 Each warning is a SQL query over the merged tables returning one row (a number and the ranks or
-clocks involved) when it fires: no traced call, ranks that logged nothing or stopped early, server
-operations whose call is missing, clocks that could not be aligned, violations left after alignment.
+clocks involved) when it fires: no traced call, ranks that logged nothing or stopped early (not on a
+replay that did not keep the ranks' pace: ``pipeline.lag``), server operations whose call is missing,
+clocks that could not be aligned, violations left after alignment.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from callid_core.units import ranks_phrase
+from pipeline.lag import PACE_KEPT_SQL
 from pipeline.query import connect
 
 __all__ = ["merge_warnings"]
@@ -21,7 +23,7 @@ STOPPED_EARLY, STOPPED_LATE = 0.5, 0.9
 _RANKS = f"""
 WITH r AS (SELECT rank, max(t_end) AS last FROM calls GROUP BY rank),
      s AS (SELECT min(t_start) AS t0, max(t_end) AS t1, max(rank) AS top FROM calls)
-SELECT list(rank ORDER BY rank) FILTER (WHERE last < t0 + {STOPPED_EARLY} * (t1 - t0)),
+SELECT list(rank ORDER BY rank) FILTER (WHERE last < t0 + {STOPPED_EARLY} * (t1 - t0) AND {PACE_KEPT_SQL}),
        count(*) FILTER (WHERE last >= t0 + {STOPPED_LATE} * (t1 - t0)) * 2 >= count(*),
        (SELECT list(x) FROM range((SELECT top FROM s)::BIGINT) t(x) WHERE x NOT IN (SELECT rank FROM r))
 FROM r, s

@@ -8,7 +8,7 @@ import sys
 
 from callid_core.config import Config
 from callid_core.errors import CallidError
-from server_sim.server import Server
+from server_sim.server import EXIT_LOG_LOST, Server
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,8 +33,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"server_sim: server {args.name!r} cannot listen on {server.me.host}:{server.me.port}: "
               f"{exc.strerror or exc}", file=sys.stderr)
         return 2
-    server.serve(args.addr_file, listener)
-    return 0
+    return 0 if server.serve(args.addr_file, listener) else EXIT_LOG_LOST
 
 
 if __name__ == "__main__":

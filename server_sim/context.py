@@ -29,6 +29,7 @@ class ServerState:
     io_servers: tuple[str, ...]
     default_strip_size: int
     max_flow: int  # most bytes one I/O request may move on one datafile
+    payload: int  # what its I/O requests move (protocol.PayloadCode: the bytes, or sizes only)
 
 
 def send_reply(sock: socket.socket, tag: int, msg: P.Response, t_recv: int) -> None:

@@ -12,6 +12,7 @@ the kernel's socket buffers, and move in batches of up to ``bmi.FLOW_BATCH`` byt
 sends a write's buffers without waiting, a batch at a time, the server receives a batch
 in one scatter receive (``bmi.recv_messages_into``) and then writes each buffer; a read's
 buffers are read one by one and leave a batch at a time (several messages, one system call).
+On a payload-free file system no buffer travels: each buffer is one Trove operation on its size.
 """
 
 from __future__ import annotations
@@ -47,28 +48,53 @@ def _give(buf: bytearray) -> None:
 
 
 def _trove_op(ctx: RequestContext, handle: int, flow_id: int, op: str,
-              fn: Callable[[int, list, memoryview], int], k: int, pieces: list, view: memoryview) -> int:
-    """Run the Trove list operation of buffer ``k`` and record it, attributed and placed in the file."""
+              fn: Callable[[int, list, memoryview | None], int], k: int, pieces: list, size: int,
+              view: memoryview | None = None) -> int:
+    """Run the Trove list operation of buffer ``k`` (``size`` bytes, in ``view``; None: sizes only)
+    and record it, attributed and placed in the file."""
     event_id = ctx.new_id()
     t0 = now()
     n = fn(handle, pieces, view)
     t1 = now()
-    callids, nbytes, holes = ctx.attribution.share(k, view.nbytes)
+    callids, nbytes, holes = ctx.attribution.share(k, size)
     dist, dfile = ctx.layout
-    ctx.record(event_id, "trove", op, flow_id, handle, pieces[0][0], view.nbytes, t0, t1, callids, nbytes,
+    ctx.record(event_id, "trove", op, flow_id, handle, pieces[0][0], size, t0, t1, callids, nbytes,
                dist.logical_extent(dfile, pieces), holes)
     return n
+
+
+def _sizes_only(ctx: RequestContext, handle: int, segments: Segments, op: str,
+                fn: Callable[[int, list, memoryview | None], int], ahead: list[memoryview]) -> int:
+    """The flow of a payload-free file system (``Trove.STORES_DATA`` false): no buffer travels, each
+    buffer's Trove operation runs on its size alone and is recorded as with data, then ``ahead``
+    (a read's acknowledgement) leaves; the bytes of the stream.  The same events as a flow with data."""
+    flow_id = ctx.new_id()
+    t0 = now()
+    total = 0
+    try:
+        ctx.attribution.expect(buffer_count(ctx.nbytes, ctx.state.flow_buffer))
+        for k, (pieces, nbytes) in enumerate(stream_buffers(segments, ctx.state.flow_buffer)):
+            _trove_op(ctx, handle, flow_id, f"trove_{op}", fn, k, pieces, nbytes)
+            total += nbytes
+        if ahead:
+            bmi.send_buffers(ctx.sock, ahead)
+    finally:
+        ctx.record(flow_id, "flow", f"flow_{op}", ctx.event_id, handle, segments[0][0] if segments else 0,
+                   total, t0, now(), None, ctx.request_bytes())
+    return total
 
 
 def write_flow(ctx: RequestContext, handle: int, segments: Segments) -> int:
     """Receive the stream's buffers from the request's connection, up to ``bmi.FLOW_BATCH`` bytes
     of them in one scatter receive, and write each with one Trove operation (attributed by the
     request's ``ctx.attribution``)."""
+    state, sock, tag = ctx.state, ctx.sock, ctx.tag
+    if not state.trove.STORES_DATA:  # (payload NONE: the client sends no buffer)
+        return _sizes_only(ctx, handle, segments, "write", state.trove.write_list, [])
     flow_id = ctx.new_id()
     t0 = now()
-    state, sock, tag = ctx.state, ctx.sock, ctx.tag
-    per_batch = max(1, bmi.FLOW_BATCH // state.flow_buffer)
     count = buffer_count(ctx.nbytes, state.flow_buffer)
+    per_batch = max(1, bmi.FLOW_BATCH // state.flow_buffer)
     scratch = _take(per_batch * state.flow_buffer)
     buf = memoryview(scratch)
     total = pos = 0
@@ -86,7 +112,7 @@ def write_flow(ctx: RequestContext, handle: int, segments: Segments) -> int:
                 if failure is None:  # after a Trove error, keep draining the client's buffers
                     try:
                         total += _trove_op(ctx, handle, flow_id, "trove_write", state.trove.write_list, i,
-                                           buf_pieces, view)
+                                           buf_pieces, view.nbytes, view)
                     except OSError as exc:
                         failure = exc
             batch, pos = [], 0
@@ -106,20 +132,22 @@ def read_flow(ctx: RequestContext, handle: int, segments: Segments, ahead: list[
     Buffers leave in batches of up to ``bmi.FLOW_BATCH`` bytes, one system call each;
     ``ahead`` (the request's acknowledgement) leaves with the first batch, so after a
     Trove error before that it is never sent."""
+    state, sock, tag = ctx.state, ctx.sock, ctx.tag
+    if not state.trove.STORES_DATA:  # (payload NONE: the acknowledgement alone leaves)
+        return _sizes_only(ctx, handle, segments, "read", state.trove.read_list, ahead)
     flow_id = ctx.new_id()
     t0 = now()
-    state, sock, tag = ctx.state, ctx.sock, ctx.tag
+    count = buffer_count(ctx.nbytes, state.flow_buffer)
     per_batch = max(1, bmi.FLOW_BATCH // state.flow_buffer)
     scratch = _take(per_batch * state.flow_buffer)
     buf = memoryview(scratch)
     out = ahead
     total = pos = 0
     try:
-        count = buffer_count(ctx.nbytes, state.flow_buffer)
         ctx.attribution.expect(count)
         for i, (pieces, nbytes) in enumerate(stream_buffers(segments, state.flow_buffer), 1):
             view = buf[pos:pos + nbytes]
-            _trove_op(ctx, handle, flow_id, "trove_read", state.trove.read_list, i - 1, pieces, view)
+            _trove_op(ctx, handle, flow_id, "trove_read", state.trove.read_list, i - 1, pieces, nbytes, view)
             out += bmi.frame(bmi.MODE_EXPECTED, tag, view)
             pos += nbytes
             total += nbytes

@@ -28,6 +28,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from callid_core.choices import Payload
 from callid_core.errors import CallidError
 
 PROTOCOL_MAGIC = 0x43414C4C  # "CALL"
@@ -37,7 +38,8 @@ PROTOCOL_MAGIC = 0x43414C4C  # "CALL"
 #: buffer) instead of the ``callid_map`` of logical ranges.
 #: 4: a server's event log is flushed, read and removed by requests (``log_flush``, ``log_read``,
 #: ``log_remove``), so a run takes the logs of servers on hosts whose directories it cannot see.
-PROTOCOL_VERSION = 4
+#: 5: an I/O request says what its flow moves (``payload``: the bytes, or their sizes only).
+PROTOCOL_VERSION = 5
 #: Most data bytes a small-I/O request carries: the 16 KiB unexpected-message limit
 #: less 1 KiB kept for the header, hints and fields.
 SMALL_IO_MAX_DATA = 15 * 1024
@@ -108,6 +110,16 @@ class Kind(enum.IntEnum):
 class IoType(enum.IntEnum):
     READ = 0
     WRITE = 1
+
+
+#: An I/O request's ``payload``: the file system's :class:`~callid_core.choices.Payload`, numbered in
+#: its order (FULL 0: the data travels; NONE 1: sizes only, no data in the request, flow or reply).
+PayloadCode = enum.IntEnum("PayloadCode", [(m.name, i) for i, m in enumerate(Payload)])
+
+
+def payload_code(payload: str) -> enum.IntEnum:
+    """The :data:`PayloadCode` of a configuration's payload (``"none"``: NONE); ValueError if none is."""
+    return PayloadCode[Payload(payload).name]
 
 
 # --------------------------------------------------------------------------- codecs
@@ -712,8 +724,8 @@ class RemoveRequest(Request):
 class IoRequest(Request):
     """Read or write the logical ``regions`` of a file on one datafile (n of c).
 
-    The reply acknowledges the request; the data follows in flow buffers, and a write
-    ends with its completion."""
+    The reply acknowledges the request; the data follows in flow buffers (with payload NONE no
+    buffer travels), and a write ends with its completion."""
 
     OP = Op.IO
     REPLY = IoResponse
@@ -724,12 +736,15 @@ class IoRequest(Request):
     dfile_nr: int = wire(U32, 0)
     dfile_count: int = wire(U32, 1)
     regions: list = wire(REGIONS, [], valid="file_end")
+    # the file system's payload (Config.payload); a server serving another one refuses the request
+    payload: int = wire(U32, PayloadCode.FULL, valid=PayloadCode)
 
 
 @message
 @dataclass
 class SmallIoRequest(IoRequest):
-    """I/O whose data travels inside the request (write) or the reply (read)."""
+    """I/O whose data travels inside the request (write) or the reply (read); with payload NONE,
+    neither carries any."""
 
     OP = Op.SMALL_IO
     REPLY = SmallIoResponse

@@ -11,6 +11,7 @@ machine is named as the event of its request: the op's name, with the I/O type f
 
 from __future__ import annotations
 
+import errno
 import functools
 import logging
 from collections.abc import Callable
@@ -110,9 +111,9 @@ def serve(ctx: RequestContext, req: P.Request, machine: Machine) -> P.Response |
         return req.error(exc.status)
     except bmi.BmiError:
         raise
-    except OSError as exc:
+    except OSError as exc:  # (a full disk says so; any other error is EIO)
         log.warning("I/O error: %s", exc)
-        return req.error(P.Status.EIO)
+        return req.error(P.Status.ENOSPC if exc.errno == errno.ENOSPC else P.Status.EIO)
     except Exception:  # a bad request answered, the connection and the server kept
         log.exception("%s request failed", machine.name)
         return req.error(P.Status.EIO)
@@ -142,9 +143,14 @@ def _ack(ctx: RequestContext, req: P.IoRequest) -> P.Response:
 
 @action
 def io_prelude(ctx: RequestContext, req: P.IoRequest, _: None) -> Segments:
-    """Check the distribution; cut the regions into this datafile's physical segments, in stream order;
+    """Check the payload (the file system's) and the distribution; cut the regions into this datafile's
+    physical segments, in stream order;
     check that they are no more than the server allows (E2BIG: a small I/O's data limit, the flow
     length of the configuration); set up the attribution of the request's disk operations."""
+    if req.payload != ctx.state.payload:
+        raise RequestError(P.Status.EINVAL, f"{req.NAME} request with payload "
+                                            f"{P.PayloadCode(req.payload).name.lower()} on a file system "
+                                            f"with payload {P.PayloadCode(ctx.state.payload).name.lower()}")
     if req.strip_size <= 0 or not 0 <= req.dfile_nr < req.dfile_count:
         raise RequestError(P.Status.EINVAL, f"bad distribution {req.strip_size=} "
                                             f"{req.dfile_nr=} {req.dfile_count=}")
@@ -192,9 +198,10 @@ def read_flow(ctx: RequestContext, req: P.IoRequest, segments: Segments) -> None
 
 
 def _small_op(ctx: RequestContext, req: P.SmallIoRequest, op: str,
-              fn: Callable[[int, Segments, memoryview], int], segments: Segments, view: memoryview) -> None:
+              fn: Callable[[int, Segments, memoryview | None], int], segments: Segments,
+              view: memoryview | None) -> None:
     """One Trove list operation on the whole of a small I/O, recorded under the request (attributed
-    as the request's only operation)."""
+    as the request's only operation); ``view`` None: sizes only."""
     dist, dfile = ctx.layout
     attribution = ctx.attribution
     attribution.expect(1)
@@ -208,24 +215,29 @@ def _small_op(ctx: RequestContext, req: P.SmallIoRequest, op: str,
 
 @action
 def trove_write(ctx: RequestContext, req: P.SmallIoRequest, segments: Segments) -> tuple[int, bytes]:
-    """Write the data the request carries; the datafile's size before, and no data to return."""
+    """Write the data the request carries (payload NONE: it carries none); the datafile's size
+    before, and no data to return."""
     trove = ctx.state.trove
     size = trove.size(req.handle)
-    if len(req.data) != ctx.nbytes:
-        raise RequestError(P.Status.EINVAL, f"small_io carries {len(req.data)} bytes for {ctx.nbytes}")
+    carried = ctx.nbytes if trove.STORES_DATA else 0
+    if len(req.data) != carried:
+        raise RequestError(P.Status.EINVAL, f"small_io carries {len(req.data)} bytes for {carried}")
     if ctx.nbytes:
-        _small_op(ctx, req, "trove_write", trove.write_list, segments, memoryview(req.data))
+        _small_op(ctx, req, "trove_write", trove.write_list, segments,
+                  memoryview(req.data) if trove.STORES_DATA else None)
     return size, b""
 
 
 @action
 def trove_read(ctx: RequestContext, req: P.SmallIoRequest, segments: Segments) -> tuple[int, bytearray]:
-    """Read the segments; the datafile's size before, and the data for the reply."""
+    """Read the segments; the datafile's size before, and the data for the reply (payload NONE:
+    none)."""
     trove = ctx.state.trove
     size = trove.size(req.handle)
-    data = bytearray(ctx.nbytes)
+    data = bytearray(ctx.nbytes if trove.STORES_DATA else 0)
     if ctx.nbytes:
-        _small_op(ctx, req, "trove_read", trove.read_list, segments, memoryview(data))
+        _small_op(ctx, req, "trove_read", trove.read_list, segments,
+                  memoryview(data) if trove.STORES_DATA else None)
     return size, data
 
 

@@ -31,7 +31,7 @@ from server_sim import protocol as P
 from server_sim.context import RequestContext, ServerState, send_reply
 from server_sim.events import ServerEvents, now
 from server_sim.requests import RequestError, machine_for, serve
-from server_sim.trove import MetaStore, Trove
+from server_sim.trove import MetaStore, SizeTrove, Trove
 
 log = logging.getLogger("server_sim.server")
 
@@ -41,6 +41,8 @@ AUTH_TIMEOUT = 10.0
 SHUTDOWN_GRACE = 5.0
 #: Exit status when even the flush does not end within twice the grace (the watchdog's).
 EXIT_HUNG = 3
+#: Exit status when the event log could not be flushed (a full disk): its last events are lost.
+EXIT_LOG_LOST = 4
 #: Listen backlog (connections the kernel holds before they are accepted).
 BACKLOG = 256
 #: File descriptors a server keeps for itself beside connections and open datafiles (the
@@ -92,10 +94,12 @@ class Server:
         clock.use_domain(config.clock_skew, config.clock_t0, name)
         self.max_connections, open_files = _descriptors(config.max_connections, Trove.MAX_OPEN)
         self.events = ServerEvents(replace(config, trace_dir=config.trace_dir_of(self.me)), name)
-        self.trove = Trove(self.me.storage, open_files)
+        payload = P.payload_code(config.payload)  # (the file system's: never a client's)
+        self.trove = (Trove if payload == P.PayloadCode.FULL else SizeTrove)(self.me.storage, open_files)
         self.meta = MetaStore(self.me.storage) if ROLE_META in self.me.roles else None
         self.state = ServerState(name, self.trove, self.meta, self.events, config.flow_buffer,
-                                 tuple(s.name for s in config.io_servers), config.strip_size, config.max_flow)
+                                 tuple(s.name for s in config.io_servers), config.strip_size, config.max_flow,
+                                 payload)
         self._conns: dict[socket.socket, threading.Thread] = {}
         self._lock = threading.Lock()
         self._refused = 0
@@ -108,9 +112,9 @@ class Server:
         return socket.create_server((self.me.host, self.me.port), backlog=BACKLOG)
 
     def serve(self, addr_file: str | os.PathLike[str] | None = None,
-              listener: socket.socket | None = None) -> None:
+              listener: socket.socket | None = None) -> bool:
         """Listen, write ``addr_file`` (its address and process id), serve until SIGTERM, then
-        flush."""
+        flush; whether the event log was flushed."""
         listener = listener or self.listen()
         host, port = listener.getsockname()[:2]
         addr = {"host": host, "port": port, "pid": os.getpid(), "hostname": socket.gethostname()}
@@ -133,7 +137,8 @@ class Server:
             log.info("server %s shutting down", self.me.name)
         finally:
             listener.close()
-            self.close()
+            flushed = self.close()
+        return flushed
 
     def _signal(self, signum: int, frame: object) -> None:
         """SIGTERM, SIGINT: stop (the first one only: a later one cannot cut the stop short)."""
@@ -196,9 +201,9 @@ class Server:
             log.warning("refused a connection from %s:%s: %s (%d refused so far)", peer[0], peer[1], why,
                         self._refused)
 
-    def close(self) -> None:
+    def close(self) -> bool:
         """Stop the connections, let their work finish (at most ``SHUTDOWN_GRACE`` s) and flush
-        the event log.  A watchdog ends the process if even that does not end."""
+        the event log; whether it was flushed.  A watchdog ends the process if even that does not end."""
         watchdog = threading.Timer(2 * SHUTDOWN_GRACE, os._exit, (EXIT_HUNG,))
         watchdog.daemon = True
         watchdog.start()
@@ -216,15 +221,18 @@ class Server:
         if busy:
             log.warning("%d connections still busy after %.0f s: their last events are lost", busy,
                         SHUTDOWN_GRACE)
+        flushed = True
         try:
             self.events.close()
         except Exception:  # noqa: BLE001 (the rest still closes)
             log.exception("the event log could not be flushed")
+            flushed = False
         if not busy:  # (else a busy thread may still use them: the process ends with them open)
             self.trove.close()
             if self.meta is not None:
                 self.meta.close()
         watchdog.cancel()
+        return flushed
 
     # -- one connection ------------------------------------------------------------------
     def _connection(self, sock: socket.socket, peer: tuple) -> None:

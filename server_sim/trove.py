@@ -1,4 +1,5 @@
-"""Trove: bstreams as real files on local disk, and a transactional metadata store (sqlite3)."""
+"""Trove: bstreams as real files on local disk (or, for a payload-free file system, their sizes
+only), and a transactional metadata store (sqlite3)."""
 
 from __future__ import annotations
 
@@ -61,6 +62,9 @@ class Trove:
         finally:
             if not kept:
                 os.close(fd)
+
+    #: whether the data operations store and read bytes (:class:`SizeTrove`: sizes only)
+    STORES_DATA = True
 
     def write_list(self, handle: int, segments: Segments, data: memoryview) -> int:
         """Write ``data`` to the physical ``segments`` in order (one list operation)."""
@@ -130,6 +134,33 @@ class Trove:
             fds, self._fds = list(self._fds.values()), {}
         for fd in fds:
             os.close(fd)
+
+
+class SizeTrove(Trove):
+    """The Trove of a payload-free file system (``callid_core.choices.Payload.NONE``): each data
+    operation opens its file as :class:`Trove` does, but a write only extends the file sparsely to
+    the end of its segments (``ftruncate``: no data blocks) and a read only counts the bytes the file
+    holds; neither touches a buffer (None).  Sizes, and so every answer about them, are those of a
+    :class:`Trove` given the same operations."""
+
+    STORES_DATA = False
+
+    def __init__(self, storage: str | os.PathLike[str], max_open: int = Trove.MAX_OPEN) -> None:
+        super().__init__(storage, max_open)
+        self._grow = threading.Lock()  # (a size is read and set as one step)
+
+    def write_list(self, handle: int, segments: Segments, data: memoryview | None = None) -> int:
+        """Extend the file to the end of ``segments`` (never shrink it); the bytes they hold."""
+        end = max((off + length for off, length in segments), default=0)
+        with self._open(handle, create=True) as fd, self._grow:
+            if os.fstat(fd).st_size < end:
+                os.ftruncate(fd, end)
+        return sum(length for _, length in segments)
+
+    def read_list(self, handle: int, segments: Segments, out: memoryview | None = None) -> int:
+        """The bytes of ``segments`` before the file's end (what :meth:`Trove.read_list` reads)."""
+        size = self.size(handle)
+        return sum(max(0, min(length, size - off)) for off, length in segments)
 
 
 class MetaStore:

@@ -14,7 +14,7 @@ import itertools
 import select
 import threading
 import time
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,14 +108,20 @@ _DONE_SIZE = len(P.encode(P.WriteCompletion()))
 class SysInt:
     """File-system client of one rank."""
 
-    def __init__(self, config: Config, rank: int, on_rpc: RpcHook, on_phase: PhaseHook = _no_phase) -> None:
+    def __init__(self, config: Config, rank: int, on_rpc: RpcHook, on_phase: PhaseHook = _no_phase,
+                 seq: Iterator[int] | None = None) -> None:
+        """``seq``: the request ids (default its own; clients sending for one rank share theirs)."""
         self.config = config
         self.rank = rank
         self.on_rpc = on_rpc
         self.on_phase = on_phase  # (the trace of the phases of the collective calls made through this client)
         self.stamp = config.callid
         self.small_io_limit = min(config.small_io, P.SMALL_IO_MAX_DATA)
-        self._seq = itertools.count(1)
+        # What the I/O requests say they move (the file system's payload: its servers refuse another);
+        # NONE: no data travels, a read leaves the caller's buffer as it was
+        self.payload = P.payload_code(config.payload)
+        self.carries_data = self.payload == P.PayloadCode.FULL
+        self._seq = itertools.count(1) if seq is None else seq
         self._conns: dict[str, _Connection] = {}
         self._used: dict[str, float] = {}  # when an exchange last took each server's connection (monotonic s)
         self._conn_lock = threading.Lock()
@@ -315,7 +321,8 @@ class SysInt:
     # -- data -----------------------------------------------------------------------
     def io(self, f: FileAttrs, io_type: P.IoType, regions: Sequence[tuple[int, int]],
            stream: memoryview, call: CallContext) -> int:
-        """Move ``stream`` to/from the file ``regions`` (list I/O); return the bytes transferred.
+        """Move ``stream`` to/from the file ``regions`` (list I/O); return the bytes transferred
+        (on a payload-free file system only their sizes travel: ``stream`` is neither read nor written).
 
         One request goes to every datafile holding bytes of the access, with at most
         ``MAX_IO_REGIONS`` regions and ``config.max_flow`` bytes each (more: more requests, same
@@ -411,9 +418,10 @@ class SysInt:
         hint = P.encode_callid_bytes(entries)
         msg = (P.SmallIoRequest if small else P.IoRequest)(
             handle=f.dfiles[n][1], io_type=io_type, strip_size=f.strip_size, dfile_nr=n,
-            dfile_count=len(f.dfiles), regions=[region for region, _, _ in items])
+            dfile_count=len(f.dfiles), regions=[region for region, _, _ in items], payload=self.payload)
         msg.hints = self._hints(call, 0, hint)
-        # (a small I/O's data adds its bytes and at most 8 of padding to the encoded request)
+        # (a small I/O's data adds its bytes and at most 8 of padding to the encoded request; counted
+        # whatever the payload, so that a payload-free run plans the requests of one with data)
         if len(P.encode(msg)) + (nbytes + 8 if small else 0) <= bmi.UNEXPECTED_LIMIT:
             return [(items, small, hint)]
         if small:
@@ -435,7 +443,7 @@ class SysInt:
         buffers of every datafile of an access interleave."""
         server, handle = f.dfiles[n]
         common = dict(handle=handle, io_type=io_type, strip_size=f.strip_size, dfile_nr=n,
-                      dfile_count=len(f.dfiles), regions=regions)
+                      dfile_count=len(f.dfiles), regions=regions, payload=self.payload)
         if small:
             data = b""
             if io_type == P.IoType.WRITE:
@@ -448,8 +456,10 @@ class SysInt:
             # request with callid_bytes was checked when planned: it fits.)
             values = 2 * len(regions) + len(call.callids)
             if callid_bytes or values <= 48 or len(P.encode(msg)) <= bmi.UNEXPECTED_LIMIT:  # else: a flow
+                if not self.carries_data:  # (checked with the data, as a run with data decides)
+                    msg.data = b""
                 resp = yield from self._steps(server, msg, call, callid_bytes=callid_bytes)
-                if io_type == P.IoType.READ:
+                if io_type == P.IoType.READ and self.carries_data:
                     _scatter(resp.data, view, pieces)
                 return resp.bstream_size
 
@@ -463,7 +473,8 @@ class SysInt:
                 # size is the file system's, from the shared configuration).
                 raw = memoryview(bytearray(_ACK_SIZE))
                 messages = [[raw], *([view[o:o + k] for o, k in buf]
-                                     for buf, _ in flow_buffers(pieces, self.config.flow_buffer))]
+                                     for buf, _ in flow_buffers(pieces, self.config.flow_buffer)
+                                     if self.carries_data)]
                 got = bmi.recv_messages_into(conn.sock, tag, messages, short_first=True)
                 ack = P.decode_reply(raw[:got], msg)
                 if not isinstance(ack, P.ErrorResponse):
@@ -475,8 +486,8 @@ class SysInt:
                 return ack
             self._check_buffers(ack)  # (callid_bytes says whose each buffer is: cut as it was planned)
             # The buffers leave in batches of up to bmi.FLOW_BATCH bytes, one system call each
-            # where the socket takes them (the server receives a batch at once too).
-            buffers = flow_buffers(pieces, ack.buffer_size)
+            # where the socket takes them (the server receives a batch at once too); none without data.
+            buffers = flow_buffers(pieces, ack.buffer_size) if self.carries_data else []
             per_batch = max(1, bmi.FLOW_BATCH // ack.buffer_size)
             out: list[memoryview] = []
             for i, (buf, _) in enumerate(buffers, 1):
@@ -485,6 +496,8 @@ class SysInt:
                     bmi.send_buffers(conn.sock, out)
                     out = []
                     yield MORE if i < len(buffers) else WAIT
+            if not buffers:
+                yield WAIT
             done = conn.response(tag, msg, _DONE_SIZE, msg.COMPLETION)
             done.t_recv = ack.t_recv
             return done

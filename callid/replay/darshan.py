@@ -24,6 +24,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import IO
 
 import numpy as np
@@ -32,6 +33,7 @@ import pyarrow.compute as pc
 
 from callid.replay.accesses import ACCESS, READ, WRITE
 from callid_core.errors import InputError
+from callid_core.evidence import DXT_LAYERS
 
 __all__ = ["DarshanLog", "read_log"]
 
@@ -55,6 +57,11 @@ class DarshanLog:
     hosts: dict[int, str]  # rank -> host name, from the DXT records
     segments: dict[str, int] = field(default_factory=dict)  # per DXT module: segments taken
     notes: list[str] = field(default_factory=list)  # what was inferred, and where
+    #: the job, as the log records it: jobid, exe (with its arguments), nprocs, start, end (UTC),
+    #: run_time_s, hosts, host_names, darshan_version, log_version, modules; per counter module
+    #: (MPI-IO, POSIX) its totals: '<module>.bytes_read' ... (see _layer); over the files replayed, the
+    #: operations DXT holds and the counters count: 'sample.reads_held', 'sample.reads_counted', ...
+    job: dict[str, str] = field(default_factory=dict)
 
     def ranks_per_host(self) -> int:
         """Ranks per host when the ranks fill the hosts in blocks of one size (as ``callid run
@@ -98,8 +105,7 @@ def read_log(path: str | os.PathLike[str]) -> DarshanLog:
             exe = dbe.log_get_exe(log)
             records = {mod: _dxt_records(dbe, log, mod) for mod in (MPIIO, POSIX) if mod in modules}
             counters = _mpiio_counters(dbe, log) if "MPI-IO" in modules else {}
-            counted = {mod: _operations(dbe, log, layer) for mod, layer in _LAYERS.items()
-                       if mod in records and layer in modules}
+            layers = {layer: _layer(dbe, log, layer) for layer in DXT_LAYERS.values() if layer in modules}
         finally:
             dbe.log_close(log)
     if said.read(1):
@@ -124,7 +130,11 @@ def read_log(path: str | os.PathLike[str]) -> DarshanLog:
                 if len(segs):
                     inferred = _inferred(mod, counters, rec.file_id, rec.rank, io, name, out.notes)
                     parts.append(_columns(segs, rec.rank, index[rec.file_id], io, mod, *inferred))
+    counted = {mod: layers[layer][0] for mod, layer in DXT_LAYERS.items()
+               if mod in records and layer in layers}
     out.notes += _incomplete(modules, records, counted, names)
+    out.job = _job(job, exe, modules, {layer: totals for layer, (_, totals) in layers.items()}, out.hosts)
+    out.job |= {f"sample.{k}": str(v) for k, v in _sample(records, counted, mpiio_files).items()}
     if not out.segments or not any(out.segments.values()):
         raise InputError(f"{path}: the log's DXT traces hold no accesses: {ENABLE_DXT}")
     table = _table(parts, files)
@@ -195,23 +205,86 @@ def _mpiio_counters(dbe, log: dict) -> dict[tuple[int, int], dict[str, int]]:
     return out
 
 
-#: the counter module of each DXT module, and its counters of operations (reads, writes)
-_LAYERS = {MPIIO: "MPI-IO", POSIX: "POSIX"}
+#: the counters of operations (reads, writes) of each counter module
 _OPERATIONS = {"MPI-IO": {READ: [n for group in _CALLS[READ] for n in group],
                           WRITE: [n for group in _CALLS[WRITE] for n in group]},
                "POSIX": {READ: ["POSIX_READS"], WRITE: ["POSIX_WRITES"]}}
 
 
-def _operations(dbe, log: dict, layer: str) -> dict[tuple[int, str], int]:
-    """(file record id, read or write) -> the operations the module's counters count, over all ranks."""
-    names = dbe.counter_names(layer)
+#: the counters' prefix of each counter module
+_PREFIX = {"MPI-IO": "MPIIO", "POSIX": "POSIX"}
+#: a layer's totals in the job (``DarshanLog.job``): name -> its counters, summed over the records
+_SUMS = {layer: {"bytes_read": [f"{p}_BYTES_READ"], "bytes_written": [f"{p}_BYTES_WRITTEN"],
+                 "reads": _OPERATIONS[layer][READ], "writes": _OPERATIONS[layer][WRITE]}
+         for layer, p in _PREFIX.items()}
+_TIMES = {layer: {f"{k}_time_s": f"{p}_F_{k.upper()}_TIME" for k in ("read", "write", "meta")}
+          for layer, p in _PREFIX.items()}
+
+
+def _layer(dbe, log: dict, layer: str) -> tuple[dict[tuple[int, str], int], dict[str, float]]:
+    """The counters of module ``layer``: (file record id, read or write) -> the operations they count
+    over all ranks; and the layer's totals (bytes, operations, time summed over the ranks, and the
+    span from the first read/write to the end of the last, s from the job's start)."""
+    names, fnames = dbe.counter_names(layer), dbe.fcounter_names(layer)
     cols = {io: [names.index(n) for n in wanted] for io, wanted in _OPERATIONS[layer].items()}
-    out: dict[tuple[int, str], int] = {}
+    sums = {k: [names.index(n) for n in wanted] for k, wanted in _SUMS[layer].items()}
+    times = {k: fnames.index(n) for k, n in _TIMES[layer].items()}
+    spans = {io: tuple(fnames.index(f"{_PREFIX[layer]}_F_{io.upper()}_{end}_TIMESTAMP")
+                       for end in ("START", "END")) for io in (READ, WRITE)}
+    ops: dict[tuple[int, str], int] = {}
+    totals = dict.fromkeys([*sums, *times], 0.0)
+    first, last = {io: float("inf") for io in spans}, dict.fromkeys(spans, 0.0)
     while (rec := dbe.log_get_generic_record(log, layer, dtype="numpy")) is not None:
-        values = np.asarray(rec["counters"]).ravel()
+        values, fvalues = np.asarray(rec["counters"]).ravel(), np.asarray(rec["fcounters"]).ravel()
         for io, c in cols.items():
             key = (int(rec["id"]), io)
-            out[key] = out.get(key, 0) + int(values[c].sum())
+            ops[key] = ops.get(key, 0) + int(values[c].sum())
+        for k, c in sums.items():
+            totals[k] += int(values[c].sum())
+        for k, c in times.items():
+            totals[k] += float(fvalues[c])
+        for io, (a, b) in spans.items():
+            if fvalues[b] > 0:
+                first[io], last[io] = min(first[io], float(fvalues[a])), max(last[io], float(fvalues[b]))
+    for io in spans:
+        totals[f"{io}_span_s"] = last[io] - first[io] if last[io] else 0.0
+    return ops, totals
+
+
+def _job(job: dict, exe: str, modules: dict, totals: dict[str, dict[str, float]],
+         hosts: dict[int, str]) -> dict[str, str]:
+    """What the log says of the job (``DarshanLog.job``)."""
+    start = int(job["start_time_sec"]) + int(job.get("start_time_nsec") or 0) / 1e9
+    end = int(job["end_time_sec"]) + int(job.get("end_time_nsec") or 0) / 1e9
+    meta = job.get("metadata") or {}
+    out = {"jobid": str(job["jobid"]), "exe": exe.strip(), "nprocs": str(job["nprocs"]),
+           "start": _utc(start), "end": _utc(end), "run_time_s": f"{job.get('run_time') or end - start:g}",
+           "hosts": str(len(set(hosts.values()))), "host_names": ",".join(sorted(set(hosts.values()))),
+           "darshan_version": str(meta.get("lib_ver", "")), "log_version": str(job.get("log_ver", "")),
+           "modules": ",".join(m + " (partial)" * bool(i.get("partial_flag")) for m, i in modules.items())}
+    for layer, figures in totals.items():
+        out |= {f"{layer}.{k}": f"{v:.6g}" if k.endswith("_s") else str(int(v)) for k, v in figures.items()}
+    return out
+
+
+def _utc(t: float) -> str:
+    return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="seconds") if t > 0 else ""
+
+
+def _sample(records: dict[str, list[_Record]], counted: dict[str, dict[tuple[int, str], int]],
+            mpiio_files: set[int]) -> dict[str, int]:
+    """Over the files replayed (each from its DXT module): the reads and writes the DXT traces hold
+    and those the counters count (``reads_held``, ``reads_counted``, ...; none without counters)."""
+    out: dict[str, int] = {}
+    for mod, recs in records.items():
+        if mod not in counted:
+            continue
+        files = {r.file_id for r in recs if mod == MPIIO or r.file_id not in mpiio_files}
+        for io in (READ, WRITE):
+            held = sum(len(r.reads if io == READ else r.writes) for r in recs if r.file_id in files)
+            total = sum(counted[mod].get((f, io), 0) for f in files)
+            out[f"{io}s_held"] = out.get(f"{io}s_held", 0) + held
+            out[f"{io}s_counted"] = out.get(f"{io}s_counted", 0) + total
     return out
 
 

@@ -15,36 +15,81 @@ bytes are dropped.
 # ruff: noqa: E402  (the stop signals are blocked before MPI starts)
 from __future__ import annotations
 
+import contextlib
+import functools
 import heapq
 import json
 import os
 import sys
+import threading
 import time
-import traceback
-from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
-from callid.launch import RankState, end_job, marker, watch_signals, write_marker
+from callid.launch import RankState, end_job, fail_rank, marker, watch_signals, write_marker
 
 #: run as a program, the stop signals go to a thread set up before MPI starts its own (callid.launch)
 STATE = watch_signals() if __name__ == "__main__" else RankState()
 
+import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 from mpi4py import MPI
 
 from callid.mpiio.call import CallContext
-from callid.mpiio.collective import CbHints, TwoPhase, file_domains, overlap
+from callid.mpiio.collective import CbHints, TwoPhase, aggregators, file_domains, overlap
 from callid.mpiio.record import Record
 from callid.mpiio.simfile import int_hint
-from callid.mpiio.sysint import FileAttrs, FsError, SysInt
+from callid.mpiio.sysint import FileAttrs, FsError
+from callid.replay.lanes import Lane, Lanes
 from callid.replay.plan import OPEN, OPTIONS_KEY, SETUP
-from callid.trace import ClientTrace
 from callid_core import clock
 from callid_core.config import CONFIG_ENV, Config
+from callid_core.evidence import REPLAY_ORIGIN
 from server_sim import protocol as P
 
 PROGRESS_EVERY = 0.5  # s between progress files
 _IO = {"write": P.IoType.WRITE, "read": P.IoType.READ}
+
+
+class _Strings:
+    """A string column as codes into its distinct values."""
+
+    def __init__(self, column: pa.ChunkedArray) -> None:
+        encoded = column.combine_chunks().dictionary_encode()
+        self.values = encoded.dictionary.to_pylist()
+        self.codes = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False)
+
+    def __getitem__(self, i: int) -> str | None:
+        code = self.codes[i]
+        return None if code < 0 else self.values[code]
+
+
+class _Lists:
+    """A list column as its flat values and each row's bounds."""
+
+    def __init__(self, column: pa.ChunkedArray) -> None:
+        lists = column.combine_chunks()
+        self.bounds = lists.offsets.to_numpy()
+        self.values = lists.flatten().to_numpy()
+
+    def __getitem__(self, i: int) -> list[int]:
+        return self.values[self.bounds[i]:self.bounds[i + 1]].tolist()
+
+
+class Schedule:
+    """The schedule's columns (``callid.replay.plan.SCHEDULE``): numbers as numpy arrays, strings
+    and lists as :class:`_Strings` and :class:`_Lists` (no Python object per call)."""
+
+    def __init__(self, table: pa.Table) -> None:
+        self.n = table.num_rows
+        for name in ("rank", "offset", "length", "t_start", "t_end", "callid", "epoch"):
+            setattr(self, name, table[name].to_numpy())
+        self.coll_seq = table["coll_seq"].fill_null(-1).to_numpy()
+        for name in ("file", "path", "func", "io", "origin", "inferred"):
+            setattr(self, name, _Strings(table[name]))
+        self.region_offsets = _Lists(table["region_offsets"])
+        self.region_lengths = _Lists(table["region_lengths"])
 
 
 class Replayer:
@@ -55,83 +100,77 @@ class Replayer:
         self.options = json.loads(table.schema.metadata[OPTIONS_KEY])
         self.comm, self.me, self.procs = comm, comm.Get_rank(), comm.Get_size()
         self.config = config
-        self.rows = table.to_pydict()
-        self.n = table.num_rows
-        self.trace = ClientTrace(config.trace_dir, self.me, config.callid_layout, config.run_id,
-                                 config.to_json(), clock="host0", flush_rows=config.flush_rows)
-        self.sysint = SysInt(config, self.me, self.trace.rpc, self.trace.phase)
-        self.attrs: dict[str, FileAttrs] = {}
+        self.s = s = Schedule(table)
         self.scale = float(self.options["time_scale"]) if self.options["timing"] == "original" else None
         self.ranks_per_host = int(self.options["ranks_per_host"])
-        nranks = len(set(self.rows["rank"]))
-        self.hosts = -(-nranks // self.ranks_per_host) if self.ranks_per_host else 1
-        self.hints = {path: {**self.options["file_hints"].get(name, {}), **self.options["hints"]}
-                      for name, path in set(zip(self.rows["file"], self.rows["path"]))}
-        longest = max(self.rows["length"], default=0)
+        ranks = np.unique(s.rank)
+        self.hosts = -(-len(ranks) // self.ranks_per_host) if self.ranks_per_host else 1
+        files = table.group_by(["path", "file"]).aggregate([]).to_pylist()
+        self.hints = {f["path"]: {**self.options["file_hints"].get(f["file"], {}), **self.options["hints"]}
+                      for f in files}
+        longest = int(s.length.max()) if s.n else 0
         self.pattern = memoryview(bytes(range(256)) * (longest // 256 + 1))
-        self.scratch = memoryview(bytearray(longest))
-        self.last_end: dict[int, int] = {}  # rank -> when its last call ended (clock.now)
-        self.last_orig_end: dict[int, int] = {}  # rank -> when it ended in the source run
-        self.last_end_mono: dict[int, int] = {}  # rank -> when its last call ended (monotonic)
+        mine = ranks[ranks % self.procs == self.me]
+        self.lanes = Lanes(config, self.me, max(1, min(int(self.options["lanes"]), len(mine))))
+        self.attrs: dict[str, FileAttrs] = {}
+        # per source rank (only the lane running the rank's call changes its entries)
+        self.last_end: dict[int, int] = {}  # when its last call ended (clock.now)
+        self.last_src_end: dict[int, int] = {}  # when that call ended in the source run
         self.done = 0
+        self._done_lock = threading.Lock()
         self.progress_file = Path(config.trace_dir) / f"progress-{self.me}"
         self.progress_at = 0.0
 
     def close(self) -> None:
-        self.sysint.close()
-        self.trace.close()
+        self.lanes.close()
 
     # -- the replay ------------------------------------------------------------------
     def run(self) -> None:
-        rows = self.rows
-        mine: dict[int, list[int]] = defaultdict(list)  # epoch -> my independent calls
-        colls: dict[int, list[int]] = defaultdict(list)  # coll_seq -> every participant's call
-        setup = []
-        for i in range(self.n):
-            if rows["epoch"][i] == SETUP:
-                setup.append(i)
-            elif rows["coll_seq"][i] is not None:
-                colls[rows["coll_seq"][i]].append(i)
-            elif rows["rank"][i] % self.procs == self.me:
-                mine[rows["epoch"][i]].append(i)
-        self._setup(setup)
-        self.t0 = time.monotonic_ns()
-        start = clock.now()
-        self.last_end = {r: start for r in set(rows["rank"])}
-        for epoch in range(len(colls) + 1):
-            self._independent(mine.get(epoch, []))
-            if epoch < len(colls):
-                self._collective(colls[epoch])
+        s = self.s
+        collective = s.coll_seq >= 0
+        n_coll = int(s.coll_seq.max()) + 1 if collective.any() else 0
+        coll = np.flatnonzero(collective)
+        coll = coll[np.lexsort((s.rank[coll], s.coll_seq[coll]))]  # by call, each in rank order
+        coll_at = np.searchsorted(s.coll_seq[coll], np.arange(n_coll + 1))
+        mine = np.flatnonzero(~collective & (s.epoch >= 0) & (s.rank % self.procs == self.me))
+        mine = mine[np.argsort(s.epoch[mine], kind="stable")]  # by epoch, each by rank then time
+        mine_at = np.searchsorted(s.epoch[mine], np.arange(n_coll + 2))
+        self._setup(np.flatnonzero(s.epoch == SETUP))
+        self.t0 = self.comm.allreduce(clock.now(), op=MPI.MAX)  # (one start for all)
+        self.last_end = dict.fromkeys(np.unique(s.rank).tolist(), self.t0)
+        for epoch in range(n_coll + 1):
+            self._independent(mine[mine_at[epoch]:mine_at[epoch + 1]])
+            if epoch < n_coll:
+                self._collective(coll[coll_at[epoch]:coll_at[epoch + 1]])
         self._progress(force=True)
 
-    def _as(self, rank: int) -> None:
-        """Log and send what follows on behalf of source rank ``rank``."""
-        self.trace.rank = self.sysint.rank = rank
-
     def _record(self, i: int, **fields) -> Record:
-        rows = self.rows
-        return Record(callid=rows["callid"][i], func=rows["func"][i], file=rows["path"][i],
-                      offset=rows["offset"][i], size=rows["length"][i], count=rows["length"][i],
-                      datatype="MPI_BYTE", region_offsets=rows["region_offsets"][i],
-                      region_lengths=rows["region_lengths"][i], origin=rows["origin"][i],
-                      inferred=rows["inferred"][i], **fields)
+        s = self.s
+        source = s.origin[i] != REPLAY_ORIGIN
+        return Record(callid=int(s.callid[i]), func=s.func[i], file=s.path[i], offset=int(s.offset[i]),
+                      size=int(s.length[i]), count=int(s.length[i]), datatype="MPI_BYTE",
+                      region_offsets=s.region_offsets[i], region_lengths=s.region_lengths[i],
+                      origin=s.origin[i], inferred=s.inferred[i],
+                      src_t_start=int(s.t_start[i]) if source else None,
+                      src_t_end=int(s.t_end[i]) if source else None, **fields)
 
-    def _setup(self, calls: list[int]) -> None:
+    def _setup(self, calls: np.ndarray) -> None:
         """Replayer 0 creates every file (each by the open of its lowest rank) and prefills the
         files read before written; all get the files' layouts."""
         if self.me == 0:
-            for i in calls:
-                if self.rows["io"][i] != OPEN:
-                    self._access(i)
+            lane = self.lanes.lanes[0]  # (the lanes' threads are idle)
+            for i in calls.tolist():
+                if self.s.io[i] != OPEN:
+                    self._access(lane, i, None)
                     continue
-                self._as(self.rows["rank"][i])
+                lane.as_rank(int(self.s.rank[i]))
                 rec = self._record(i, t_start=clock.now(), collective=False)
                 rec.offset = rec.size = rec.count = None
-                path = self.rows["path"][i]
+                path = self.s.path[i]
                 hints = self.hints[path]
                 rec.hints = ";".join(f"{k}={v}" for k, v in hints.items()) or None
                 try:
-                    self.attrs[path] = self.sysint.create(
+                    self.attrs[path] = lane.sysint.create(
                         path, CallContext((rec.callid,), rec.func),
                         dfile_count=int_hint(hints, "striping_factor"),
                         strip_size=int_hint(hints, "striping_unit"))
@@ -140,136 +179,160 @@ class Replayer:
                     raise
                 finally:
                     rec.t_end = clock.now()
-                    self.trace.call(rec)
-                self.done += 1
+                    lane.trace.call(rec)
+                self._ended(i, None)
         self.attrs = self.comm.bcast(self.attrs, root=0)
 
-    def _independent(self, calls: list[int]) -> None:
-        """My ranks' calls of one epoch, each rank's in its order, the ranks interleaved by time."""
-        rows = self.rows
-        queues: dict[int, list[int]] = defaultdict(list)
-        for i in calls:
-            queues[rows["rank"][i]].append(i)
-        for q in queues.values():
-            q.reverse()  # (popped from the end)
-        heap = [(self._due(q[-1]), r) for r, q in queues.items()]
-        heapq.heapify(heap)
-        while heap:
-            due, rank = heapq.heappop(heap)
-            self._wait_until(due)
-            i = queues[rank].pop()
-            self._access(i)
-            if queues[rank]:
-                heapq.heappush(heap, (self._due(queues[rank][-1]), rank))
+    def _independent(self, calls: np.ndarray) -> None:
+        """My ranks' calls of one epoch (by rank, each rank's in order): every rank makes its next
+        call when it is due, on any lane that is free, the most overdue rank first."""
+        if not len(calls):
+            return
+        ranks = self.s.rank[calls]
+        firsts = np.r_[0, np.flatnonzero(ranks[1:] != ranks[:-1]) + 1]
+        ends = np.r_[firsts[1:], len(calls)]
+        todo = {int(ranks[a]): calls[a:b][::-1].tolist() for a, b in zip(firsts, ends)}  # (popped at the end)
+        due = [(self._due(q[-1]), r) for r, q in todo.items()]
+        heapq.heapify(due)
+        lock = threading.Lock()
+
+        def work(lane: Lane) -> None:
+            while True:
+                with lock:
+                    if not due:
+                        return
+                    when, rank = heapq.heappop(due)
+                queue = todo[rank]  # (this lane's until it gives the rank back)
+                while True:
+                    self._sleep_until(when)
+                    self._access(lane, queue.pop(), when)
+                    if not queue:
+                        break
+                    when = self._due(queue[-1])
+                    with lock:
+                        if due and due[0][0] < when:  # another rank is more overdue
+                            heapq.heappush(due, (when, rank))
+                            break
+
+        self.lanes.each(work)
 
     def _due(self, i: int) -> int:
-        """When call ``i`` starts: its time in the source run (asap: only the order), or in
-        ``original`` timing the replay's start plus that time, no sooner than the rank's gap after
-        its last call."""
-        t = self.rows["t_start"][i]
+        """When call ``i`` is due (clock.now): asap, when its rank's previous call ended; original,
+        at the replay's start plus its source time (scaled), no sooner than its rank's source gap
+        (scaled) after its previous call."""
+        rank = int(self.s.rank[i])
         if self.scale is None:
-            return t
-        rank = self.rows["rank"][i]
+            return self.last_end[rank]
+        t = int(self.s.t_start[i])
         due = self.t0 + int(t * self.scale)
-        if rank in self.last_orig_end:
-            gap = max(0, t - self.last_orig_end[rank])
-            due = max(due, self.last_end_mono[rank] + int(gap * self.scale))
+        if rank in self.last_src_end:
+            due = max(due, self.last_end[rank] + int(max(0, t - self.last_src_end[rank]) * self.scale))
         return due
 
-    def _wait_until(self, due: int) -> None:
+    def _sleep_until(self, due: int) -> None:
         if self.scale is not None:
-            delay = (due - time.monotonic_ns()) / 1e9
+            delay = (due - clock.now()) / 1e9
             if delay > 0:
                 time.sleep(delay)
 
-    def _ended(self, i: int) -> None:
-        rank = self.rows["rank"][i]
-        self.last_end[rank] = clock.now()
-        self.last_orig_end[rank] = self.rows["t_end"][i]
-        self.last_end_mono[rank] = time.monotonic_ns()
-        self.done += 1
-        self._progress()
+    def _ended(self, i: int, end: int | None) -> None:
+        """Call ``i`` ended (at ``end``, clock.now; None: a call the replay added)."""
+        if end is not None:
+            rank = int(self.s.rank[i])
+            self.last_end[rank] = end
+            self.last_src_end[rank] = int(self.s.t_end[i])
+        with self._done_lock:
+            self.done += 1
+            self._progress()
 
     def _regions(self, i: int) -> list[tuple[int, int]]:
         """The file ranges call ``i`` accesses, in the order of its buffer."""
-        rows = self.rows
-        if rows["region_offsets"][i]:
-            return list(zip(rows["region_offsets"][i], rows["region_lengths"][i]))
-        return [(rows["offset"][i], rows["length"][i])] if rows["length"][i] else []
+        s = self.s
+        offsets = s.region_offsets[i]
+        if offsets:
+            return list(zip(offsets, s.region_lengths[i]))
+        length = int(s.length[i])
+        return [(int(s.offset[i]), length)] if length else []
 
-    def _io(self, i: int) -> int:
+    def _io(self, lane: Lane, i: int) -> int:
         """Call ``i``'s access, on behalf of its rank; the bytes it moved."""
-        rows = self.rows
-        length, io = rows["length"][i], _IO[rows["io"][i]]
-        self._as(rows["rank"][i])
-        buf = self.pattern[:length] if io == P.IoType.WRITE else self.scratch[:length]
-        return self.sysint.io(self.attrs[rows["path"][i]], io, self._regions(i), buf,
-                              CallContext((rows["callid"][i],), rows["func"][i]))
+        s = self.s
+        length, io = int(s.length[i]), _IO[s.io[i]]
+        lane.as_rank(int(s.rank[i]))
+        buf = self.pattern[:length] if io == P.IoType.WRITE else lane.scratch(length)
+        return lane.sysint.io(self.attrs[s.path[i]], io, self._regions(i), buf,
+                              CallContext((int(s.callid[i]),), s.func[i]))
 
-    def _access(self, i: int) -> None:
-        """One independent call."""
-        self._as(self.rows["rank"][i])
-        rec = self._record(i, t_start=clock.now(), collective=False)
+    def _access(self, lane: Lane, i: int, due: int | None) -> None:
+        """One independent call, due at ``due`` (clock.now; None: a call the replay added)."""
+        lane.as_rank(int(self.s.rank[i]))
+        began = clock.now()
+        rec = self._record(i, t_start=began, collective=False, lag=None if due is None else began - due)
         try:
-            rec.bytes = self._io(i)
+            rec.bytes = self._io(lane, i)
         except FsError as exc:
             rec.bytes, rec.error = 0, str(exc)
         rec.t_end = clock.now()
-        self.trace.call(rec)
-        self._ended(i)
+        lane.trace.call(rec)
+        self._ended(i, None if due is None else rec.t_end)
 
-    def _collective(self, calls: list[int]) -> None:
-        """One collective call of every participant (``calls``, one per rank, in rank order)."""
-        rows = self.rows
-        calls = sorted(calls, key=lambda i: rows["rank"][i])
-        ranks = [rows["rank"][i] for i in calls]
-        self.comm.Barrier()  # every participant has arrived
-        if self.scale is not None:
-            self._wait_until(self.t0 + int(min(rows["t_start"][i] for i in calls) * self.scale))
-        path, io = rows["path"][calls[0]], _IO[rows["io"][calls[0]]]
+    def _collective(self, calls: np.ndarray) -> None:
+        """One collective call of every participant (``calls``, one per rank, in rank order).  Each
+        of my ranks enters it when due (or when its previous call ended, if later); it begins when
+        the last has entered."""
+        s = self.s
+        calls = calls.tolist()
+        ranks = s.rank[calls].tolist()
+        mine = [i for i, r in zip(calls, ranks) if r % self.procs == self.me]
+        due = {i: self._due(i) for i in mine}
+        entered = {i: max(due[i], self.last_end[int(s.rank[i])]) for i in mine}
+        self._sleep_until(self.comm.allreduce(max(entered.values(), default=0), op=MPI.MAX))
+        path, io = s.path[calls[0]], _IO[s.io[calls[0]]]
         hints = CbHints.from_info(self.hints[path], self.hosts)
-        tp = TwoPhase(self.sysint, None, self.attrs[path], hints, ranks, self.ranks_per_host)
+        aggs = aggregators(ranks, self.ranks_per_host, hints.cb_nodes)
         regions = {i: self._regions(i) for i in calls}
         ranges = [(r[0][0], max(o + n for o, n in r)) if r else (None, None) for r in regions.values()]
-        domains = file_domains(ranges, len(tp.aggs), hints.mode(io))
-        error = None
-        try:
-            if domains is None:  # independent access, each rank its own
-                for i in calls:
-                    if rows["rank"][i] % self.procs == self.me:
-                        self._io(i)
-            else:
-                for agg, (lo, hi) in zip(tp.aggs, domains):
-                    if ranks[agg] % self.procs == self.me:
-                        self._aggregate(tp, io, regions, calls[agg], lo, hi)
-        except FsError as exc:
-            error = str(exc)
-        errors = [e for e in self.comm.allgather(error) if e]
-        t_end = clock.now()
-        for i in calls:
-            rank = rows["rank"][i]
-            if rank % self.procs != self.me:
-                continue
-            self._as(rank)
-            rec = self._record(i, t_start=self.last_end[rank], t_end=t_end, collective=True,
-                               coll_seq=rows["coll_seq"][i], bytes=0 if errors else rows["length"][i],
-                               error=errors[0] if errors else None)
-            self.trace.call(rec)
-            self._ended(i)
+        domains = file_domains(ranges, len(aggs), hints.mode(io))
+        errors: list[str] = []
 
-    def _aggregate(self, tp: TwoPhase, io: P.IoType, regions: dict[int, list[tuple[int, int]]], agg: int,
-                   lo: int, hi: int) -> None:
+        def run(lane: Lane, task: Callable[[Lane], object]) -> None:
+            try:
+                task(lane)
+            except FsError as exc:
+                errors.append(str(exc))
+
+        if domains is None:  # independent access, each rank its own
+            tasks = [functools.partial(self._io, i=i) for i in mine]
+        else:
+            tasks = [functools.partial(self._aggregate, io=io, hints=hints, ranks=ranks, regions=regions,
+                                       agg=calls[a], lo=lo, hi=hi)
+                     for a, (lo, hi) in zip(aggs, domains) if ranks[a] % self.procs == self.me]
+        self.lanes.map(run, tasks)
+        errors = [e for e in self.comm.allgather(errors[0] if errors else None) if e]
+        t_end = clock.now()
+        lane = self.lanes.lanes[0]  # (the lanes' threads are idle)
+        for i in mine:
+            lane.as_rank(int(s.rank[i]))
+            rec = self._record(i, t_start=entered[i], t_end=t_end, collective=True,
+                               coll_seq=int(s.coll_seq[i]), bytes=0 if errors else int(s.length[i]),
+                               error=errors[0] if errors else None, lag=entered[i] - due[i])
+            lane.trace.call(rec)
+            self._ended(i, t_end)
+
+    def _aggregate(self, lane: Lane, *, io: P.IoType, hints: CbHints, ranks: list[int],
+                   regions: dict[int, list[tuple[int, int]]], agg: int, lo: int, hi: int) -> None:
         """Aggregator ``agg`` (one of the calls, whose file ranges are ``regions``, in rank order)
         accesses its domain ``[lo, hi)`` for every call."""
-        rows = self.rows
-        self._as(rows["rank"][agg])
-        mine = CallContext((rows["callid"][agg],), rows["func"][agg])
+        s = self.s
+        lane.as_rank(int(s.rank[agg]))
+        tp = TwoPhase(lane.sysint, None, self.attrs[s.path[agg]], hints, ranks, self.ranks_per_host)
+        mine = CallContext((int(s.callid[agg]),), s.func[agg])
         parts = {i: [(o, n) for o, n, _ in overlap(r, lo, hi)] for i, r in regions.items()}
         if io == P.IoType.WRITE:
-            tp.write_domain([(rows["callid"][i], runs, self.pattern[:sum(n for _, n in runs)])
+            tp.write_domain([(int(s.callid[i]), runs, self.pattern[:sum(n for _, n in runs)])
                              for i, runs in parts.items() if runs], mine)
         else:
-            tp.read_domain([(rows["callid"][i], runs) if runs else None for i, runs in parts.items()], mine)
+            tp.read_domain([(int(s.callid[i]), runs) if runs else None for i, runs in parts.items()], mine)
 
     def _progress(self, force: bool = False) -> None:
         """Tell ``callid replay`` how many calls are done (a small file, replaced)."""
@@ -292,16 +355,16 @@ def main(argv: list[str] | None = None) -> int:
     write_marker(config.trace_dir, me, "running", str(os.getpid()))
     try:
         replayer = Replayer(args[0], config, comm)
-        STATE.flush = replayer.trace.close
+        STATE.flush = replayer.lanes.flush
         replayer.run()
+        replayer.close()
     except BaseException as exc:  # a failing replayer stops the others (as callid.launch does)
-        traceback.print_exc()
-        write_marker(config.trace_dir, me, "failed", f"replayer {me}: {type(exc).__name__}: {exc}")
+        fail_rank(config.trace_dir, me, exc, f"replayer {me}: ")  # (one line; the traceback in a file)
         if replayer is not None:
-            replayer.close()
+            with contextlib.suppress(Exception):  # (what it can still flush)
+                replayer.close()
         marker(config.trace_dir, me, "running").unlink(missing_ok=True)
         end_job(comm, 1)
-    replayer.close()
     marker(config.trace_dir, me, "running").unlink(missing_ok=True)
     return 0
 

@@ -12,17 +12,21 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from callid.replay.darshan import read_log
-from callid.replay.plan import OPTIONS_KEY, make_plan, select
+from callid.replay.plan import OPTIONS_KEY, make_plan, select, stored_bytes
 from callid.replay.runlog import is_parquet, read_run_log
 from callid.run import RunOptions, RunResult, run
 from callid_core import config as defaults
 from callid_core import schema as S
 from callid_core.atomic import replacing
-from callid_core.choices import Timing
+from callid_core.choices import Payload, Timing
+from callid_core.errors import BadValue, Failed, os_reason
 from callid_core.ids import DEFAULT_LAYOUT, Layout
 from pipeline.load import validate_log
 
 __all__ = ["ReplayOptions", "ReplayResult", "replay"]
+
+#: bytes a replay with data leaves free beside the data it stores (for its logs and the merge)
+LOG_RESERVE = 64 << 20
 
 
 @dataclass
@@ -32,6 +36,7 @@ class ReplayOptions:
     source: str  # a Darshan log with DXT traces, or the client log of a traced run
     out: str = "callid-replay"
     procs: int = 2  # replayer processes (each drives the source ranks r with r % procs == its number)
+    lanes: int = 0  # calls in flight per replayer (callid.replay.lanes); 0: config.MAX_REPLAY_LANES at most
     timing: Timing = Timing.ASAP
     time_scale: float = 1.0  # original timing: the source's times multiplied by this
     ranks: set[int] | None = None
@@ -47,6 +52,7 @@ class ReplayOptions:
     ranks_per_host: int | None = None  # None: the run's, or from a Darshan log's host names
     mount: str = defaults.DEFAULT_MOUNT
     prefill: bool = True  # write the files read before written first (callid.replay.plan)
+    payload: Payload = Payload.FULL  # NONE: no data moves or is stored (sizes only)
     timeout: float | None = None
     on_progress: Callable[[int, int], None] | None = None  # (calls done, calls in all)
 
@@ -73,13 +79,19 @@ def replay(opts: ReplayOptions) -> ReplayResult:
     plan = make_plan(accesses, Layout.parse(layout), os.path.abspath(opts.mount), opts.prefill)
     out = Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
+    if opts.payload == Payload.FULL:
+        _check_space(plan.calls, out)
     rph = _pick(opts.ranks_per_host, was.get("ranks_per_host"), source.ranks_per_host)
-    options = {"timing": Timing(opts.timing).value, "time_scale": opts.time_scale, "hints": opts.hints,
-               "file_hints": source.file_hints, "ranks_per_host": rph}
-    schedule = out / "schedule.parquet"
-    with replacing(schedule) as tmp:
-        pq.write_table(plan.calls.replace_schema_metadata({OPTIONS_KEY: json.dumps(options).encode()}), tmp)
     procs = max(1, min(opts.procs, plan.ranks))
+    options = {"timing": Timing(opts.timing).value, "time_scale": opts.time_scale, "hints": opts.hints,
+               "file_hints": source.file_hints, "ranks_per_host": rph, "lanes": _lanes(opts.lanes, procs)}
+    schedule = out / "schedule.parquet"
+    try:
+        with replacing(schedule) as tmp:
+            pq.write_table(plan.calls.replace_schema_metadata({OPTIONS_KEY: json.dumps(options).encode()}),
+                           tmp)
+    except OSError as exc:  # (pyarrow's errors name no file)
+        raise Failed(f"{schedule}: cannot write the replay's schedule ({os_reason(exc)})") from None
     parts = out / "parts"
     total = plan.calls.num_rows
 
@@ -96,12 +108,23 @@ def replay(opts: ReplayOptions) -> ReplayResult:
         flow_buffer=_pick(opts.flow_buffer, was.get("flow_buffer"), defaults.DEFAULT_FLOW_BUFFER),
         small_io=_pick(opts.small_io, was.get("small_io"), defaults.DEFAULT_SMALL_IO),
         callid_layout=layout, mount=[opts.mount], ranks_per_host=rph, out=str(out), timeout=opts.timeout,
+        payload=opts.payload,
         stdout_to_stderr=True, on_wait=progress,
         source=f"{source.description}; {total} calls replayed, {plan.collectives} collective",
-        source_notes=list(source.notes)))
+        source_notes=list(source.notes), source_job=source.job))
     progress()
     return ReplayResult(result, total, plan.collectives, plan.ranks, plan.files, procs, rph,
-                        dict(source.segments), list(source.notes))
+                        dict(source.segments), list(source.notes) + _failed(result.client))
+
+
+def _failed(client: Path) -> list[str]:
+    """A note on the replayed calls that failed on the file system (none: no note)."""
+    calls = pq.read_table(client, columns=["kind", "error"], filters=[("kind", "=", "call")])
+    errors = calls["error"].drop_null()
+    if not len(errors):
+        return []
+    return [f"{len(errors)} of {calls.num_rows} replayed calls failed on the file system (e.g. {errors[0]}): "
+            "what follows from them is not the source's I/O"]
 
 
 @dataclass
@@ -115,6 +138,7 @@ class _Source:
     ranks_per_host: int = 0
     segments: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    job: dict[str, str] = field(default_factory=dict)  # callid.replay.darshan.DarshanLog.job
 
 
 def _read_source(path: str) -> _Source:
@@ -130,7 +154,33 @@ def _read_source(path: str) -> _Source:
     dxt = read_log(path)
     modules = ", ".join(f"{n} {m} segments" for m, n in dxt.segments.items() if n)
     return _Source(dxt.accesses, f"darshan {os.path.abspath(path)} ({dxt.nprocs} ranks, {modules})",
-                   ranks_per_host=dxt.ranks_per_host(), segments=dxt.segments, notes=dxt.notes)
+                   ranks_per_host=dxt.ranks_per_host(), segments=dxt.segments, notes=dxt.notes, job=dxt.job)
+
+
+def _check_space(calls: pa.Table, out: Path) -> None:
+    """Refuse (:class:`Failed`) a replay whose data, and ``LOG_RESERVE`` beside, would not fit the free
+    space of the file system holding ``out`` (where its servers store their datafiles)."""
+    disk = os.statvfs(out)
+    need, free = stored_bytes(calls, disk.f_frsize), disk.f_bavail * disk.f_frsize
+    if need + LOG_RESERVE > free:
+        raise Failed(f"the replay would store {_bytes(need)} (its writes, prefill included) and "
+                     f"{_bytes(LOG_RESERVE)} of logs in {out}, whose file system has {_bytes(free)} free: "
+                     "replay without storing data (--payload none), or a part of the log (--files, "
+                     "--ranks, --window), or elsewhere (-d)")
+
+
+def _bytes(n: int) -> str:
+    return f"{n:,} bytes ({n / (1 << 20):,.1f} MiB)"
+
+
+def _lanes(given: int, procs: int) -> int:
+    """Lanes per replayer: ``given`` (0: MAX_REPLAY_LANES), within the connections a server takes
+    (each lane of each replayer holds one to every server)."""
+    room = max(1, defaults.DEFAULT_MAX_CONNECTIONS // procs)
+    if given > room:
+        raise BadValue(f"--lanes {given}: {procs} replayers of {given} lanes need more connections to each "
+                       f"server than it takes ({defaults.DEFAULT_MAX_CONNECTIONS}); at most {room}")
+    return given or min(defaults.MAX_REPLAY_LANES, room)
 
 
 def _pick(given: int | None, was: int | None, default: int) -> int:

@@ -24,11 +24,11 @@ import pyarrow.compute as pc
 from callid.replay.accesses import ACCESS, READ, WRITE
 from callid_core.config import DEFAULT_CB_BUFFER_SIZE
 from callid_core.errors import BadValue, InputError
+from callid_core.evidence import REPLAY_ORIGIN
 from callid_core.ids import Layout
 from callid_core.schema import Column, Table
 
-__all__ = ["OPEN", "OPTIONS_KEY", "SCHEDULE", "SETUP", "Plan", "make_plan",
-           "select"]
+__all__ = ["OPEN", "OPTIONS_KEY", "SCHEDULE", "SETUP", "Plan", "make_plan", "select"]
 
 OPEN = "open"
 PREFILL = "prefill"
@@ -104,7 +104,7 @@ def make_plan(accesses: pa.Table, layout: Layout, mount: str, prefill: bool = Tr
     callid = (rank.astype(np.uint64) << np.uint64(layout.counter_bits)) | counter.astype(np.uint64)
     coll_seq = _number_collectives(acc)
     epoch = _epochs(rank, coll_seq)
-    epoch[pc.equal(acc["origin"], "replay").to_numpy(zero_copy_only=False)] = SETUP
+    epoch[pc.equal(acc["origin"], REPLAY_ORIGIN).to_numpy(zero_copy_only=False)] = SETUP
     io = acc["io"].to_numpy(zero_copy_only=False)
     collective = coll_seq >= 0
     func = pc.coalesce(acc["func"], pa.array(_funcs(io, collective), pa.string()))
@@ -118,6 +118,32 @@ def make_plan(accesses: pa.Table, layout: Layout, mount: str, prefill: bool = Tr
                                                      mask=~collective))
     return Plan(calls.cast(SCHEDULE.schema), int(coll_seq.max()) + 1, len(np.unique(rank)),
                 len(pc.unique(acc["file"])))
+
+
+def stored_bytes(calls: pa.Table, block: int) -> int:
+    """The bytes the writes of a schedule (its prefill writes too) leave on a disk of ``block``-byte
+    blocks: per file, the union of the ranges they write, in whole blocks (a range written twice
+    counts once, a byte a whole block)."""
+    writes = calls.filter(pc.equal(calls["io"], WRITE))
+    counts = pc.list_value_length(writes["region_offsets"]).to_numpy(zero_copy_only=False)
+    one = counts == 0  # (one range: offset, length)
+    file = pc.dictionary_encode(writes["path"]).combine_chunks().indices.to_numpy()
+    file = np.concatenate([file[one], np.repeat(file, counts)])
+    start = np.concatenate([writes["offset"].to_numpy()[one],
+                            pc.list_flatten(writes["region_offsets"]).to_numpy()])
+    end = start + np.concatenate([writes["length"].to_numpy()[one],
+                                  pc.list_flatten(writes["region_lengths"]).to_numpy()])
+    used = end > start
+    file, lo, hi = file[used], start[used] // block, -(-end[used] // block)
+    if not len(file):
+        return 0
+    order = np.lexsort((lo, file))
+    file, lo, hi = file[order], lo[order], hi[order]
+    blocks = 0
+    for f_lo, f_hi in zip(*(np.split(a, np.flatnonzero(np.diff(file)) + 1) for a in (lo, hi))):
+        reached = np.maximum.accumulate(f_hi)  # the end of the union of the ranges so far
+        blocks += int(np.maximum(f_hi - np.maximum(f_lo, np.r_[f_lo[0], reached[:-1]]), 0).sum())
+    return blocks * block
 
 
 def _with_setup(acc: pa.Table, prefill: bool) -> pa.Table:
@@ -162,7 +188,7 @@ def _calls(rank, file, io: str, offset: np.ndarray, length: np.ndarray, at, what
     return ACCESS.arrow(k, {
         "rank": rank, "file": file, "io": pa.repeat(pa.scalar(io), k), "offset": pa.array(offset, pa.int64()),
         "length": pa.array(length, pa.int64()), "t_start": at, "t_end": at,
-        "origin": pa.repeat(pa.scalar("replay"), k), "inferred": pa.repeat(pa.scalar(what), k)})
+        "origin": pa.repeat(pa.scalar(REPLAY_ORIGIN), k), "inferred": pa.repeat(pa.scalar(what), k)})
 
 
 def _number_collectives(acc: pa.Table) -> np.ndarray:

@@ -3,6 +3,7 @@
 -- title: a write on a file opened read-only, or a read on one opened write-only
 -- rule: MPI 3.1 13.2.1: a file opened MPI_MODE_RDONLY must not be written, nor one opened WRONLY read
 -- columns: calls.func, calls.rank, calls.fid, calls.amode, calls.coll_seq
+-- needs: accesses, opens
 -- Each data access (the _begin of a split collective, not its _end) joined to the open of its
 -- handle (same rank, same fid); flagged whether or not the implementation rejected it. One finding
 -- per call: a collective access is one call on all its ranks (its coll_seq).

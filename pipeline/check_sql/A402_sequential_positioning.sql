@@ -3,6 +3,7 @@
 -- title: an explicit offset or individual file pointer used on a file opened MODE_SEQUENTIAL
 -- rule: MPI 3.1 13.2.1, 13.4: a MPI_MODE_SEQUENTIAL file allows shared file pointer access only, no seeks
 -- columns: calls.func, calls.rank, calls.fid, calls.amode, calls.coll_seq
+-- needs: functions, seeks, opens
 -- The explicit-offset calls (_at, _at_all, ...), the individual file pointer calls (read, write,
 -- read_all, iwrite, ...; a split collective's _begin, not its _end), seek, seek_shared,
 -- get_position and get_position_shared, on a handle whose open had SEQUENTIAL. One finding per

@@ -3,6 +3,7 @@
 -- title: an illegal combination of access modes at open
 -- rule: MPI 3.1 13.2.1: one of RDONLY, WRONLY, RDWR; no CREATE or EXCL with RDONLY; no SEQUENTIAL with RDWR
 -- columns: calls.func, calls.amode, calls.coll_seq
+-- needs: opens
 -- One finding per open (all its ranks: its coll_seq) and access mode.
 WITH opens AS (
     SELECT rank, callid, func, file, coll_seq, t_start, amode, string_split(amode, ',') AS modes,

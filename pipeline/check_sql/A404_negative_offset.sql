@@ -3,6 +3,7 @@
 -- title: a negative explicit offset, or a negative view displacement
 -- rule: MPI 3.1 13.4.2, 13.3: explicit offsets of data access calls and view displacements are non-negative
 -- columns: calls.func, calls.file_offset (as passed if the call failed on it; set_view: disp), calls.amode
+-- needs: functions, views, opens
 -- A set_view with MPI_DISPLACEMENT_CURRENT (-54278278 in MPICH and Open MPI) is legal on a file
 -- opened MODE_SEQUENTIAL only. One finding per call: a collective call is one call on all its
 -- ranks (its coll_seq).

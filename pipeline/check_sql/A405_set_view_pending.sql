@@ -3,6 +3,7 @@
 -- title: a file view set with a non-blocking call or a split collective still pending on the handle
 -- rule: MPI 3.1 13.3: setting a view is erroneous while requests or split collectives on the handle pend
 -- columns: calls.func, calls.rank, calls.fid, calls.rid, calls.error, calls.t_start, waits.rid, waits.t_start
+-- needs: views, completions
 -- Pending at the set_view: what the view `pending` (_views.sql) says was outstanding when it began.
 WITH per_rank AS (
     SELECT v.rank, v.coll_seq, v.file, min(v.t_start) AS t_start,

@@ -3,6 +3,7 @@
 -- title: a view's filetype with negative or decreasing displacements
 -- rule: MPI 3.1 13.3: the displacements of a filetype's typemap must be non-negative and non-decreasing
 -- columns: calls.func, calls.region_offsets (set_view: the filetype's blocks, typemap order), calls.coll_seq
+-- needs: views
 -- Decided on the start displacement of each block (blocks in order that overlap are A407's
 -- business, not a decrease). One finding per set_view (all its ranks: its coll_seq).
 WITH views AS (

@@ -3,6 +3,7 @@
 -- title: a view with overlapping filetype blocks on a file opened for writing
 -- rule: MPI 3.1 13.3: on a file opened for writing, the filetype must not specify overlapping regions
 -- columns: calls.func, calls.region_offsets, calls.region_lengths, calls.extent (set_view), calls.amode
+-- needs: views, opens
 -- The filetype tiles the file every extent bytes: its blocks overlap when two of one tile share
 -- bytes, or when a block of tile 0 shares bytes with a block of a later tile (shifted by k extents:
 -- it reaches past the extent). The latter is decided on the blocks wrapped onto [0, extent) (a

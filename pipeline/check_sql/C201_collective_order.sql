@@ -3,6 +3,7 @@
 -- title: collective calls on a file in a different order, or missing, on some ranks
 -- rule: MPI 3.1 5.13: all processes of the communicator must call collective operations in the same order
 -- columns: calls.collective, calls.coll_seq (the k-th collective call on a file handle, equal on every rank), calls.func, calls.comm_size
+-- needs: collectives
 WITH coll AS (
     SELECT * FROM calls WHERE collective AND coll_seq IS NOT NULL AND fid IS NOT NULL
 )

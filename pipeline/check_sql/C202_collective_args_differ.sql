@@ -3,6 +3,7 @@
 -- title: a collective call whose arguments must agree on all ranks differs between ranks
 -- rule: MPI 3.1 13.2.1, 13.3: open's amode, set_view's datarep and etype extent must be equal on all ranks
 -- columns: calls.func, calls.coll_seq, calls.amode, calls.datarep, calls.etype_extent, calls.rank
+-- needs: collectives, opens, views
 -- One finding per collective call (coll_seq) and argument; etypes are compared by extent.
 WITH args AS (  -- (call, argument, value): the value as the detail shows it, key what must be equal
     SELECT rank, callid, func, file, coll_seq, t_start, 'access mode' AS arg, amode AS value, amode AS key

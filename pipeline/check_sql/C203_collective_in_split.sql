@@ -3,6 +3,7 @@
 -- title: another collective call on a file handle between a split collective's begin and its end
 -- rule: MPI 3.1 13.4.5: while a split collective is active on a handle no other collective I/O may use it
 -- columns: calls.func, calls.collective, calls.coll_seq, calls.rank, calls.fid, calls.error, calls.t_start
+-- needs: collectives, completions, closes
 -- A successful _begin is active on its rank's handle until the next _end (or close) on it; every
 -- other collective call on the handle meanwhile is flagged, a second _begin included (the file
 -- system may reject it: it is flagged from the call, whatever its error).  The close and set_view

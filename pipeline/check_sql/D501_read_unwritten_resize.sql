@@ -3,6 +3,7 @@
 -- title: a read of bytes that MPI_File_set_size or preallocate added to the file and nobody wrote
 -- rule: MPI 3.1 13.2.4, 13.2.5: the data in the region a resize or preallocation adds beyond the old size is undefined, so reading it before it is written is erroneous
 -- columns: calls.func, calls.file, calls.size (set_size, preallocate: the size passed), calls.coll_seq, calls.file_offset, calls.region_offsets, calls.region_lengths, calls.t_start, calls.t_end, calls.error, calls.amode, rpcs.op
+-- needs: accesses, resizes, opens
 
 -- The old size is the end of everything written to the file (any rank) before the resize, counted
 -- from the file's creation in the trace: an open that sent a create request to callid's simulated

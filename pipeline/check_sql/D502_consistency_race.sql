@@ -3,6 +3,7 @@
 -- title: two ranks access the same bytes, one writing, with neither atomic mode nor sync-barrier-sync between
 -- rule: MPI 3.1 13.6.1: conflicting accesses of two ranks need atomic mode (one open) or sync/close, barrier, sync/open between them (barrier: a collective of a communicator of both ranks, or on callid's simulated file system, where they synchronise, an open/sync/close of the file; a read followed by another's write needs the barrier only)
 -- columns: calls.func, calls.file, calls.fid, calls.file_offset, calls.size, calls.region_offsets, calls.region_lengths, calls.t_start, calls.t_end, calls.rid, calls.error, calls.coll_seq, calls.comm_id, calls.atomicity, waits.rid, mpi_calls.func, mpi_calls.comm_id, rpcs.callid, arrows.server, arrows.op, arrows.handle, arrows.disk_offset, arrows.size, arrows.event_id
+-- needs: accesses, opens, closes, syncs, atomicity, barriers, completions
 
 -- Accepted as the barrier: any collective call (mpi_calls) of a communicator of both ranks.  A rooted
 -- one (MPI_Bcast, MPI_Gather, MPI_Reduce, ...) orders only from or towards its root, which the log does

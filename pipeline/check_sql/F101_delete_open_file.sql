@@ -3,6 +3,7 @@
 -- title: a file deleted while some rank has it open
 -- rule: MPI 3.1 13.2.3: deleting a file a process has open leaves its accesses implementation dependent
 -- columns: calls.func, calls.file, calls.rank, calls.fid, calls.t_start, calls.t_end, calls.error
+-- needs: deletes, opens, closes
 -- A rank holds the file open from the end of its successful MPI_File_open until its MPI_File_close
 -- begins (the close's start, not its end: the ranks leave a collective close at slightly different
 -- times, and the usual "close, then rank 0 deletes" must stay quiet).  Names are compared as opened,

@@ -3,6 +3,7 @@
 -- title: a file closed with a non-blocking call or a split collective still pending on the rank
 -- rule: MPI 3.1 13.2.2: a process must complete its requests and split collectives on a file, then close it
 -- columns: calls.func, calls.rank, calls.fid, calls.rid, calls.error, calls.t_start, waits.rid, waits.t_start
+-- needs: closes, completions
 -- Pending at the close: what the view `pending` (_views.sql) says was outstanding when it began.
 WITH per_rank AS (
     SELECT c.rank, c.coll_seq, c.file, min(c.t_start) AS t_start,

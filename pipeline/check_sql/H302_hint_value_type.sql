@@ -3,6 +3,7 @@
 -- title: a reserved hint with a value of the wrong type
 -- rule: MPI 3.1 13.2.8: each reserved file hint has a value type (integer, boolean, list of integers, ...)
 -- columns: calls.func, calls.hints, calls.coll_seq
+-- needs: hints
 -- Types as MPI 3.1 13.2.8 gives them: integers (sizes and counts, so no sign), booleans true/false,
 -- comma-separated lists of integers (chunked*), access_style a comma-separated list of its seven
 -- words. file_perm is a string whose valid values the implementation defines: taken as the integer

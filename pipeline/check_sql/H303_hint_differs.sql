@@ -3,6 +3,7 @@
 -- title: a hint that must agree on all ranks has different values in one collective call
 -- rule: MPI 3.1 13.2.8: a hint marked [SAME] must have one value on all ranks of a collective call
 -- columns: calls.func, calls.hints, calls.coll_seq, calls.rank
+-- needs: hints, collectives
 -- The [SAME] keys of MPI 3.1 13.2.8 (filename and access_style are not among them). A rank of the
 -- call that leaves out a key the others pass counts as a different value.
 WITH coll AS (

@@ -2,6 +2,7 @@
 -- title: stragglers: ranks spending very different time on I/O to a shared file
 -- thresholds: rank_imbalance
 -- columns: calls.rank, calls.file, calls.dur_ns
+-- needs: pace
 -- Drishti's P19 per shared file: the I/O time of the slowest and the fastest rank (the time of
 -- their data calls); high when they differ by more than rank_imbalance of all ranks' time on it.
 WITH per_rank AS (

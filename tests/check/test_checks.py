@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from callid_core.evidence import TRACED, source_of_origins
 from pipeline.checks import all_checks, reference_markdown
 from tests.check import checked
 from tests.conftest import ROOT, callid_cmd
@@ -23,6 +24,7 @@ def test_each_program_gets_exactly_its_finding(program, tmp_path):
     code = program.name.split("_", 1)[0]
     result = checked(tmp_path / "out", program)
     assert {f["code"] for f in result["findings"]} == {code}, json.dumps(result["findings"], indent=1)
+    assert result["undecidable"] == []  # a traced run records what every check needs
     severity = next(c.severity for c in all_checks() if c.code == code)
     assert result["returncode"] == (1 if severity == "error" else 0)
 
@@ -40,3 +42,19 @@ def test_clean_programs_have_no_error_findings(demo, collective_fanin):
         res = callid_cmd("check", run.out / "m.duckdb", "--json")
         assert res.returncode == 0, res.stdout
         assert json.loads(res.stdout)["counts"]["error"] == 0
+        assert json.loads(res.stdout)["undecidable"] == []
+
+
+def test_what_a_source_records_is_what_all_its_calls_origins_record():
+    assert source_of_origins([None]) == source_of_origins([None, "posix"]) == source_of_origins([]) == TRACED
+    darshan = source_of_origins(["replay", "DXT_POSIX", "DXT_MPIIO"])
+    assert darshan.recorded() == ["accesses"]
+    assert darshan.label == ("a replay of a Darshan log's DXT_MPIIO segments and a Darshan log's DXT_POSIX "
+                             "segments")
+    assert source_of_origins(["replay", "callid"]).recorded() == ["accesses", "functions"]
+    assert source_of_origins(["callid", "DXT_POSIX"]).recorded() == ["accesses"]  # what both record
+    assert source_of_origins(["replay"]).recorded() == []  # the replay's own calls are evidence of nothing
+    assert source_of_origins(["a new kind"]).recorded() == ["accesses"]
+    assert all(not TRACED.missing(c.needs) for c in all_checks())
+    needs = ("opens", "accesses", "closes")
+    assert TRACED.missing(needs) == [] and darshan.missing(needs) == ["opens", "closes"]

@@ -202,7 +202,7 @@ def test_files_servers_findings(collective_fanin, report):
     servers = {r["server"]: r for r in report["servers"]}
     assert servers["meta0"]["role"] == "meta" and servers["io0"]["role"] == "io"
     assert sum(r["bytes_read"] + r["bytes_written"] for r in report["servers"]) == 16384
-    findings = run_checks(str(db))
+    findings = run_checks(str(db)).findings
     assert {c["code"]: c["count"] for c in report["checks"]} == Counter(f["code"] for f in findings)
     assert all(len(c["examples"]) == min(c["count"], 3) for c in report["checks"])
     insights = run_insights(str(db))

@@ -7,7 +7,7 @@ import pyarrow as pa
 import pytest
 
 from callid.replay.accesses import ACCESS
-from callid.replay.plan import OPEN, PREFILL_PIECE, SETUP, make_plan, select
+from callid.replay.plan import OPEN, PREFILL_PIECE, SETUP, make_plan, select, stored_bytes
 from callid_core.errors import BadValue, InputError
 from callid_core.ids import Layout
 from callid_core.units import parse_ranks, parse_window
@@ -132,3 +132,15 @@ def test_large_plans_are_columnar():
                             [None] * n)))
     plan = make_plan(acc, LAYOUT, "/pvfs2")
     assert plan.calls.num_rows == n + 1 and plan.ranks == len(set(acc["rank"].to_pylist()))
+
+
+def test_the_bytes_a_plan_stores_count_each_written_range_once_in_whole_blocks():
+    """What ``callid replay`` compares with the free space: per file, the union of the written ranges,
+    prefill included, rounded out to disk blocks; reads store nothing."""
+    acc = accesses([(0, "/a", "write", 0, 8192, 10, None), (1, "/a", "write", 4096, 8192, 11, None),
+                    (0, "/a", "write", 100_000, 1, 12, None), (0, "/b", "write", 0, 100, 13, None),
+                    (0, "/c", "read", 0, 3 * PREFILL_PIECE, 14, None)])
+    plan = make_plan(acc, LAYOUT, "/pvfs2")
+    assert stored_bytes(plan.calls, 4096) == 3 * 4096 + 4096 + 4096 + 3 * PREFILL_PIECE
+    assert stored_bytes(make_plan(acc, LAYOUT, "/pvfs2", prefill=False).calls, 4096) == 5 * 4096
+    assert stored_bytes(make_plan(acc.slice(4), LAYOUT, "/pvfs2", prefill=False).calls, 4096) == 0

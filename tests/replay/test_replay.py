@@ -82,6 +82,20 @@ def test_replay_of_a_dxt_mpiio_log(tmp_path):
         SELECT sum(a.bytes) FROM arrows a JOIN calls c USING (callid)
         WHERE c.origin = 'DXT_MPIIO' AND a.op = 'trove_write'""").fetchall()[0][0]
     assert disk == 4000
+    # the job comes along: what the log says of it, in the run table (its totals as PyDarshan sums them)
+    job = dict(con.execute("SELECT substr(key, 12), value FROM run WHERE key LIKE 'client.job.%'").fetchall())
+    with darshan.DarshanReport(str(SIMPLE), read_all=True) as report:
+        meta = report.metadata["job"]
+        counters = {m: report.records[m].to_df()["counters"].sum(numeric_only=True)
+                    for m in ("MPI-IO", "POSIX")}
+        exe = report.metadata["exe"]
+    assert {k: job[k] for k in ("jobid", "nprocs", "darshan_version", "exe", "hosts")} == {
+        "jobid": str(meta["jobid"]), "nprocs": str(meta["nprocs"]),
+        "darshan_version": meta["metadata"]["lib_ver"], "exe": exe.strip(), "hosts": "1"}
+    assert job["modules"] == "POSIX,MPI-IO,DXT_POSIX,DXT_MPIIO"
+    for layer, prefix in (("MPI-IO", "MPIIO"), ("POSIX", "POSIX")):
+        assert int(job[f"{layer}.bytes_written"]) == counters[layer][f"{prefix}_BYTES_WRITTEN"]
+    assert int(job["POSIX.writes"]) == counters["POSIX"]["POSIX_WRITES"]
 
 
 @pytest.mark.mpi
@@ -175,6 +189,62 @@ def test_collective_calls_inferred_from_the_counters_replay_two_phase(tmp_path):
     assert stats["replayed_calls"] == 49
 
 
+def source_times(log: Path) -> Counter:
+    """(rank, start, end) of every DXT_MPIIO segment (ns from the job's start), by PyDarshan."""
+    with darshan.DarshanReport(str(log), read_all=True) as report:
+        records = report.records["DXT_MPIIO"].to_df()
+    frames = [r[f"{io}_segments"].assign(rank=r["rank"]) for r in records for io in ("write", "read")
+              if len(r[f"{io}_segments"])]
+    return Counter((rank, round(s * 1e9), round(e * 1e9)) for f in frames
+                   for rank, s, e in zip(f["rank"], f["start_time"], f["end_time"]))
+
+
+@pytest.mark.mpi
+def test_asap_ranks_of_one_replayer_do_not_wait_for_each_other(tmp_path):
+    """Four source ranks driven by one replayer process: each rank's calls follow each other, the
+    ranks' calls run side by side (not one rank's call after another's), and every call logs its source
+    times and its lag."""
+    log = synthetic(tmp_path, ranks=4, accesses=3, size=1 << 20, collective=False, reads=False, gap=0.05)
+    res = callid_cmd("replay", log, "-d", tmp_path / "r", "--procs", "1", "--json")
+    assert res.returncode == 0, res.stderr
+    rows = [r for r in pq.read_table(tmp_path / "r" / "client.parquet").to_pylist() if r["kind"] == "call"]
+    calls = [r for r in rows if r["origin"] == "DXT_MPIIO"]
+    assert Counter((r["rank"], r["src_t_start"], r["src_t_end"]) for r in calls) == source_times(log)
+    assert all(r["lag"] >= 0 for r in calls)
+    added = [r for r in rows if r["origin"] == "replay"]
+    assert added and all(r["lag"] is None and r["src_t_start"] is None for r in added)
+    # asap: a rank's next call is due when its previous one ended; its lag is the time between them
+    for rank in range(4):
+        mine = sorted((r for r in calls if r["rank"] == rank), key=lambda r: r["t_start"])
+        assert [b["t_start"] - a["t_end"] - b["lag"] for a, b in zip(mine, mine[1:])] == [0, 0]
+    overlapping = sum(a["rank"] != b["rank"] and a["t_start"] < b["t_end"] and b["t_start"] < a["t_end"]
+                      for a in calls for b in calls)
+    assert overlapping > 0
+
+
+@pytest.mark.mpi
+def test_a_replay_that_did_not_keep_the_pace_computes_no_per_rank_time_figure(tmp_path):
+    """Eight ranks through one lane: each rank's calls wait behind the others' (their lag), so the
+    figures of per-rank time are not computed and each says why."""
+    log = synthetic(tmp_path, ranks=8, accesses=3, size=1 << 20, collective=False, reads=False)
+    con = replay_and_merge(log, tmp_path / "r", "--procs", "1", "--lanes", "1")
+    lag = con.execute("""SELECT quantile_disc(lag, 0.95), quantile_disc(t_end - t_start, 0.5) FROM calls
+                         WHERE lag IS NOT NULL""").fetchall()[0]
+    assert lag[0] > max(1e6, 0.05 * lag[1])  # (each waited for about 7 calls of the others)
+    stats = json.loads(callid_cmd("stats", tmp_path / "r" / "m.duckdb", "--json").stdout)
+    assert stats["replay_lag"]["faithful"] is False and stats["replay_lag"]["p95_ns"] == lag[0]
+    assert stats["rank_imbalance"]["io_ns"] is None
+    assert stats["rank_time_note"].startswith("not computed: the replay did not keep the ranks' pace")
+    found = json.loads(callid_cmd("insights", tmp_path / "r" / "m.duckdb", "--json").stdout)["findings"]
+    assert [(f["severity"], f["detail"]) for f in found if f["code"] == "P706"] == [
+        ("info", stats["rank_time_note"])]
+    from pipeline.report import compute_report
+
+    report = compute_report(str(tmp_path / "r" / "m.duckdb"))
+    assert report["overview"]["write_mib_per_s_by_slowest"] is None
+    assert report["source"]["pace_note"] == stats["rank_time_note"]
+
+
 @pytest.mark.mpi
 @pytest.mark.slow
 def test_original_timing_keeps_each_ranks_gaps(tmp_path):
@@ -183,10 +253,14 @@ def test_original_timing_keeps_each_ranks_gaps(tmp_path):
     assert res.returncode == 0, res.stderr
     rows = [r for r in pq.read_table(tmp_path / "r" / "client.parquet").to_pylist()
             if r["kind"] == "call" and r["origin"] == "DXT_MPIIO"]
+    first = min(r["t_start"] - r["lag"] - 2 * r["src_t_start"] for r in rows)  # the replay's start
     for rank in (0, 1):
-        starts = sorted(r["t_start"] for r in rows if r["rank"] == rank)
-        gaps = [b - a for a, b in zip(starts, starts[1:])]
+        mine = sorted((r for r in rows if r["rank"] == rank), key=lambda r: r["t_start"])
+        gaps = [b["t_start"] - a["t_start"] for a, b in zip(mine, mine[1:])]
         assert len(gaps) == 3 and min(gaps) >= 2 * 0.05e9  # the source's gaps (0.05-0.15 s), times 2
+        # each call started its lag after its source time, times 2, from the replay's start (its rank's
+        # previous call ended in time: no call had to wait for its previous one)
+        assert all(r["t_start"] - r["lag"] - first >= 2 * r["src_t_start"] for r in mine)
 
 
 @pytest.mark.mpi
@@ -218,6 +292,23 @@ def test_a_truncated_log_is_said_to_be_incomplete(tmp_path):
     run = dict(duckdb.connect(str(tmp_path / "m.duckdb"), read_only=True).execute(
         "SELECT key, value FROM run").fetchall())
     assert [n for n in json.loads(run["client.source_notes"]) if n.startswith("incomplete")] == notes
+    # stats, insights and the report say it too, and on how much of the job's I/O they were computed
+    sample = "on 0 of the 16 reads the job made (the log holds only those)"
+    stats = callid_cmd("stats", tmp_path / "m.duckdb", "--json")
+    assert stats.returncode == 0, stats.stderr
+    stats = json.loads(stats.stdout)
+    assert stats["sample"] == sample and stats["source_notes"][:2] == notes
+    assert f"every figure of the replay is {sample}" in callid_cmd("stats", tmp_path / "m.duckdb").stdout
+    found = json.loads(callid_cmd("insights", tmp_path / "m.duckdb", "--json").stdout)["findings"]
+    client = [f for f in found if f["family"] == "client"]
+    assert client and all(f["detail"].endswith(f"({sample})") for f in client)
+    assert all(sample not in f["detail"] for f in found if f["family"] == "server")
+    from pipeline.report import compute_report
+
+    source = compute_report(str(tmp_path / "m.duckdb"))["source"]
+    assert source["sample"] == sample and source["notes"][:2] == notes and source["layer"] == "MPI-IO"
+    side = {r["label"]: (r["job"], r["replay"]) for r in source["side_by_side"]}
+    assert side["reads"] == (16, 0) and side["writes"] == (16, 16)
     complete = callid_cmd("replay", synthetic(tmp_path, ranks=4, accesses=4, size=65536), "-d",
                           tmp_path / "c", "--json")
     assert complete.returncode == 0, complete.stderr

@@ -64,6 +64,11 @@ def test_bad_requests_get_errors_and_the_server_keeps_serving(fs):
     # an I/O request of an unknown I/O type; a reply sent as a request
     bmi.send(sock, bmi.MODE_UNEXPECTED, 13, P.encode(P.SmallIoRequest(io_type=7, strip_size=65536)))
     assert _answer(sock, 13).status == P.Status.EINVAL
+    # a payload other than the file system's (it stores data: a request without is refused), or none
+    for tag, payload in ((15, P.PayloadCode.NONE), (16, 7)):
+        bmi.send(sock, bmi.MODE_UNEXPECTED, tag, P.encode(P.IoRequest(
+            handle=1, io_type=P.IoType.WRITE, strip_size=65536, regions=[(0, 10)], payload=payload)))
+        assert _answer(sock, tag).status == P.Status.EINVAL
     bmi.send(sock, bmi.MODE_UNEXPECTED, 14, P.encode(P.PingRequest().reply(server="me")))
     assert _answer(sock, 14).status == P.Status.ENOSYS
     # a known hint of the wrong type (a CallID list sent as one integer)
