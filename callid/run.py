@@ -416,6 +416,8 @@ def run(opts: RunOptions) -> RunResult:
         raise error
     if failures:
         raise RunError("; ".join(failures) + f" (the events logged before are in {client} and {server})")
+    for part in [*parts.glob("client-*.parquet"), *parts.glob("server-*.parquet")]:
+        part.unlink()  # (in client.parquet and server.parquet now: only a failed run keeps its parts)
     return RunResult(out, client, server, client_rows, server_rows, time.monotonic() - t0, stdout)
 
 

@@ -189,7 +189,9 @@ CLIENT = Table("client", "one row per traced MPI call ('call'), completion ('wai
     Column("inferred", pa.string(), "what a replay inferred rather than read, comma-separated: "
            "'collective' (grouped into a collective call from the MPI-IO counters), 'contiguous' (one "
            "file range, the view unknown), 'open' (an open the log does not record), 'prefill' (a write "
-           "giving a file the source reads before writing it its data); null: nothing"),
+           "giving a file the source reads before writing it its data), 'aggregation' (a collective call "
+           "replayed with the job's aggregators and buffer size, read from the DXT_POSIX segments under its "
+           "collective calls); null: nothing"),
     Column("src_t_start", pa.int64(), "a replayed call: when it started in the source run, from the source "
            "run's start; null: not replayed, or added by the replay", NS),
     Column("src_t_end", pa.int64(), "a replayed call: when it ended in the source run, from the source run's "

@@ -18,6 +18,7 @@ metadata holds the hints Darshan used to write its own log), so hints come from 
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import tempfile
@@ -32,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from callid.replay.accesses import ACCESS, READ, WRITE
+from callid.replay.aggregation import infer
 from callid_core.errors import InputError
 from callid_core.evidence import DXT_LAYERS
 
@@ -62,6 +64,11 @@ class DarshanLog:
     #: (MPI-IO, POSIX) its totals: '<module>.bytes_read' ... (see _layer); over the files replayed, the
     #: operations DXT holds and the counters count: 'sample.reads_held', 'sample.reads_counted', ...
     job: dict[str, str] = field(default_factory=dict)
+    #: per file: the hints of its collective calls the job's DXT_POSIX segments show (cb_nodes,
+    #: cb_buffer_size: callid.replay.aggregation)
+    file_hints: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: per file: the ranks that aggregated its collective calls in the job (the same source)
+    aggregators: dict[str, list[int]] = field(default_factory=dict)
 
     def ranks_per_host(self) -> int:
         """Ranks per host when the ranks fill the hosts in blocks of one size (as ``callid run
@@ -116,10 +123,13 @@ def read_log(path: str | os.PathLike[str]) -> DarshanLog:
     mpiio_files = {r.file_id for r in records.get(MPIIO, [])}
     files: list[str] = []
     index: dict[int, int] = {}
-    parts = []
+    parts, under = [], []  # (the accesses replayed; the POSIX segments under MPI-IO calls)
     for mod, recs in records.items():
         taken = [r for r in recs if mod == MPIIO or r.file_id not in mpiio_files]
         out.segments[mod] = sum(len(r.writes) + len(r.reads) for r in taken)
+        under += [_columns(segs, r.rank, index[r.file_id], io, mod, False, None)
+                  for r in recs if mod == POSIX and r.file_id in index and r.file_id in mpiio_files
+                  for io, segs in ((WRITE, r.writes), (READ, r.reads)) if len(segs)]
         for rec in taken:
             out.hosts.setdefault(rec.rank, rec.host)
             name = names.get(rec.file_id, f"<record {rec.file_id:016x}>")
@@ -143,7 +153,35 @@ def read_log(path: str | os.PathLike[str]) -> DarshanLog:
     if bad:
         out.notes.append(f"{bad} segments with a negative offset or length left out")
     out.accesses = table.filter(valid)
+    if under:
+        _aggregation(out, _table(under, files))
     return out
+
+
+def _aggregation(out: DarshanLog, posix: pa.Table) -> None:
+    """The job's aggregation (callid.replay.aggregation) into ``out``: the files' hints, the collective
+    calls' ``inferred`` ('aggregation'), a note per file and the job's ``aggregation`` (JSON)."""
+    found = infer(out.accesses, posix)
+    if not found:
+        return
+    out.job["aggregation"] = json.dumps(found)
+    for f in found:
+        hints = out.file_hints.setdefault(f["file"], {})
+        hints["cb_nodes"] = str(max(len(f["aggregators"]), int(hints.get("cb_nodes", 0))))
+        hints["cb_buffer_size"] = str(max(f["max_piece"], int(hints.get("cb_buffer_size", 0))))
+        aggs = f["aggregators"]
+        out.aggregators[f["file"]] = sorted(set(out.aggregators.get(f["file"], [])) | set(aggs))
+        named = ", ".join(map(str, aggs[:8])) + (", ..." if len(aggs) > 8 else "")
+        out.notes.append(f"{f['file']}: the job's {f['calls']} collective {f['io']}s went through "
+                         f"{len(aggs)} aggregators (ranks {named}) in pieces of up to {f['max_piece']:,} "
+                         f"bytes (its DXT_POSIX segments): replayed with these ranks, "
+                         f"cb_nodes={hints['cb_nodes']}, cb_buffer_size={hints['cb_buffer_size']} "
+                         "(--hint overrides)")
+    acc, was = out.accesses, out.accesses["inferred"]
+    files = pa.array(list(out.file_hints), pa.string())
+    mark = pc.and_(pc.is_valid(acc["coll"]), pc.is_in(acc["file"], files))
+    inferred = pc.if_else(mark, pc.binary_join_element_wise(was, "aggregation", ","), was)
+    out.accesses = acc.set_column(acc.schema.get_field_index("inferred"), "inferred", inferred)
 
 
 @contextmanager

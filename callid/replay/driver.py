@@ -108,6 +108,9 @@ class Replayer:
         files = table.group_by(["path", "file"]).aggregate([]).to_pylist()
         self.hints = {f["path"]: {**self.options["file_hints"].get(f["file"], {}), **self.options["hints"]}
                       for f in files}
+        # the job's aggregators of a file (a Darshan log's DXT_POSIX), unless --hint cb_nodes says otherwise
+        self.job_aggs = {f["path"]: set(self.options.get("file_aggregators", {}).get(f["file"], ()))
+                         for f in files if "cb_nodes" not in self.options["hints"]}
         longest = int(s.length.max()) if s.n else 0
         self.pattern = memoryview(bytes(range(256)) * (longest // 256 + 1))
         mine = ranks[ranks % self.procs == self.me]
@@ -289,7 +292,8 @@ class Replayer:
         self._sleep_until(self.comm.allreduce(max(entered.values(), default=0), op=MPI.MAX))
         path, io = s.path[calls[0]], _IO[s.io[calls[0]]]
         hints = CbHints.from_info(self.hints[path], self.hosts)
-        aggs = aggregators(ranks, self.ranks_per_host, hints.cb_nodes)
+        aggs = ([a for a, r in enumerate(ranks) if r in self.job_aggs.get(path, ())]
+                or aggregators(ranks, self.ranks_per_host, hints.cb_nodes))
         regions = {i: self._regions(i) for i in calls}
         ranges = [(r[0][0], max(o + n for o, n in r)) if r else (None, None) for r in regions.values()]
         domains = file_domains(ranges, len(aggs), hints.mode(io))

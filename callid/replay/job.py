@@ -84,7 +84,8 @@ def replay(opts: ReplayOptions) -> ReplayResult:
     rph = _pick(opts.ranks_per_host, was.get("ranks_per_host"), source.ranks_per_host)
     procs = max(1, min(opts.procs, plan.ranks))
     options = {"timing": Timing(opts.timing).value, "time_scale": opts.time_scale, "hints": opts.hints,
-               "file_hints": source.file_hints, "ranks_per_host": rph, "lanes": _lanes(opts.lanes, procs)}
+               "file_hints": source.file_hints, "file_aggregators": source.aggregators, "ranks_per_host": rph,
+               "lanes": _lanes(opts.lanes, procs)}
     schedule = out / "schedule.parquet"
     try:
         with replacing(schedule) as tmp:
@@ -139,6 +140,7 @@ class _Source:
     segments: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     job: dict[str, str] = field(default_factory=dict)  # callid.replay.darshan.DarshanLog.job
+    aggregators: dict[str, list[int]] = field(default_factory=dict)  # per file: the job's aggregator ranks
 
 
 def _read_source(path: str) -> _Source:
@@ -154,7 +156,8 @@ def _read_source(path: str) -> _Source:
     dxt = read_log(path)
     modules = ", ".join(f"{n} {m} segments" for m, n in dxt.segments.items() if n)
     return _Source(dxt.accesses, f"darshan {os.path.abspath(path)} ({dxt.nprocs} ranks, {modules})",
-                   ranks_per_host=dxt.ranks_per_host(), segments=dxt.segments, notes=dxt.notes, job=dxt.job)
+                   ranks_per_host=dxt.ranks_per_host(), segments=dxt.segments, notes=dxt.notes, job=dxt.job,
+                   file_hints=dxt.file_hints, aggregators=dxt.aggregators)
 
 
 def _check_space(calls: pa.Table, out: Path) -> None:

@@ -246,6 +246,35 @@ def test_a_replay_that_did_not_keep_the_pace_computes_no_per_rank_time_figure(tm
 
 
 @pytest.mark.mpi
+def test_the_jobs_aggregators_and_buffer_size_come_from_its_posix_layer(tmp_path):
+    """A two-layer log whose job aggregated through 2 ranks (0 and 8: not ROMIO's default of one per node,
+    4 nodes) in pieces of 512 KiB: the replay finds them in the DXT_POSIX segments under the collective
+    calls and aggregates with exactly those ranks and that buffer size; --hint cb_nodes overrides."""
+    log = synthetic(tmp_path, ranks=16, ranks_per_node=4, accesses=2, size=256 << 10, collective=True,
+                    reads=False, cb_nodes=2, cb_buffer_size=512 << 10)
+    con = replay_and_merge(log, tmp_path / "r", "--hint", "romio_cb_write=enable")
+    run = dict(con.execute("SELECT key, value FROM run").fetchall())
+    [found] = json.loads(run["client.job.aggregation"])
+    assert (found["io"], found["aggregators"], found["max_piece"], found["calls"]) == (
+        "write", [0, 8], 512 << 10, 2)
+    assert found["bytes"] == found["collective_bytes"] == 2 * 16 * (256 << 10)
+    assert any("went through 2 aggregators (ranks 0, 8) in pieces of up to 524,288 bytes" in n
+               for n in json.loads(run["client.source_notes"]))
+    # the replay: those ranks moved every byte, in cycles of at most 512 KiB, each call marked
+    io_ranks = "SELECT list(DISTINCT rank ORDER BY rank) FROM rpcs WHERE op = 'io'"
+    assert con.execute(io_ranks).fetchall()[0][0] == [0, 8]
+    assert con.execute("SELECT max(size) FROM phases WHERE phase = 'io'").fetchall()[0][0] == 512 << 10
+    assert con.execute("SELECT DISTINCT inferred FROM calls WHERE origin = 'DXT_MPIIO'").fetchall() == [
+        ("collective,aggregation",)]
+    # P709: 2 aggregators on 4 nodes, fewer than ROMIO's default
+    found = json.loads(callid_cmd("insights", tmp_path / "r" / "m.duckdb", "--code", "P709", "--json").stdout)
+    assert [(f["severity"], f["numbers"]["aggregators"], f["numbers"]["nodes"], f["ranks"])
+            for f in found["findings"]] == [("warning", 2, 4, [0, 8])]
+    other = replay_and_merge(log, tmp_path / "h", "--hint", "romio_cb_write=enable", "--hint", "cb_nodes=4")
+    assert other.execute(io_ranks).fetchall()[0][0] == [0, 4, 8, 12]  # (one per node, ROMIO's way)
+
+
+@pytest.mark.mpi
 @pytest.mark.slow
 def test_original_timing_keeps_each_ranks_gaps(tmp_path):
     log = synthetic(tmp_path, ranks=2, accesses=4, size=4096, collective=False, reads=False, gap=0.1)
