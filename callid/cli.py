@@ -606,7 +606,8 @@ def merge(
     if as_json:
         _echo_json({"output": str(output), **summary, "warnings": warnings})
         return
-    counts = ", ".join(f"{v} {k}" for k, v in summary.items() if isinstance(v, int))
+    counts = ", ".join(f"{v} {k}" for k, v in summary.items()
+                       if isinstance(v, int) and (v or k != "source_io"))  # (source_io: a replay's only)
     typer.echo(f"callid: wrote {output} ({counts})")
     for warning in warnings:
         typer.echo(f"callid: warning: {warning}", err=True)

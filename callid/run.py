@@ -18,6 +18,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from callid import servers
 from callid.launch import NO_ABORT_ENV, die_with_parent
 from callid.romio import launch as romio_launch
@@ -77,6 +80,7 @@ class RunOptions:
     source: str = ""  # what the run replays (the client log's callid.source metadata)
     source_notes: list[str] = field(default_factory=list)  # what the replay says of it (callid.source_notes)
     source_job: dict[str, str] = field(default_factory=dict)  # what the source says of its job (callid.job.*)
+    source_rows: pa.Table | None = None  # client-log rows the source gives (a replay's kind 'source' rows)
     on_wait: Callable[[], None] | None = None  # called about 4 times a second while the ranks run
     fs: str = ""  # a configuration of callid fs init: use its servers, which run already
     mpi_io: MpiIo | None = None  # callid's MPI-IO (Python only) or the MPI library's; None: by the target
@@ -374,6 +378,9 @@ def run(opts: RunOptions) -> RunResult:
     for pattern in PART_FILES:  # what an earlier run left; nothing else in the directory is touched
         for path in parts.glob(pattern):
             path.unlink()
+    if opts.source_rows is not None and opts.source_rows.num_rows:
+        with replacing(parts / "client-source.000000.parquet") as tmp:
+            pq.write_table(opts.source_rows.cast(S.CLIENT_SCHEMA), tmp)
     config_path = out / "fs.json"
     group: ServerGroup | RunningServers
     if opts.fs:

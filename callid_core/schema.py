@@ -138,7 +138,12 @@ CLIENT = Table("client", "one row per traced MPI call ('call'), completion ('wai
     Column("kind", pa.string(), "'call': one traced MPI call; 'wait': completion of a non-blocking "
            "call (same rid); 'phase': one phase of a collective call on this rank (op names it, callid is "
            "the call's); 'rpc': one client->server exchange; 'mpi': one collective MPI call without I/O on a "
-           "traced communicator (e.g. MPI_Barrier; not stamped)", nullable=False, default="call"),
+           "traced communicator (e.g. MPI_Barrier; not stamped); 'source': a replay's cross-layer arrow, one "
+           "POSIX operation of the source job (a DXT_POSIX segment) and a replayed MPI-IO call it served "
+           "(callid: the call's; rank: the rank that made the operation; func: read or write; offset, size: "
+           "the operation's; bytes: the call's bytes in it; src_t_start, src_t_end: its times in the job; "
+           "inferred: 'link', or 'link,ambiguous' when it fits several calls' windows; t_start, t_end: "
+           "when the replay logged it)", nullable=False, default="call"),
     Column("func", pa.string(), "MPI function, e.g. MPI_File_write_at", nullable=False),
     Column("file", pa.string(), "file name as opened"),
     Column("fid", pa.int64(), "per-rank id of the open file"),

@@ -205,9 +205,26 @@ EVENTS = Table("events", "(view) one timeline of calls, exchanges and server eve
     Column("size", pa.int64(), "bytes (calls: requested; server events: moved)", BYTES),
 ])
 
+SOURCE_IO = Table("source_io", "a replay of a Darshan log with both DXT layers: one row per POSIX "
+                  "operation of the job (DXT_POSIX segment) and replayed MPI-IO call it served (cross-layer "
+                  "arrows, inferred from time and offsets: callid.replay.layers), ordered by call", [
+    CALLID, CALLID_HEX,
+    Column("rank", pa.int32(), "the rank that made the POSIX operation (a collective call's: an aggregator)"),
+    _log(CLIENT, "file"),
+    Column("op", pa.string(), "read or write"),
+    Column("file_offset", pa.int64(), "offset in the file of the operation's first byte", BYTES),
+    Column("size", pa.int64(), "the operation's bytes", BYTES),
+    Column("bytes", pa.int64(), "the call's bytes in it (the overlap of the call's and the operation's file "
+           "ranges)", BYTES),
+    Column("src_t_start", pa.int64(), "when the operation started in the job, from the job's start", NS),
+    Column("src_t_end", pa.int64(), "when it ended in the job, from the job's start", NS),
+    Column("exact", pa.bool_(), "the operation fits one call's window only (else it is linked to each call "
+           "whose window it fits)"),
+])
+
 #: every table and view of a merged database, in the order they are documented
 MERGED = {t.name: t for t in (CALLS, WAITS, MPI_CALLS, RPCS, PHASES, SERVER_OPS, ARROWS, FANOUT, CLOCKS, RUN,
-                              EVENTS)}
+                              EVENTS, SOURCE_IO)}
 
 
 def _type(t: pa.DataType) -> str:

@@ -55,6 +55,7 @@ from callid_core.tables import (
     RPCS,
     RUN,
     SERVER_OPS,
+    SOURCE_IO,
     WAITS,
 )
 from pipeline import clocks
@@ -505,6 +506,11 @@ def build_tables(con: duckdb.DuckDBPyConnection, run: Engine, target: _Target, l
                                         "ORDER BY t_start")
     columns = _select(PHASES, t, callid=callid, phase="x.op", file_offset="x.offset")
     _store(con, run, target, PHASES, f"SELECT {columns} {src} WHERE x.kind = 'phase' ORDER BY t_start")
+    # (a replay's cross-layer arrows: times of the source job, as they are)
+    columns = _select(SOURCE_IO, {}, callid=callid, op="x.func", file_offset="x.offset",
+                      exact="x.inferred = 'link'")
+    _store(con, run, target, SOURCE_IO, f"SELECT {columns} FROM client_log x WHERE x.kind = 'source' "
+                                        "ORDER BY callid, src_t_start")
     # (the run's start: the earliest call, request or server operation on the reference clock)
     src_r, t_r = times.source("client_log", {"t_start": "x.clock"}, d)
     src_s, t_s = times.source("server_log", {"t_start": "x.clock"}, d)
@@ -522,7 +528,7 @@ def build_tables(con: duckdb.DuckDBPyConnection, run: Engine, target: _Target, l
     con.execute(f"CREATE VIEW _{RPCS.name} AS SELECT {columns} {src} WHERE x.kind = 'rpc'")
     src, t = times.source(logs[S.KIND_SERVER], {"t_start": "x.clock", "t_end": "x.clock"})
     con.execute(f"CREATE VIEW _{SERVER_OPS.name} AS SELECT {_server_ops_columns(t, sentinel)} {src}")
-    for table in (CALLS, WAITS, MPI_CALLS, RPCS, PHASES, SERVER_OPS):
+    for table in (CALLS, WAITS, MPI_CALLS, RPCS, PHASES, SERVER_OPS, SOURCE_IO):
         _show(con, table)
     con.execute(f"""
         CREATE VIEW events AS

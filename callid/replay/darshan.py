@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from callid.replay.accesses import ACCESS, READ, WRITE
-from callid.replay.aggregation import infer
+from callid.replay.layers import infer
 from callid_core.errors import InputError
 from callid_core.evidence import DXT_LAYERS
 
@@ -65,10 +65,12 @@ class DarshanLog:
     #: operations DXT holds and the counters count: 'sample.reads_held', 'sample.reads_counted', ...
     job: dict[str, str] = field(default_factory=dict)
     #: per file: the hints of its collective calls the job's DXT_POSIX segments show (cb_nodes,
-    #: cb_buffer_size: callid.replay.aggregation)
+    #: cb_buffer_size: callid.replay.layers)
     file_hints: dict[str, dict[str, str]] = field(default_factory=dict)
     #: per file: the ranks that aggregated its collective calls in the job (the same source)
     aggregators: dict[str, list[int]] = field(default_factory=dict)
+    #: the DXT_POSIX segments of the files replayed from DXT_MPIIO (ACCESS columns; None: none)
+    posix: pa.Table | None = None
 
     def ranks_per_host(self) -> int:
         """Ranks per host when the ranks fill the hosts in blocks of one size (as ``callid run
@@ -154,12 +156,13 @@ def read_log(path: str | os.PathLike[str]) -> DarshanLog:
         out.notes.append(f"{bad} segments with a negative offset or length left out")
     out.accesses = table.filter(valid)
     if under:
-        _aggregation(out, _table(under, files))
+        out.posix = _table(under, files)
+        _aggregation(out, out.posix)
     return out
 
 
 def _aggregation(out: DarshanLog, posix: pa.Table) -> None:
-    """The job's aggregation (callid.replay.aggregation) into ``out``: the files' hints, the collective
+    """The job's aggregation (callid.replay.layers) into ``out``: the files' hints, the collective
     calls' ``inferred`` ('aggregation'), a note per file and the job's ``aggregation`` (JSON)."""
     found = infer(out.accesses, posix)
     if not found:

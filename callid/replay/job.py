@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from callid.replay.darshan import read_log
+from callid.replay.darshan import POSIX, read_log
+from callid.replay.layers import links
 from callid.replay.plan import OPTIONS_KEY, make_plan, select, stored_bytes
 from callid.replay.runlog import is_parquet, read_run_log
 from callid.run import RunOptions, RunResult, run
@@ -19,7 +22,9 @@ from callid_core import config as defaults
 from callid_core import schema as S
 from callid_core.atomic import replacing
 from callid_core.choices import Payload, Timing
+from callid_core.clock import domain_name
 from callid_core.errors import BadValue, Failed, os_reason
+from callid_core.evidence import REPLAY_ORIGIN
 from callid_core.ids import DEFAULT_LAYOUT, Layout
 from pipeline.load import validate_log
 
@@ -112,10 +117,29 @@ def replay(opts: ReplayOptions) -> ReplayResult:
         payload=opts.payload,
         stdout_to_stderr=True, on_wait=progress,
         source=f"{source.description}; {total} calls replayed, {plan.collectives} collective",
-        source_notes=list(source.notes), source_job=source.job))
+        source_notes=list(source.notes), source_job=source.job,
+        source_rows=_cross_layer(plan.calls, source.posix)))
     progress()
     return ReplayResult(result, total, plan.collectives, plan.ranks, plan.files, procs, rph,
                         dict(source.segments), list(source.notes) + _failed(result.client))
+
+
+def _cross_layer(calls: pa.Table, posix: pa.Table | None) -> pa.Table | None:
+    """The client-log rows (kind 'source') of the replay's cross-layer arrows: each POSIX segment of the
+    job and the replayed MPI-IO calls it served (callid.replay.layers)."""
+    if posix is None:
+        return None
+    acc = calls.filter(pc.not_equal(calls["origin"], REPLAY_ORIGIN))
+    found = links(acc, posix)
+    n = found.num_rows
+    call = acc.take(found["row"])
+    now = pa.repeat(pa.scalar(time.time_ns(), pa.int64()), n)  # (when the replay logged them: its start)
+    return S.CLIENT.arrow(n, {
+        "callid": call["callid"], "rank": found["rank"], "clock": pa.repeat(domain_name("host", "0"), n),
+        "kind": pa.repeat("source", n), "func": call["io"], "file": call["path"], "offset": found["offset"],
+        "size": found["length"], "bytes": found["bytes"], "t_start": now, "t_end": now,
+        "src_t_start": found["t_start"], "src_t_end": found["t_end"], "origin": pa.repeat(POSIX, n),
+        "inferred": pc.if_else(found["exact"], "link", "link,ambiguous")})
 
 
 def _failed(client: Path) -> list[str]:
@@ -141,6 +165,7 @@ class _Source:
     notes: list[str] = field(default_factory=list)
     job: dict[str, str] = field(default_factory=dict)  # callid.replay.darshan.DarshanLog.job
     aggregators: dict[str, list[int]] = field(default_factory=dict)  # per file: the job's aggregator ranks
+    posix: pa.Table | None = None  # the POSIX segments under the MPI-IO calls (callid.replay.darshan)
 
 
 def _read_source(path: str) -> _Source:
@@ -157,7 +182,7 @@ def _read_source(path: str) -> _Source:
     modules = ", ".join(f"{n} {m} segments" for m, n in dxt.segments.items() if n)
     return _Source(dxt.accesses, f"darshan {os.path.abspath(path)} ({dxt.nprocs} ranks, {modules})",
                    ranks_per_host=dxt.ranks_per_host(), segments=dxt.segments, notes=dxt.notes, job=dxt.job,
-                   file_hints=dxt.file_hints, aggregators=dxt.aggregators)
+                   file_hints=dxt.file_hints, aggregators=dxt.aggregators, posix=dxt.posix)
 
 
 def _check_space(calls: pa.Table, out: Path) -> None:

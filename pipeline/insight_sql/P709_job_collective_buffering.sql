@@ -2,7 +2,7 @@
 -- title: the job's collective buffering, read from its Darshan log's two DXT layers, against ROMIO's defaults
 -- thresholds: -
 -- columns: run.client.job.aggregation, run.client.job.hosts
--- On a replay of a Darshan log with both DXT layers (callid.replay.aggregation): per file and direction, the
+-- On a replay of a Darshan log with both DXT layers (callid.replay.layers): per file and direction, the
 -- ranks whose POSIX reads or writes lie under the collective MPI-IO calls (the job's aggregators) and their
 -- largest piece (the buffer, when a cycle was full), against what ROMIO does by default: one aggregator per
 -- node (cb_nodes = the nodes) and cb_buffer_size 16 MiB.  Warning: fewer aggregators than nodes (the

@@ -21,9 +21,10 @@ DXT = LOGS / "examples" / "example_logs" / "dxt.darshan"
 NO_DXT = LOGS / "examples" / "example_logs" / "example.darshan"
 
 
-def segments(path: Path) -> Counter:
-    """(module, rank, file, io, offset, length) of every DXT segment the replay takes, read with
-    PyDarshan's record-by-record reader (not the replay's)."""
+def segments(path: Path, under_mpiio: bool = False) -> Counter:
+    """(module, rank, file, io, offset, length) of every DXT segment the replay takes (``under_mpiio``:
+    also the DXT_POSIX segments of files with DXT_MPIIO records), read with PyDarshan's record-by-record
+    reader (not the replay's)."""
     from darshan.backend import cffi_backend as dbe
 
     log = dbe.log_open(str(path))
@@ -40,7 +41,7 @@ def segments(path: Path) -> Counter:
     out = Counter()
     for mod, rs in recs.items():
         for r in rs:
-            if mod == "DXT_POSIX" and r["id"] in mpiio_files:
+            if mod == "DXT_POSIX" and r["id"] in mpiio_files and not under_mpiio:
                 continue
             for io in ("write", "read"):
                 for seg in r[f"{io}_segments"]:
@@ -82,6 +83,9 @@ def test_replay_of_a_dxt_mpiio_log(tmp_path):
         SELECT sum(a.bytes) FROM arrows a JOIN calls c USING (callid)
         WHERE c.origin = 'DXT_MPIIO' AND a.op = 'trove_write'""").fetchall()[0][0]
     assert disk == 4000
+    # the cross-layer arrow: rank 0's POSIX write under that call, all of its bytes
+    assert con.execute("""SELECT c.func, s.rank, s.size, s.bytes, s.exact FROM source_io s JOIN calls c
+                          USING (callid)""").fetchall() == [("MPI_File_write_at", 0, 4000, 4000, True)]
     # the job comes along: what the log says of it, in the run table (its totals as PyDarshan sums them)
     job = dict(con.execute("SELECT substr(key, 12), value FROM run WHERE key LIKE 'client.job.%'").fetchall())
     with darshan.DarshanReport(str(SIMPLE), read_all=True) as report:
@@ -266,6 +270,15 @@ def test_the_jobs_aggregators_and_buffer_size_come_from_its_posix_layer(tmp_path
     assert con.execute("SELECT max(size) FROM phases WHERE phase = 'io'").fetchall()[0][0] == 512 << 10
     assert con.execute("SELECT DISTINCT inferred FROM calls WHERE origin = 'DXT_MPIIO'").fetchall() == [
         ("collective,aggregation",)]
+    # the cross-layer arrows: every POSIX write of the job under the call whose bytes it holds, exactly
+    posix = {(r, off, n) for mod, r, _, _, off, n in segments(log, True) if mod == "DXT_POSIX"}
+    assert set(con.execute("SELECT DISTINCT rank, file_offset, size FROM source_io").fetchall()) == posix
+    assert con.execute("SELECT list(DISTINCT rank ORDER BY rank) FROM source_io").fetchall()[0][0] == [0, 8]
+    assert con.execute("""
+        SELECT count(*), count(*) FILTER (WHERE s.exact), count(*) FILTER (WHERE coalesce(s.b, 0) <> c.size)
+        FROM calls c LEFT JOIN (SELECT callid, sum(bytes) AS b, bool_and(exact) AS exact FROM source_io
+                                GROUP BY 1) s USING (callid)
+        WHERE c.origin = 'DXT_MPIIO'""").fetchall() == [(32, 32, 0)]
     # P709: 2 aggregators on 4 nodes, fewer than ROMIO's default
     found = json.loads(callid_cmd("insights", tmp_path / "r" / "m.duckdb", "--code", "P709", "--json").stdout)
     assert [(f["severity"], f["numbers"]["aggregators"], f["numbers"]["nodes"], f["ranks"])
