@@ -30,31 +30,40 @@ COVERED = 0.5
 #: collective ones; ``posix``: the DXT_POSIX segments of the same files)
 _LINKED = """
 WITH windows AS (
-    SELECT file, io, coll, CASE WHEN coll IS NULL THEN rank END AS only_rank, min(t_start) AS lo,
-           max(t_end) AS hi, min("offset") AS first, max("offset" + length) AS last, sum(length) AS bytes,
-           list(row) AS rows
-    FROM acc GROUP BY file, io, coll, CASE WHEN coll IS NULL THEN row END, only_rank
-), seg AS (SELECT row_number() OVER () AS seg, * FROM posix), linked AS (
-    SELECT p.seg, p.rank, p.file, p.io, p."offset", p.length, p.t_start, p.t_end, w.coll, w.rows, w.bytes,
-           count(*) OVER (PARTITION BY p.seg) AS windows
-    FROM seg p JOIN windows w ON p.file = w.file AND p.io = w.io AND p.t_start BETWEEN w.lo AND w.hi
-                             AND p."offset" >= w.first AND p."offset" + p.length <= w.last
-                             AND (w.only_rank IS NULL OR w.only_rank = p.rank)
-)
+    SELECT file, io, coll, CASE WHEN coll IS NULL THEN any_value(row) END AS only_row,
+           CASE WHEN coll IS NULL THEN any_value(rank) END AS only_rank, min(t_start) AS lo, max(t_end) AS hi,
+           min("offset") AS first, max("offset" + length) AS last, sum(length) AS bytes
+    FROM acc GROUP BY file, io, coll, CASE WHEN coll IS NULL THEN row END
+), seg AS (SELECT row_number() OVER () AS seg, * FROM posix), fits AS (
+    SELECT p.*, w.coll, w.only_row
+    FROM seg p JOIN windows w ON p.file = w.file AND p.io = w.io AND w.coll IS NOT NULL
+                             AND p.t_start BETWEEN w.lo AND w.hi AND p."offset" >= w.first
+                             AND p."offset" + p.length <= w.last
+    UNION ALL  -- (by rank: a hash join, not an inequality join over all the file's calls)
+    SELECT p.*, w.coll, w.only_row
+    FROM seg p JOIN windows w ON p.file = w.file AND p.io = w.io AND p.rank = w.only_rank
+                             AND p.t_start BETWEEN w.lo AND w.hi AND p."offset" >= w.first
+                             AND p."offset" + p.length <= w.last
+), linked AS (SELECT *, count(*) OVER (PARTITION BY seg) AS windows FROM fits)
 """
 
-_LINKS = _LINKED + """
-SELECT u.row, l.rank, l."offset", l.length, l.t_start, l.t_end,
-       least(a."offset" + a.length, l."offset" + l.length) - greatest(a."offset", l."offset") AS bytes,
-       l.windows = 1 AS exact
-FROM linked l, unnest(l.rows) AS u(row) JOIN acc a ON a.row = u.row
-WHERE a."offset" < l."offset" + l.length AND l."offset" < a."offset" + a.length
-ORDER BY u.row, l.t_start
+# (a collective window's segments meet its ranks' accesses by call, an independent one's its access: two
+# equality joins, then the overlap)
+_LINKS = _LINKED + """, pairs AS (
+    SELECT l.*, a.row, a."offset" AS a_offset, a.length AS a_length
+    FROM linked l JOIN acc a ON a.file = l.file AND a.io = l.io AND a.coll = l.coll
+    UNION ALL
+    SELECT l.*, a.row, a."offset", a.length FROM linked l JOIN acc a ON a.row = l.only_row
+)
+SELECT row, rank, "offset", length, t_start, t_end, windows = 1 AS exact,
+       least(a_offset + a_length, "offset" + length) - greatest(a_offset, "offset") AS bytes
+FROM pairs WHERE a_offset < "offset" + length AND "offset" < a_offset + a_length
+ORDER BY row, t_start
 """
 
 _INFER = _LINKED + """, totals AS (
     SELECT file, io, sum(bytes)::BIGINT AS collective_bytes, count(*) AS calls
-    FROM (SELECT DISTINCT file, io, coll, bytes FROM windows WHERE coll IS NOT NULL) GROUP BY ALL
+    FROM windows WHERE coll IS NOT NULL GROUP BY ALL
 )
 SELECT l.file, l.io, list(DISTINCT l.rank ORDER BY l.rank) AS aggregators, max(l.length) AS max_piece,
        count(*) AS pieces, sum(l.length)::BIGINT AS bytes, any_value(t.collective_bytes) AS collective_bytes,
@@ -70,6 +79,7 @@ ORDER BY l.file, l.io
 def _connect(acc: pa.Table, posix: pa.Table) -> duckdb.DuckDBPyConnection:
     """A connection holding ``acc`` (with its row numbers) and ``posix``."""
     con = duckdb.connect()
+    con.execute("SET enable_progress_bar = false")
     con.register("acc", acc.select(["rank", "file", "io", "coll", "offset", "length", "t_start", "t_end"])
                  .append_column("row", pa.array(range(acc.num_rows), pa.int64())))
     con.register("posix", posix.select(["rank", "file", "io", "offset", "length", "t_start", "t_end"]))
