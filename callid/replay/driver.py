@@ -2,14 +2,16 @@
 ``callid replay`` (the file system from ``CALLID_CONFIG``).
 
 Replayer ``p`` of ``P`` makes the calls of the source ranks ``r`` with ``r % P == p``: epoch by
-epoch (``callid.replay.plan``), its ranks' independent calls in order of their time in the source
-run (``asap``) or at that time, keeping each rank's gaps (``original``, scaled); then, with the
-other replayers, the collective call that ends the epoch.  A collective call is two-phase I/O as
-``callid.mpiio.collective`` does it: the aggregators (source ranks, each driven by its replayer)
-access their file domains in ``cb_buffer_size`` cycles, each request carrying the CallIDs of the
-calls whose bytes it moves.  No data moves between ranks (a replay has none to exchange), so a
-collective call logs the aggregators' ``io`` phases only.  Written bytes are a fixed pattern; read
-bytes are dropped.
+epoch (``callid.replay.plan``), its ranks' independent calls side by side on its lanes
+(``callid.replay.lanes``), each rank's next call when it is due (``asap``: when its previous one
+ended; ``original``: at its time in the source, scaled, keeping the rank's gaps), the most overdue
+rank first; each call logs its source times and its lag (how long after due it started).  Then,
+with the other replayers, the collective call that ends the epoch: two-phase I/O as
+``callid.mpiio.collective`` does it, the aggregators (source ranks, each driven by its replayer on a
+lane; the job's own, when a Darshan log's DXT_POSIX segments show them) accessing their file domains
+in ``cb_buffer_size`` cycles, each request carrying the CallIDs of the calls whose bytes it moves.
+No data moves between ranks (a replay has none to exchange), so a collective call logs the
+aggregators' ``io`` phases only.  Written bytes are a fixed pattern; read bytes are dropped.
 """
 
 # ruff: noqa: E402  (the stop signals are blocked before MPI starts)
