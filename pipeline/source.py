@@ -57,15 +57,12 @@ def job_text(job: dict[str, str]) -> str:
             f"{job.get('darshan_version', '?')}, modules {job.get('modules', '?')}")
 
 
-def job_side(job: dict[str, str], origins: list[str]) -> tuple[str, dict[str, float]] | None:
-    """The layer the replay took its calls from (the most common DXT origin of ``origins``) and the
-    job's figures of it (:data:`SIDE_BY_SIDE`); None without them."""
-    layers = [DXT_LAYERS[o] for o in origins if o in DXT_LAYERS]
-    if not layers:
-        return None
-    layer = max(set(layers), key=layers.count)
+def job_side(job: dict[str, str], origin: str | None) -> tuple[str, dict[str, float]] | None:
+    """The layer the replay took its calls from (``origin``: the most common origin of its calls) and
+    the job's figures of it (:data:`SIDE_BY_SIDE`); None without them."""
+    layer = DXT_LAYERS.get(origin or "")
     figures = {k: float(job[f"{layer}.{k}"]) for k, _ in SIDE_BY_SIDE if f"{layer}.{k}" in job}
-    return (layer, figures) if figures else None
+    return (layer, figures) if layer and figures else None
 
 
 def in_the_job(layer: str, figures: dict[str, float]) -> str:

@@ -9,6 +9,7 @@ import itertools
 
 from callid_core import schema as S
 from callid_core.choices import Payload
+from callid_core.evidence import REPLAY_ORIGIN
 from callid_core.ids import Layout
 from pipeline.checks import CheckResults, count_findings, run_checks
 from pipeline.insights import compare_insights, count_insights, run_insights
@@ -162,10 +163,10 @@ def compute_stats(db: str, checks: CheckResults | None = None, insights: list[di
         # a replay: its source's job and notes, the share of the job's I/O the log holds, the lag
         lag = replay_lag(con)
         job = job_of(run)
-        origins = [o for (o,) in con.execute("SELECT origin FROM calls WHERE origin IS NOT NULL").fetchall()]
+        origin = one(f"SELECT mode(origin) FROM calls WHERE origin <> '{REPLAY_ORIGIN}'")  # (a replay's)
         stats |= {"payload": run_config(con).get("payload", Payload.FULL.value),
                   "source_notes": notes_of(run), "source_job": job, "sample": sample_text(job),
-                  "job_side": job_side(job, origins), "replay_lag": lag.as_dict() if lag else None,
+                  "job_side": job_side(job, origin), "replay_lag": lag.as_dict() if lag else None,
                   "rank_time_note": lag.why_not() if lag else None}
         if stats["rank_time_note"]:
             stats["rank_imbalance"]["io_ns"] = None

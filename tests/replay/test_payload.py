@@ -71,6 +71,7 @@ def bstreams(out: Path) -> dict[str, tuple[int, int]]:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["collective", "independent"])
 def test_a_replay_without_payload_has_the_events_arrows_and_figures_of_one_with(tmp_path, kind):
     log = write_log(tmp_path / f"{kind}.darshan", kind)
@@ -148,6 +149,7 @@ def test_a_replay_whose_data_does_not_fit_the_disk_is_refused_before_it_starts(t
     assert bstreams(tmpfs / "r") and sum(used for _, used in bstreams(tmpfs / "r").values()) == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tmpfs", [4 << 20], indirect=True)
 def test_a_disk_filling_up_is_one_line(tmp_path, tmpfs):
     log = write_log(tmp_path / "c.darshan", "collective")

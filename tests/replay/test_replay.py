@@ -227,6 +227,7 @@ def test_asap_ranks_of_one_replayer_do_not_wait_for_each_other(tmp_path):
     assert overlapping > 0
 
 
+@pytest.mark.slow
 @pytest.mark.mpi
 def test_a_replay_that_did_not_keep_the_pace_computes_no_per_rank_time_figure(tmp_path):
     """Eight ranks through one lane: each rank's calls wait behind the others' (their lag), so the
@@ -250,6 +251,7 @@ def test_a_replay_that_did_not_keep_the_pace_computes_no_per_rank_time_figure(tm
     assert report["source"]["pace_note"] == stats["rank_time_note"]
 
 
+@pytest.mark.slow
 @pytest.mark.mpi
 def test_the_jobs_aggregators_and_buffer_size_come_from_its_posix_layer(tmp_path):
     """A two-layer log whose job aggregated through 2 ranks (0 and 8: not ROMIO's default of one per node,
@@ -306,6 +308,7 @@ def test_original_timing_keeps_each_ranks_gaps(tmp_path):
         assert all(r["t_start"] - r["lag"] - first >= 2 * r["src_t_start"] for r in mine)
 
 
+@pytest.mark.slow
 @pytest.mark.mpi
 def test_a_truncated_log_is_said_to_be_incomplete(tmp_path):
     """A log whose DXT_MPIIO Darshan flagged partial and holds half the operations its counters count (the

@@ -53,6 +53,7 @@ def raw_findings(db: Path, code: str) -> list[tuple]:
         con.close()
 
 
+@pytest.mark.slow
 def test_a_darshan_replay_has_no_finding_its_log_cannot_support(tmp_path):
     log = raced_log(tmp_path / "ior.darshan")
     # (a hint for the replay's file system: not one the job passed, so H301 must not judge it)
@@ -94,6 +95,7 @@ def test_a_darshan_replay_has_no_finding_its_log_cannot_support(tmp_path):
     assert [u["code"] for u in report["checks_undecidable"]] == CODES
 
 
+@pytest.mark.slow
 def test_a_replay_of_a_traced_run_decides_no_more_than_its_client_log_records(collective_fanin, tmp_path):
     traced = json.loads(callid_cmd("check", collective_fanin.db, "--json").stdout)
     assert traced["undecidable"] == [] and traced["source"]["label"] == "a traced run"
