@@ -542,8 +542,9 @@ def replay(
                f"calls/s, {result.procs} replayer processes): {run.client_rows} client rows, "
                f"{run.server_rows} server events", err=True)
     if payload == Payload.NONE:
-        typer.echo("  payload none: sizes only, no data moved or stored (the times are the simulator's)",
-                   err=True)
+        from pipeline.source import PAYLOAD_NONE_TIMES
+
+        typer.echo(f"  payload none: {PAYLOAD_NONE_TIMES}", err=True)
     for note in result.notes:
         typer.echo(f"  note: {note}", err=True)
     typer.echo(f"  client log: {run.client}\n  server log: {run.server}", err=True)

@@ -215,10 +215,6 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
-
 _PR_SET_PDEATHSIG = 1
 
 
@@ -229,3 +225,7 @@ def die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
     except (OSError, AttributeError):
         pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -408,10 +408,12 @@ def run(opts: RunOptions) -> RunResult:
         romio_launch.collect(parts, S.file_metadata(S.KIND_CLIENT, *meta_args))
     client = out / "client.parquet"
     server = out / "server.parquet"
+    client_parts = sorted(parts.glob("client-*.parquet"))
+    server_parts = sorted(parts.glob("server-*.parquet"))
     try:
-        client_rows = combine_parts(sorted(parts.glob("client-*.parquet")), client, S.CLIENT_SCHEMA,
+        client_rows = combine_parts(client_parts, client, S.CLIENT_SCHEMA,
                                     S.file_metadata(S.KIND_CLIENT, *meta_args))
-        server_rows = combine_parts(sorted(parts.glob("server-*.parquet")), server, S.SERVER_SCHEMA,
+        server_rows = combine_parts(server_parts, server, S.SERVER_SCHEMA,
                                     S.file_metadata(S.KIND_SERVER, *meta_args))
     except OSError as exc:  # (a full disk: the run's own failures say more, if there are any)
         raise RunError("; ".join([f"cannot write the logs of the run in {out} ({os_reason(exc)})",
@@ -423,7 +425,7 @@ def run(opts: RunOptions) -> RunResult:
         raise error
     if failures:
         raise RunError("; ".join(failures) + f" (the events logged before are in {client} and {server})")
-    for part in [*parts.glob("client-*.parquet"), *parts.glob("server-*.parquet")]:
+    for part in [*client_parts, *server_parts]:
         part.unlink()  # (in client.parquet and server.parquet now: only a failed run keeps its parts)
     return RunResult(out, client, server, client_rows, server_rows, time.monotonic() - t0, stdout)
 

@@ -194,7 +194,9 @@ class Config:
         try:
             data = json.loads(Path(path).read_text())
             data["servers"] = [ServerConfig(**s) for s in data["servers"]]
-            return cls(**data)
+            config = cls(**data)
+            Payload(config.payload), MpiIo(config.mpi_io)  # (a value no choice has: ValueError)
+            return config
         except OSError as exc:
             raise InputError(f"{path}: cannot read the file system configuration ({exc.strerror})") from None
         except (ValueError, KeyError, TypeError) as exc:

@@ -19,10 +19,11 @@ FAITHFUL_LAG_NS = 1_000_000
 #: ... or at most this share of the median duration of its calls
 FAITHFUL_LAG_SHARE = 0.05
 
-_FIGURES = """count(lag), quantile_disc(lag, 0.5), quantile_disc(lag, 0.95), quantile_disc(lag, 0.99),
-              max(lag), quantile_disc(t_end - t_start, 0.5)"""
-_KEPT = (f"quantile_disc(lag, 0.95) <= greatest({FAITHFUL_LAG_NS}, "
-         f"{FAITHFUL_LAG_SHARE} * quantile_disc(t_end - t_start, 0.5))")
+#: the largest 95th percentile of the lag that keeps the pace (the rule, once)
+_ALLOWED = f"greatest({FAITHFUL_LAG_NS}, {FAITHFUL_LAG_SHARE} * quantile_disc(t_end - t_start, 0.5))"
+_KEPT = f"quantile_disc(lag, 0.95) <= {_ALLOWED}"
+_FIGURES = f"""count(lag), quantile_disc(lag, 0.5), quantile_disc(lag, 0.95), quantile_disc(lag, 0.99),
+               max(lag), quantile_disc(t_end - t_start, 0.5), round({_ALLOWED}), {_KEPT}"""
 #: a SQL scalar over a merged output: true unless it is a replay that did not keep the ranks' pace
 PACE_KEPT_SQL = f"(SELECT coalesce({_KEPT}, true) FROM calls WHERE lag IS NOT NULL)"
 
@@ -37,15 +38,8 @@ class ReplayLag:
     p99_ns: int
     max_ns: int
     median_call_ns: int
-
-    @property
-    def allowed_ns(self) -> float:
-        """The largest 95th percentile of the lag that keeps the pace."""
-        return max(FAITHFUL_LAG_NS, FAITHFUL_LAG_SHARE * self.median_call_ns)
-
-    @property
-    def faithful(self) -> bool:
-        return self.p95_ns <= self.allowed_ns
+    allowed_ns: int  # the largest 95th percentile of the lag that keeps the pace
+    faithful: bool  # the pace was kept
 
     def why_not(self) -> str | None:
         """None when the pace was kept, else why figures of per-rank time are not computed."""
@@ -55,7 +49,7 @@ class ReplayLag:
                 f"{self.p95_ns / 1e6:.2f} ms late, more than {self.allowed_ns / 1e6:.2f} ms; see the lag)")
 
     def as_dict(self) -> dict:
-        return asdict(self) | {"faithful": self.faithful, "allowed_ns": round(self.allowed_ns)}
+        return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict) -> ReplayLag:
@@ -76,4 +70,4 @@ def replay_lag(con) -> ReplayLag | None:
     """The lag of the merged output's replayed calls (``con``: a DuckDB connection to it); None when
     no call has one (not a replay)."""
     row = con.execute(f"SELECT {_FIGURES} FROM calls WHERE lag IS NOT NULL").fetchone()
-    return ReplayLag(*(int(v) for v in row)) if row[0] else None
+    return ReplayLag(*(int(v) for v in row[:-1]), bool(row[-1])) if row[0] else None

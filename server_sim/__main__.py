@@ -7,7 +7,7 @@ import logging
 import sys
 
 from callid_core.config import Config
-from callid_core.errors import CallidError
+from callid_core.errors import CallidError, os_reason
 from server_sim.server import EXIT_LOG_LOST, Server
 
 
@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
         listener = server.listen()
     except OSError as exc:  # (an address of another host, a port in use)
         print(f"server_sim: server {args.name!r} cannot listen on {server.me.host}:{server.me.port}: "
-              f"{exc.strerror or exc}", file=sys.stderr)
+              f"{os_reason(exc)}", file=sys.stderr)
         return 2
     return 0 if server.serve(args.addr_file, listener) else EXIT_LOG_LOST
 

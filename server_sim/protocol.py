@@ -114,7 +114,8 @@ class IoType(enum.IntEnum):
 
 #: An I/O request's ``payload``: the file system's :class:`~callid_core.choices.Payload`, numbered in
 #: its order (FULL 0: the data travels; NONE 1: sizes only, no data in the request, flow or reply).
-PayloadCode = enum.IntEnum("PayloadCode", [(m.name, i) for i, m in enumerate(Payload)])
+PayloadCode = enum.IntEnum("PayloadCode", {"FULL": 0, "NONE": 1})  # (fixed: wire values)
+assert {c.name for c in PayloadCode} == {m.name for m in Payload}
 
 
 def payload_code(payload: str) -> enum.IntEnum:

@@ -472,9 +472,10 @@ class SysInt:
                 # kernel allows: the buffers are cut as the servers cut them (the flow buffer
                 # size is the file system's, from the shared configuration).
                 raw = memoryview(bytearray(_ACK_SIZE))
-                messages = [[raw], *([view[o:o + k] for o, k in buf]
-                                     for buf, _ in flow_buffers(pieces, self.config.flow_buffer)
-                                     if self.carries_data)]
+                messages = [[raw]]
+                if self.carries_data:  # (payload none: the ack alone arrives)
+                    messages += ([view[o:o + k] for o, k in buf]
+                                 for buf, _ in flow_buffers(pieces, self.config.flow_buffer))
                 got = bmi.recv_messages_into(conn.sock, tag, messages, short_first=True)
                 ack = P.decode_reply(raw[:got], msg)
                 if not isinstance(ack, P.ErrorResponse):

@@ -46,6 +46,7 @@ from callid.mpiio.sysint import FileAttrs, FsError
 from callid.replay.lanes import Lane, Lanes
 from callid.replay.plan import OPEN, OPTIONS_KEY, SETUP
 from callid_core import clock
+from callid_core.choices import Payload
 from callid_core.config import CONFIG_ENV, Config
 from callid_core.evidence import REPLAY_ORIGIN
 from server_sim import protocol as P
@@ -114,7 +115,9 @@ class Replayer:
         self.job_aggs = {f["path"]: set(self.options.get("file_aggregators", {}).get(f["file"], ()))
                          for f in files if "cb_nodes" not in self.options["hints"]}
         longest = int(s.length.max()) if s.n else 0
-        self.pattern = memoryview(bytes(range(256)) * (longest // 256 + 1))
+        # (payload none: no byte is sent, so untouched zero pages, not memory the size of the longest call)
+        self.pattern = (memoryview(bytes(range(256)) * (longest // 256 + 1)) if config.payload == Payload.FULL
+                        else memoryview(bytearray(longest)))
         mine = ranks[ranks % self.procs == self.me]
         self.lanes = Lanes(config, self.me, max(1, min(int(self.options["lanes"]), len(mine))))
         self.attrs: dict[str, FileAttrs] = {}

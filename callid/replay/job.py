@@ -26,6 +26,7 @@ from callid_core.clock import domain_name
 from callid_core.errors import BadValue, Failed, os_reason
 from callid_core.evidence import REPLAY_ORIGIN
 from callid_core.ids import DEFAULT_LAYOUT, Layout
+from callid_core.units import human_size
 from pipeline.load import validate_log
 
 __all__ = ["ReplayOptions", "ReplayResult", "replay"]
@@ -198,7 +199,7 @@ def _check_space(calls: pa.Table, out: Path) -> None:
 
 
 def _bytes(n: int) -> str:
-    return f"{n:,} bytes ({n / (1 << 20):,.1f} MiB)"
+    return f"{n:,} bytes ({human_size(n)})"
 
 
 def _lanes(given: int, procs: int) -> int:
