@@ -42,17 +42,15 @@ _PEAK = 're.search(r"VmHWM:\\s+(\\d+)", open("/proc/self/status").read())[1]'
 
 CALLID = f"""
 import re, sys, time
-from pipeline.merge import merge
-from pipeline.stats import compute_stats
-from pipeline.warnings import merge_warnings
+from callid import api
 d, storage, stats = sys.argv[1], sys.argv[2], sys.argv[3] == "stats"
 out = d + ("/m.duckdb" if storage == "duckdb" else "/m")
 t = time.perf_counter()
-merge(d + "/client.parquet", d + "/server.parquet", out, storage=storage)
-merge_warnings(out)  # (what the command prints after the merge: part of its time and memory)
+api.merge(d + "/client.parquet", d + "/server.parquet", out, storage=storage)
+api.merge_warnings(out)  # (what the command prints after the merge: part of its time and memory)
 merged, peak = time.perf_counter() - t, {_PEAK}  # (the merge's own peak: before stats)
 if stats:
-    compute_stats(out)
+    api.stats(out)
 print(merged, peak, time.perf_counter() - t)
 """
 
@@ -129,9 +127,9 @@ print(seconds, rss, bool(equal))
 #: callid's arrows and fan-out against Polars', as order-free digests of every column
 SAME = """
 import sys
-from pipeline.merge import open_merged
+from pipeline.merged import open_merged
 d = sys.argv[1]
-con = open_merged(d + "/m.duckdb")
+con = open_merged(d + "/m.duckdb").con
 ARROWS = ("callid, rank, func, file, call_t_start, call_t_end, server, layer, op, handle, disk_offset, "
           "file_offset, file_end, size, bytes, event_id, n_callids::BIGINT, exact")  # (times: see the doc)
 FANOUT = ("callid, rank, func, size, disk_ops::BIGINT, servers::BIGINT, disk_bytes::BIGINT, "
@@ -149,7 +147,7 @@ QUERIES = {"bytes per server": "SELECT server, sum(size) FROM server_ops GROUP B
                                    "GROUP BY server ORDER BY server"}
 SCAN = f"""
 import json, sys, time, duckdb
-from pipeline.merge import DIR_VARIABLE, open_merged
+from pipeline.merged import DIR_VARIABLE, open_merged
 d = sys.argv[1]
 table = duckdb.connect(d + "/table.duckdb")  # the rows the view shows, stored as a table
 table.execute(f"ATTACH '{{d}}/m.duckdb' AS m (READ_ONLY)")
@@ -157,7 +155,7 @@ table.execute(f"SET VARIABLE {{DIR_VARIABLE}} = '{{d}}/m.duckdb.data'")
 table.execute("CREATE TABLE server_ops AS SELECT * FROM m._server_ops")
 table.close()
 table = duckdb.connect(d + "/table.duckdb", read_only=True)
-views = open_merged(d + "/m.duckdb")
+views = open_merged(d + "/m.duckdb").con
 out = {{}}
 for name, sql in {QUERIES!r}.items():
     assert views.execute(sql).fetchall() == table.execute(sql).fetchall()

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import duckdb
 
+from callid import api
 from callid.run import RunOptions, run
 from pipeline.merge import merge
-from pipeline.timeline import write_timeline
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "mpi_io_test.py"
 
@@ -44,7 +44,7 @@ def main(argv: list[str]) -> int:
         baseline = time.perf_counter() - t0
         con.close()
         t0 = time.perf_counter()
-        summary = write_timeline(str(db), str(out / "timeline.html"))
+        summary = api.view(db, out / "timeline.html")
         events = summary["detail_events"] + summary["summarised_events"]
         seconds = time.perf_counter() - t0
         size = (out / "timeline.html").stat().st_size

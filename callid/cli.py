@@ -592,8 +592,7 @@ def merge(
 
     Example: callid merge callid-out/client.parquet callid-out/server.parquet -o merged.duckdb
     """
-    from pipeline.merge import merge as do_merge
-    from pipeline.warnings import merge_warnings
+    from callid import api
 
     if output is None:
         base = Path(client)
@@ -601,9 +600,9 @@ def merge(
             "merged.duckdb" if storage == Storage.DUCKDB else "merged")
     guard_output(output, outputs.MERGED, [client, server, *glob.glob(client), *glob.glob(server)], force)
     with _steps("merging", quiet=as_json) as on_step:
-        summary = do_merge(client, server, str(output), memory_limit=memory_limit, storage=storage.value,
-                           clock_sync=clock_sync.value, on_step=on_step, engine=engine.value, master=master)
-    warnings = merge_warnings(str(output))
+        summary = api.merge(client, server, output, memory_limit=memory_limit, storage=storage.value,
+                            clock_sync=clock_sync.value, on_step=on_step, engine=engine.value, master=master)
+    warnings = api.merge_warnings(output)
     if as_json:
         _echo_json({"output": str(output), **summary, "warnings": warnings})
         return
@@ -628,13 +627,14 @@ def stats(
 
     Example: callid stats merged.duckdb --json
     """
-    from pipeline.stats import compute_stats, render_comparison, render_stats
+    from callid import api
+    from pipeline.stats import render_comparison, render_stats
 
     figures = []
     with _steps("stats", quiet=as_json) as step:
         for db in dbs:
             step(str(db))
-            figures.append(compute_stats(str(db)))
+            figures.append(api.stats(db))
     if as_json:
         _echo_json(figures[0] if len(figures) == 1 else figures)
     elif len(figures) == 1:
@@ -670,26 +670,22 @@ def check(
 
     Example: callid check merged.duckdb --json
     """
-    from pipeline.checks import all_checks, count_findings, render_findings, run_checks
+    from callid import api
+    from pipeline.checks import CHECKS, count_findings, render_findings
 
     if list_checks:
-        rows = [{"code": c.code, "severity": c.severity, "marmot": c.marmot, "title": c.title}
-                for c in all_checks()]
-        if as_json:
-            _echo_json(rows)
-        else:
-            for r in rows:
-                typer.echo(f"{r['code']}  {r['severity']:7}  {r['title']}  [MARMOT {r['marmot']}]")
+        _listing(CHECKS, as_json)
         return
     if db is None:
         raise BadValue("give the merged database to check (or --list)")
-    with _steps("check", quiet=as_json) as step:
+    with _steps("check", quiet=as_json) as step, api.open(db) as m:
         step(str(db))
-        results = run_checks(str(db), code)
+        results = api.check(m, code)
+        text = render_findings(results, m.layout)
     if as_json:
         _echo_json(results.as_json())
     else:
-        typer.echo(render_findings(results, _layout_of(db)))
+        typer.echo(text)
     if count_findings(results.findings)["error"]:
         raise typer.Exit(EXIT_FAILED)
 
@@ -721,54 +717,48 @@ def insights(
 
     Example: callid insights merged.duckdb --json
     """
+    from callid import api
     from pipeline.insights import (
-        all_insights,
+        INSIGHTS,
         compare_insights,
         count_insights,
         render_comparison,
         render_insights,
-        run_insights,
     )
 
     if list_insights:
-        rows = [{"code": i.code, "family": i.family, "title": i.title, "thresholds": list(i.thresholds)}
-                for i in all_insights()]
-        if as_json:
-            _echo_json(rows)
-        else:
-            for r in rows:
-                typer.echo(f"{r['code']}  {r['family']:6}  {r['title']}")
+        _listing(INSIGHTS, as_json)
         return
     if not dbs or len(dbs) > 2:
         raise BadValue("give one merged database (or two to compare; or --list)")
-    found = []
+    found, layouts = [], []
     with _steps("insights", quiet=as_json) as step:
         for db in dbs:
             step(str(db))
-            found.append(run_insights(str(db), code))
+            with api.open(db) as m:
+                found.append(api.insights(m, code))
+                layouts.append(m.layout)
+    layout = layouts[0]  # (the first run's, to print CallIDs)
     if len(dbs) == 2:
         if as_json:
             _echo_json({"runs": [str(db) for db in dbs], **compare_insights(*found)})
         else:
-            typer.echo(render_comparison([str(db) for db in dbs], *found, _layout_of(dbs[0])))
+            typer.echo(render_comparison([str(db) for db in dbs], *found, layout))
         return
     if as_json:
         _echo_json({"counts": count_insights(found[0]), "findings": found[0]})
     else:
-        ran = len(set(code)) if code else len(all_insights())
-        typer.echo(render_insights(found[0], ran, _layout_of(dbs[0])))
+        ran = len(set(code)) if code else len(INSIGHTS.rules())
+        typer.echo(render_insights(found[0], ran, layout))
 
 
-def _layout_of(db: Path):
-    """The CallID layout of a merged database (to print CallIDs as rank_counter)."""
-    from callid_core.ids import Layout
-    from pipeline.query import connect
-
-    con = connect(str(db))
-    try:
-        return Layout.parse(con.execute("SELECT value FROM run WHERE key = 'layout'").fetchall()[0][0])
-    finally:
-        con.close()
+def _listing(catalogue, as_json: bool) -> None:
+    """``--list`` of checks or insights (a :class:`pipeline.rules.Catalogue`)."""
+    rows, text = catalogue.listing()
+    if as_json:
+        _echo_json(rows)
+    else:
+        typer.echo(text)
 
 
 @app.command(cls=_Command)
@@ -800,7 +790,9 @@ def sql(
 
     Example: callid sql merged.duckdb "SELECT func, count(*) FROM arrows GROUP BY func"
     """
-    from pipeline.query import format_rows, named_queries, named_query, run_query, table_counts
+    from callid import api
+    from pipeline.formatting import format_rows
+    from pipeline.query import named_queries, named_query, run_query, table_counts
 
     fmt = RowFormat.JSON if as_json else fmt
     if list_queries:
@@ -820,52 +812,53 @@ def sql(
             raise BadValue(f"{file}: no query in the file")
     elif named is not None:
         query = named_query(named).sql
-    if query is None:
-        typer.echo(format_rows(["name", "kind", "rows"], table_counts(str(db)), fmt))
-        if sys.stdin.isatty() and sys.stdout.isatty():
-            _shell(str(db), fmt)
-        elif fmt == RowFormat.TABLE:
-            typer.echo("(give QUERY, -f FILE or --query NAME to run a query; --list-queries)", err=True)
-        return
-    columns, rows = run_query(str(db), query)
+    with api.open(db, sandbox=True) as m:
+        if query is None:
+            typer.echo(format_rows(["name", "kind", "rows"], table_counts(m), fmt))
+            if sys.stdin.isatty() and sys.stdout.isatty():
+                _shell(m, fmt)
+            elif fmt == RowFormat.TABLE:
+                typer.echo("(give QUERY, -f FILE or --query NAME to run a query; --list-queries)", err=True)
+            return
+        columns, rows = run_query(m, query)
     typer.echo(format_rows(columns, rows, fmt))
 
 
-def _shell(db: str, fmt: RowFormat) -> None:
-    """An interactive SQL shell on ``db`` (read-only, sandboxed as every query of callid sql): a query
+def _shell(m, fmt: RowFormat) -> None:
+    """An interactive SQL shell on ``m`` (read-only, sandboxed as every query of callid sql): a query
     ends with ';' (it may span lines); .queries lists the shipped queries, .quit or Ctrl-D leaves."""
     import readline  # noqa: F401  (line editing and history for input())
 
-    from pipeline.query import QueryError, format_rows, named_queries, open_query_session
+    from pipeline.formatting import format_rows
+    from pipeline.query import QueryError, named_queries, run_query
 
     typer.echo("enter SQL ending with ';' (.queries: the shipped queries, .quit: leave)", err=True)
-    with open_query_session(db) as session:
-        text = ""
-        while True:
-            try:
-                line = input("callid> " if not text else "   ...> ")
-            except EOFError:
-                typer.echo(err=True)
-                return
-            except KeyboardInterrupt:
-                typer.echo(err=True)
-                text = ""
-                continue
-            if not text and line.strip() in (".quit", ".exit"):
-                return
-            if not text and line.strip() == ".queries":
-                rows = [(q.name, q.question) for q in named_queries().values()]
-                typer.echo(format_rows(["query", "question"], rows, fmt))
-                continue
-            text += line + "\n"
-            if not text.rstrip().endswith(";"):
-                continue
-            try:
-                columns, rows = session(text)
-                typer.echo(format_rows(columns, rows, fmt))
-            except QueryError as exc:
-                typer.echo(f"callid: error: {exc}", err=True)
+    text = ""
+    while True:
+        try:
+            line = input("callid> " if not text else "   ...> ")
+        except EOFError:
+            typer.echo(err=True)
+            return
+        except KeyboardInterrupt:
+            typer.echo(err=True)
             text = ""
+            continue
+        if not text and line.strip() in (".quit", ".exit"):
+            return
+        if not text and line.strip() == ".queries":
+            rows = [(q.name, q.question) for q in named_queries().values()]
+            typer.echo(format_rows(["query", "question"], rows, fmt))
+            continue
+        text += line + "\n"
+        if not text.rstrip().endswith(";"):
+            continue
+        try:
+            columns, rows = run_query(m, text)
+            typer.echo(format_rows(columns, rows, fmt))
+        except QueryError as exc:
+            typer.echo(f"callid: error: {exc}", err=True)
+        text = ""
 
 
 #: off a terminal, work quicker than this prints no progress lines (a batch log gets them for long work)
@@ -941,12 +934,9 @@ ServersOpt = Annotated[str | None, typer.Option(
 
 def _selection(window: str | None, ranks: str | None, files: list[str] | None, servers: str | None):
     """The selection of the view and export options."""
-    from callid_core.units import parse_ranks, parse_window
-    from pipeline.selection import Selection
+    from callid import api
 
-    return Selection(window=parse_window(window) if window else None,
-                     ranks=frozenset(parse_ranks(ranks)) if ranks else None, files=tuple(files or ()),
-                     servers=tuple(s.strip() for s in servers.split(",") if s.strip()) if servers else ())
+    return api.selection(window or None, ranks or None, files or (), servers or ())
 
 
 @app.command(cls=_Command)
@@ -975,12 +965,12 @@ def view(
 
     Example: callid view merged.duckdb --window 2.5s:3s --ranks 0-15 -o timeline.html
     """
-    from pipeline.timeline import write_timeline
+    from callid import api
 
     sel = _selection(window, ranks, files, servers)
     guard_output(output, outputs.PAGE, [db], force)
     with _steps("view", quiet=as_json) as on_step:
-        summary = write_timeline(str(db), str(output), sel, detail, on_step)
+        summary = api.view(db, output, sel, detail, on_step)
     if as_json:
         _echo_json(summary)
     else:
@@ -1011,13 +1001,13 @@ def report(
 
     Example: callid report merged.duckdb -o report.html
     """
-    from pipeline.report import write_report
+    from callid import api
 
     if len(dbs) > 2:
         raise BadValue("give one merged database, or two to compare")
     guard_output(output, outputs.PAGE, dbs, force)
     with _steps("report", quiet=as_json) as on_step:
-        summary = write_report([str(db) for db in dbs], str(output), on_step)
+        summary = api.report(list(dbs), output, on_step)
     if as_json:
         _echo_json(summary)
     else:
@@ -1049,7 +1039,7 @@ def export(
 
     Example: callid export merged.duckdb --format perfetto -o trace.pftrace
     """
-    from pipeline.export import write_trace
+    from callid import api
 
     sel = _selection(window, ranks, files, servers)
     default = {"chrome": "trace.json", "perfetto": "trace.pftrace", "otf2": "trace_otf2"}[fmt.value]
@@ -1057,7 +1047,7 @@ def export(
     kind = {TraceFormat.CHROME: outputs.CHROME, TraceFormat.PERFETTO: outputs.PERFETTO}.get(fmt, outputs.OTF2)
     guard_output(output, kind, [db], force)
     with _bar(f"export {fmt.value}", quiet=as_json) as on_progress:
-        summary = write_trace(str(db), str(output), fmt.value, sel, on_progress)
+        summary = api.export(db, output, fmt.value, sel, on_progress)
     if as_json:
         _echo_json(summary)
         return
@@ -1142,9 +1132,9 @@ def demo(
     thesis that started callid: "Tracing the Connections Between MPI-IO Calls and
     their Corresponding PVFS2 Disk Operations").
     """
+    from callid import api
     from callid.run import RunOptions
-    from pipeline.merge import merge as do_merge
-    from pipeline.stats import compute_stats, render_stats
+    from pipeline.stats import render_stats
 
     script = Path(__file__).resolve().parents[1] / "examples" / "callid_demo.py"
     if not script.is_file():
@@ -1154,8 +1144,8 @@ def demo(
                                     quiet=as_json))
     db = out_dir / "merged.duckdb"
     try:
-        do_merge(str(result.client), str(result.server), str(db))
-        figures = compute_stats(str(db))
+        api.merge(result.client, result.server, db)
+        figures = api.stats(db)
     except InputError as exc:  # (the logs of our own run: a failure, not bad input)
         raise Failed(str(exc)) from None
     if as_json:

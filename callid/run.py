@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import shutil
@@ -21,10 +20,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from callid import servers
+import callid.servers as servers
 from callid.launch import NO_ABORT_ENV, die_with_parent
 from callid.romio import launch as romio_launch
 from callid.romio import session as romio_session
+from callid.server_wire import RunError, log_parts, ping, take_log_parts
 from callid_core import config as defaults
 from callid_core import schema as S
 from callid_core.atomic import replacing
@@ -42,16 +42,11 @@ from callid_core.config import (
     new_secret,
     secret_beside,
 )
-from callid_core.errors import BadValue, Failed, InputError, os_reason
+from callid_core.errors import BadValue, InputError, os_reason
 from callid_core.ids import DEFAULT_LAYOUT, Layout
-from callid_core.partlog import combine_parts, is_part
+from callid_core.partlog import combine_parts
 from callid_core.units import ranks_phrase
 from server_sim import bmi
-from server_sim import protocol as P
-
-
-class RunError(Failed):
-    """A run that could not be done; the message says which rank or server failed."""
 
 
 @dataclass
@@ -113,6 +108,22 @@ def find_mpiexec() -> str:
 
 def check_options(opts: RunOptions) -> None:
     """Raise :class:`BadValue` naming the option whose value cannot work, and its bounds."""
+    _check_bounds(opts)
+    if opts.timeout is not None and not opts.timeout > 0:
+        raise BadValue(f"--timeout: {opts.timeout} is not a positive number of seconds")
+    for mount in opts.mount:
+        if not mount.startswith("/") or mount.rstrip("/") == "":
+            raise BadValue(f"--mount: {mount!r} is not an absolute path below / (e.g. /pvfs2)")
+    if mpi_io(opts) == MpiIo.ROMIO:
+        _check_romio(opts)
+    elif opts.launcher == RunOptions.launcher and opts.target and not romio_launch.is_python(opts.target):
+        raise BadValue(f"--mpi-io callid: {opts.target[0]} is not a Python program (callid's MPI-IO runs "
+                       "mpi4py programs; an executable runs on its MPI library: --mpi-io romio)")
+
+
+def _check_bounds(opts: RunOptions) -> None:
+    """:class:`BadValue` for a number of the run out of its bounds (the machine's memory bounds the
+    processes)."""
     layout = Layout.parse(opts.callid_layout)
     machine = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // defaults.PROCESS_BYTES
     bounds = [
@@ -126,28 +137,30 @@ def check_options(opts: RunOptions) -> None:
     ]
     for flag, value, lo, hi in bounds:
         if not lo <= value <= hi:
-            why = (f" (CallID layout {layout} holds ranks 0-{layout.max_rank})" if flag == "--np"
-                   and hi == layout.max_rank + 1 else f" (at most {defaults.MAX_BUFFERS_PER_STRIP} per strip)"
-                   if flag == "--flow-buffer" and lo > defaults.MIN_FLOW_BUFFER else "")
+            why = _bound_reason(flag, lo, hi, layout)
             raise BadValue(f"{flag}: {value} is not between {lo} and {hi}{why}")
-    if opts.timeout is not None and not opts.timeout > 0:
-        raise BadValue(f"--timeout: {opts.timeout} is not a positive number of seconds")
-    for mount in opts.mount:
-        if not mount.startswith("/") or mount.rstrip("/") == "":
-            raise BadValue(f"--mount: {mount!r} is not an absolute path below / (e.g. /pvfs2)")
-    if mpi_io(opts) == MpiIo.ROMIO:
-        for flag, value in (("--ranks-per-host", opts.ranks_per_host), ("--clock-skew", opts.clock_skew)):
-            if value:
-                raise BadValue(f"{flag}: not with --mpi-io romio (its ranks and their file-system client run "
-                               "on this host's clock)")
-        if len(opts.mount) != 1:
-            raise BadValue("--mount: --mpi-io romio mounts one file system (give --mount once)")
-        program = opts.target[0] if opts.target and not romio_launch.is_python(opts.target) else ""
-        if os.path.isfile(program) and not os.access(program, os.X_OK):
-            raise BadValue(f"{program}: is not an executable (build the program with mpicc, or chmod +x it)")
-    elif opts.launcher == RunOptions.launcher and opts.target and not romio_launch.is_python(opts.target):
-        raise BadValue(f"--mpi-io callid: {opts.target[0]} is not a Python program (callid's MPI-IO runs "
-                       "mpi4py programs; an executable runs on its MPI library: --mpi-io romio)")
+
+
+def _bound_reason(flag: str, lo: int, hi: int, layout: Layout) -> str:
+    """`` (WHY)`` for a bound set by something else than the option: the CallID layout, the strip size."""
+    if flag == "--np" and hi == layout.max_rank + 1:
+        return f" (CallID layout {layout} holds ranks 0-{layout.max_rank})"
+    if flag == "--flow-buffer" and lo > defaults.MIN_FLOW_BUFFER:
+        return f" (at most {defaults.MAX_BUFFERS_PER_STRIP} per strip)"
+    return ""
+
+
+def _check_romio(opts: RunOptions) -> None:
+    """:class:`BadValue` for what a run on the MPI library (``--mpi-io romio``) cannot have."""
+    for flag, value in (("--ranks-per-host", opts.ranks_per_host), ("--clock-skew", opts.clock_skew)):
+        if value:
+            raise BadValue(f"{flag}: not with --mpi-io romio (its ranks and their file-system client run "
+                           "on this host's clock)")
+    if len(opts.mount) != 1:
+        raise BadValue("--mount: --mpi-io romio mounts one file system (give --mount once)")
+    program = opts.target[0] if opts.target and not romio_launch.is_python(opts.target) else ""
+    if os.path.isfile(program) and not os.access(program, os.X_OK):
+        raise BadValue(f"{program}: is not an executable (build the program with mpicc, or chmod +x it)")
 
 
 def mpi_io(opts: RunOptions) -> MpiIo:
@@ -278,84 +291,6 @@ def _last_line(log: Path) -> str:
     except OSError:
         lines = []
     return (f": {lines[-1].strip()}" if lines else "") + f" (see {log})"
-
-
-@contextmanager
-def _connection(srv: ServerConfig, secret: bytes, timeout: float) -> Iterator[Callable[[P.Request], Any]]:
-    """A connection to ``srv`` proving it holds the file system's ``secret`` (``Config.secret``), as
-    a function that sends one request and returns its reply; :class:`RunError` naming the server if
-    it does not answer, or answers with an error."""
-    where = f"server {srv.name} at {srv.host}:{srv.port}"
-    tags = itertools.count(1)
-    try:
-        sock = bmi.connect(srv.host, srv.port, timeout=timeout, secret=secret)
-    except (OSError, P.ProtocolError) as exc:
-        raise RunError(f"{where} does not answer: {exc}") from None
-
-    def ask(req: P.Request) -> Any:
-        tag = next(tags)
-        try:
-            bmi.send(sock, bmi.MODE_UNEXPECTED, tag, P.encode(req))
-            resp = P.decode_reply(bmi.recv_expected(sock, tag), req)
-        except (OSError, P.ProtocolError) as exc:
-            raise RunError(f"{where} does not answer: {exc}") from None
-        if isinstance(resp, P.ErrorResponse):
-            raise RunError(f"{where} refused a {req.NAME} request ({P.status_name(resp.status)})")
-        return resp
-
-    try:
-        sock.settimeout(timeout)
-        yield ask
-    finally:
-        sock.close()
-
-
-def ping(srv: ServerConfig, secret: bytes, timeout: float = 5.0) -> str:
-    """Ask a server for its name, on a connection proving it holds the file system's ``secret``
-    (``Config.secret``); raise :class:`RunError` if it does not answer."""
-    with _connection(srv, secret, timeout) as ask:
-        name = ask(P.PingRequest()).server
-    if name != srv.name:
-        raise RunError(f"server at {srv.host}:{srv.port} is not {srv.name}")
-    return name
-
-
-#: seconds a server has to answer a request for its event log
-LOG_TIMEOUT = 30.0
-
-
-def log_parts(srv: ServerConfig, secret: bytes, timeout: float = LOG_TIMEOUT) -> dict[str, int]:
-    """Ask a server to write the events it logged so far as a part file; its log's parts: their
-    names and sizes.  :class:`RunError` if it does not answer."""
-    with _connection(srv, secret, timeout) as ask:
-        reply = ask(P.LogFlushRequest())
-    stem = S.server_log_stem(srv.name)
-    odd = [name for name in reply.names if not is_part(name, stem)]
-    if odd:
-        raise RunError(f"server {srv.name} at {srv.host}:{srv.port} named log parts that are not its own: "
-                       f"{odd[:3]}")
-    if len(reply.names) != len(reply.sizes):
-        raise RunError(f"server {srv.name} at {srv.host}:{srv.port} named {len(reply.names)} log parts "
-                       f"and {len(reply.sizes)} sizes")
-    return dict(zip(reply.names, reply.sizes, strict=True))
-
-
-def take_log_parts(srv: ServerConfig, secret: bytes, parts: dict[str, int], into: Path,
-                   timeout: float = LOG_TIMEOUT) -> None:
-    """Copy a server's log ``parts`` (names and sizes, as :func:`log_parts` gives them) into the
-    directory ``into``, each under a temporary name until it is whole, and remove each from the server
-    once copied.  :class:`RunError` if the server does not answer or a part ends early (the parts
-    copied so far stay)."""
-    with _connection(srv, secret, timeout) as ask:
-        for name, size in sorted(parts.items()):
-            with replacing(into / name) as tmp, open(tmp, "wb") as f:
-                while (done := f.tell()) < size:
-                    data = ask(P.LogReadRequest(name=name, offset=done)).data
-                    if not data:
-                        raise RunError(f"server {srv.name}: its log part {name} ended at byte {done} "
-                                       f"of {size}")
-                    f.write(data)
-            ask(P.LogRemoveRequest(name=name))
 
 
 def run(opts: RunOptions) -> RunResult:

@@ -5,7 +5,7 @@ Each server has a directory of its own on its host (``ServerConfig.home``):
 
 * ``storage/``: its datafiles and metadata;
 * ``parts/``: its event log, as part files (``callid run --fs`` takes the parts of a run over the
-  wire: ``callid.run.log_parts``);
+  wire: ``callid.server_wire.log_parts``);
 * ``NAME.addr``: its pid file: address, process id and host name (written by the server);
 * ``NAME.log``: its output.
 
@@ -50,6 +50,16 @@ def parse_servers(spec: str, first_port: int = DEFAULT_PORT) -> list[Placement]:
     items = [s.strip() for s in spec.split(",") if s.strip()]
     if not items:
         raise BadValue("--servers: no server given (e.g. node1:io0,node2:io1)")
+    given = _given(items)
+    io = _io_names(given)
+    given.setdefault(META_SERVER, (given[next(iter(given))][0], None))
+    placed = _with_ports(given, [META_SERVER, *io], first_port)
+    _check_distinct(placed)
+    return placed
+
+
+def _given(items: list[str]) -> dict[str, tuple[str, int | None]]:
+    """Each server named in ``items`` (``HOST[:PORT]:NAME``): its host and port (None: not given)."""
     given: dict[str, tuple[str, int | None]] = {}
     for item in items:
         m = _PLACEMENT.fullmatch(item)
@@ -62,6 +72,11 @@ def parse_servers(spec: str, first_port: int = DEFAULT_PORT) -> list[Placement]:
         if m["name"] in given:
             raise BadValue(f"--servers: {m['name']} is placed twice")
         given[m["name"]] = (m["host"], port)
+    return given
+
+
+def _io_names(given: dict[str, tuple[str, int | None]]) -> list[str]:
+    """The I/O servers named, ``io0`` to ``io{N-1}`` each once (else :class:`BadValue`)."""
     io = sorted((n for n in given if n.startswith("io")), key=lambda n: int(n[2:]))
     if not io:
         raise BadValue("--servers: no I/O server given (io0, io1, ...)")
@@ -69,8 +84,13 @@ def parse_servers(spec: str, first_port: int = DEFAULT_PORT) -> list[Placement]:
         if name != io_server(i):
             raise BadValue(f"--servers: no {io_server(i)}: the I/O servers are {io_server(0)} to "
                            f"{io_server(len(io) - 1)}, each once")
-    given.setdefault(META_SERVER, (given[next(iter(given))][0], None))
-    order = [META_SERVER, *io]
+    return io
+
+
+def _with_ports(given: dict[str, tuple[str, int | None]], order: list[str],
+                first_port: int) -> list[Placement]:
+    """The servers in ``order``, each without a port given on the first from ``first_port`` up that
+    no other server of its host has."""
     used = {(host, port) for host, port in given.values() if port is not None}
     placed = []
     for name in order:
@@ -81,12 +101,16 @@ def parse_servers(spec: str, first_port: int = DEFAULT_PORT) -> list[Placement]:
                 port += 1
             used.add((host, port))
         placed.append(Placement(host, port, name))
+    return placed
+
+
+def _check_distinct(placed: list[Placement]) -> None:
+    """:class:`BadValue` if two servers have one address."""
     seen: dict[tuple[str, int], str] = {}
     for p in placed:
         if (p.host, p.port) in seen:
             raise BadValue(f"--servers: {seen[p.host, p.port]} and {p.name} both at {p.host}:{p.port}")
         seen[p.host, p.port] = p.name
-    return placed
 
 
 def place(config: Config, placements: list[Placement], server_dir: Path) -> None:

@@ -158,7 +158,7 @@ def column(values: Sequence, type_: pa.DataType) -> pa.Array:
         return pa.nulls(n, type_)
     if nulls:
         obj = np.array(values, dtype=object)
-        valid = np.not_equal(obj, None)
+        valid = np.not_equal(obj, np.array(None, dtype=object))
         obj[~valid] = "" if pa.types.is_string(type_) else 0
         values = obj.tolist()
         validity = pa.py_buffer(np.packbits(valid, bitorder="little"))
@@ -178,11 +178,11 @@ def _column(values: Sequence, type_: pa.DataType, n: int, validity: pa.Buffer | 
     if pa.types.is_string(type_):
         text = "".join(values)
         if text.isascii():
-            data, sizes = text.encode("ascii"), map(len, values)
+            chars, sizes = text.encode("ascii"), map(len, values)
         else:
             encoded = [v.encode() for v in values]
-            data, sizes = b"".join(encoded), map(len, encoded)
-        return pa.Array.from_buffers(type_, n, [validity, _offsets(sizes, n), pa.py_buffer(data)])
+            chars, sizes = b"".join(encoded), map(len, encoded)
+        return pa.Array.from_buffers(type_, n, [validity, _offsets(sizes, n), pa.py_buffer(chars)])
     if pa.types.is_list(type_) and type_.value_type in _INTS:
         flat = np.fromiter(itertools.chain.from_iterable(values), _INTS[type_.value_type])
         items = pa.Array.from_buffers(type_.value_type, len(flat), [None, pa.py_buffer(flat)])

@@ -12,11 +12,14 @@ from __future__ import annotations
 import json
 import operator
 from collections import namedtuple
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+
+#: ``namedtuple`` with names known only when the schema is declared (as a type checker cannot see them)
+_namedtuple: Callable[..., type] = namedtuple
 
 __all__ = [
     "CLIENT", "CLIENT_SCHEMA", "DISK_LAYERS", "DISK_LAYERS_SQL", "KIND_CLIENT", "KIND_SERVER", "LOGS",
@@ -87,7 +90,7 @@ class Table:
                      metadata={"doc": c.doc, **({"unit": c.unit} if c.unit else {})})
             for c in columns
         ])
-        self.row = namedtuple(f"{name.title().replace('_', '')}Row", self.names,  # noqa: PYI024
+        self.row = _namedtuple(f"{name.title().replace('_', '')}Row", self.names,
                               defaults=[c.default for c in columns])
         self.row_of = operator.attrgetter(*self.names)
 

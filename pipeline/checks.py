@@ -4,12 +4,13 @@ over a merged database.
 Each check is one file ``pipeline/check_sql/CODE_name.sql``: a header of ``-- key: value`` lines
 (``severity``: error or warning, as MARMOT classifies it; ``marmot``: the section of the MARMOT
 paper; ``title``: what it detects; ``rule``: the MPI standard's rule, one line; ``columns``: the
-columns it decides from; ``needs``: the evidence it needs, names of :data:`callid_core.evidence.EVIDENCE`),
-then one query over the merged tables returning a finding per row:
+columns it decides from; ``needs``: the evidence it needs, names of :data:`callid_core.evidence.EVIDENCE`;
+:mod:`pipeline.rules` loads and runs checks and insights alike), then one query over the merged tables
+returning a finding per row:
 ``ranks`` (INTEGER[]), ``callids`` (UBIGINT[]), ``funcs`` (VARCHAR[]), ``file`` (VARCHAR) and
 ``detail`` (VARCHAR, one line).  ``check_sql/_views.sql`` defines the temporary views several checks
 share (created before they run).  A check whose needs the source of the calls does not record (a
-replay: :func:`source_of`) is not run: it is listed as not decidable from this source.
+replay: :func:`pipeline.rules.gate`) is not run: it is listed as not decidable from this source.
 ``python -m pipeline.checks`` prints the table of checks (docs/checks.md).
 """
 
@@ -20,23 +21,24 @@ import re
 import sys
 from collections import Counter
 from dataclasses import dataclass
-from importlib import resources
 
-import duckdb
 import pyarrow as pa
 
-from callid_core.errors import InputError
-from callid_core.evidence import EVIDENCE, ORIGINS, REPLAY_ORIGIN, TRACED, Source, source_of_origins
+from callid_core.evidence import EVIDENCE, ORIGINS, REPLAY_ORIGIN, TRACED, Source
 from callid_core.ids import Layout
 from callid_core.schema import Column, Table
-from pipeline.query import connect, header_fields, ranks_text, select_codes
+from callid_core.units import ranks_text
+from pipeline.merged import Merged
+from pipeline.rules import Catalogue, gate
 
-__all__ = ["FINDING", "SEVERITIES", "Check", "CheckResults", "all_checks", "count_findings",
-           "reference_markdown", "render_findings", "run_checks", "source_of"]
+__all__ = ["CHECKS", "FINDING", "SEVERITIES", "CheckResults", "count_findings", "reference_markdown",
+           "render_findings", "run_checks"]
 
 SEVERITIES = ("error", "warning")
-HEADER_KEYS = ("severity", "marmot", "title", "rule", "columns", "needs")
-_CODE = re.compile(r"^[A-Z]\d{3}$")
+#: the checks: pipeline/check_sql/CODE_name.sql
+CHECKS = Catalogue("check", "check_sql", re.compile(r"^[A-Z]\d{3}$"), ("severity", "marmot", "rule", "needs"),
+                   (("severity", SEVERITIES),), "{code}  {severity:7}  {title}  [MARMOT {marmot}]",
+                   lambda c: {"code": c.code, "severity": c.severity, "marmot": c.marmot, "title": c.title})
 
 FINDING = Table("finding", "one finding of callid check", [
     Column("code", pa.string(), "the check's code, e.g. F101"),
@@ -48,20 +50,6 @@ FINDING = Table("finding", "one finding of callid check", [
     Column("file", pa.string(), "the file"),
     Column("detail", pa.string(), "what is wrong, in one line"),
 ])
-
-
-@dataclass(frozen=True)
-class Check:
-    """One check: its header and its query."""
-
-    code: str
-    severity: str
-    marmot: str
-    title: str
-    rule: str
-    columns: str
-    needs: tuple[str, ...]  # the evidence it decides from (callid_core.evidence.EVIDENCE)
-    sql: str
 
 
 @dataclass
@@ -82,71 +70,29 @@ class CheckResults:
                 "undecidable": self.undecidable}
 
 
-def all_checks() -> list[Check]:
-    """Every check, by code."""
-    out = []
-    for entry in sorted(_sql_dir().iterdir(), key=lambda e: e.name):
-        if entry.name.endswith(".sql") and not entry.name.startswith("_"):
-            out.append(_parse(entry.name, entry.read_text()))
-    return out
+def run_checks(m: Merged, codes: list[str] | None = None) -> CheckResults:
+    """The checks (all, or those of ``codes``) on the merged output ``m``: the findings of those its
+    source can decide, by code, and the others listed as not decidable (computed once per handle)."""
+    return m.once(("checks", tuple(codes or ())), lambda: _run(m, codes))
 
 
-def _sql_dir():
-    return resources.files("pipeline").joinpath("check_sql")
-
-
-def _parse(name: str, text: str) -> Check:
-    code = name.split("_", 1)[0]
-    fields = header_fields(text)
-    missing = [k for k in HEADER_KEYS if not fields.get(k)]
-    if not _CODE.match(code) or missing or fields["severity"] not in SEVERITIES:
-        raise ValueError(f"check_sql/{name}: a header with {', '.join(HEADER_KEYS)} (severity error or "
-                         f"warning) and a name CODE_*.sql are needed")
-    needs = tuple(n.strip() for n in fields["needs"].split(","))
-    unknown = [n for n in needs if n not in EVIDENCE]
-    if unknown:
-        raise ValueError(f"check_sql/{name}: needs {', '.join(unknown)}: not evidence callid knows "
-                         f"({', '.join(EVIDENCE)})")
-    return Check(code, fields["severity"], fields["marmot"], fields["title"], fields["rule"],
-                 fields["columns"], needs, text)
-
-
-def source_of(con: duckdb.DuckDBPyConnection) -> Source:
-    """What the calls of a merged database record (by the origins of its calls: a traced run everything,
-    a replay what its source logged)."""
-    return source_of_origins([o for (o,) in con.execute("SELECT DISTINCT origin FROM calls").fetchall()])
-
-
-def run_checks(db: str, codes: list[str] | None = None) -> CheckResults:
-    """The checks (all, or those of ``codes``) on the merged database ``db``: the findings of those its
-    source can decide, by code, and the others listed as not decidable."""
-    checks = select_codes(all_checks(), codes, "check")
-    con = connect(db)
-    try:
-        source = source_of(con)
-        decidable, undecidable = [], []
-        for c in checks:
-            if missing := source.missing(c.needs):
-                undecidable.append({"code": c.code, "severity": c.severity, "title": c.title,
-                                    "needs": list(c.needs), "missing": missing,
-                                    "reason": f"not recorded in {source.label}: {', '.join(missing)}"})
-            else:
-                decidable.append(c)
-        con.execute(_sql_dir().joinpath("_views.sql").read_text())
-        findings = []
-        for check in decidable:
-            try:
-                rows = con.execute(check.sql).fetchall()
-            except duckdb.Error as exc:
-                why = str(exc).splitlines()[0]
-                raise InputError(f"{db}: check {check.code} cannot run ({why})") from None
-            findings += [{"code": check.code, "severity": check.severity, "title": check.title,
-                          "ranks": list(ranks or []), "callids": list(callids or []),
-                          "funcs": list(funcs or []), "file": file, "detail": detail}
-                         for ranks, callids, funcs, file, detail in rows]
-        return CheckResults(source, findings, undecidable, len(decidable))
-    finally:
-        con.close()
+def _run(m: Merged, codes: list[str] | None) -> CheckResults:
+    checks = CHECKS.select(codes)
+    runs = gate(m)
+    decidable, undecidable = [], []
+    for c in checks:
+        if missing := runs.missing(c.needs):
+            undecidable.append({"code": c.code, "severity": c.severity, "title": c.title,
+                                "needs": list(c.needs), "missing": missing, "reason": runs.reason(missing)})
+        else:
+            decidable.append(c)
+    findings = []
+    for check, _, rows in CHECKS.run(m, decidable):
+        findings += [{"code": check.code, "severity": check.severity, "title": check.title,
+                      "ranks": list(ranks or []), "callids": list(callids or []),
+                      "funcs": list(funcs or []), "file": file, "detail": detail}
+                     for ranks, callids, funcs, file, detail in rows]
+    return CheckResults(runs.source, findings, undecidable, len(decidable))
 
 
 def count_findings(findings: list[dict]) -> dict[str, int]:
@@ -158,7 +104,7 @@ def count_findings(findings: list[dict]) -> dict[str, int]:
 def render_findings(results: CheckResults, layout: Layout | None = None) -> str:
     """The findings grouped by code, with counts, each with its calls and one line of detail; then the
     checks not decidable from the source, each with what it needs that the source does not record."""
-    checks = {c.code: c for c in all_checks()}
+    checks = {c.code: c for c in CHECKS.rules()}
     findings = results.findings
     counts = count_findings(findings)
     ran = f"{results.ran} checks" + (f"; {len(results.undecidable)} not decidable from this source"
@@ -196,7 +142,7 @@ def _callid(callid: int | None, layout: Layout | None) -> str:
 def reference_markdown() -> str:
     """The table of checks, generated from the check files (docs/checks.md), and what each source of calls
     records of what they need."""
-    checks = all_checks()
+    checks = CHECKS.rules()
     lines = ["# The checks of `callid check`", "",
              "Generated from `pipeline/check_sql/*.sql` by `python -m pipeline.checks`; do not edit by hand.",
              "Each check is one SQL query over the merged tables ([tables.md](tables.md)); `callid check "

@@ -268,8 +268,9 @@ def fit_clock(clock: str, lo: Bounds, hi: Bounds, model: str, via: str = "") -> 
     """Fit one clock's windows from its lower-bound and upper-bound constraints."""
     if model == "none" or len(lo.x) + len(hi.x) == 0:
         quality = "none" if model == "none" else "failed"
-        fit = Fit(clock, 0, None, None, 0, 0.0, 0.0, None, None, quality, "identity", via,
-                  len(lo.x) + len(hi.x))
+        fit = Fit(clock=clock, win=0, t_from=None, t_to=None, t0=0, offset_ns=0.0, drift_ppm=0.0,
+                  bound_ns=None, slack_ns=None, quality=quality, method="identity", via=via,
+                  constraints=len(lo.x) + len(hi.x))
         _count(fit, lo, hi)
         return [fit]
     fits = _fit_window(clock, lo, hi, MAX_DRIFT if model == "drift" else 0.0, via, 0)
@@ -289,74 +290,152 @@ def _halves(lo: Bounds, hi: Bounds) -> list[tuple[Bounds, Bounds]]:
     return parts
 
 
+@dataclass(frozen=True)
+class _Window:
+    """One window of a clock being fit: its constraints' local times ``t_from..t_to`` (centre ``t0``,
+    half-width ``scale``: local times are normalised by them), their median ``y0`` (the fit is of
+    ``y - y0``), the drift bound ``bmax`` on the normalised times, and the number of constraints."""
+
+    clock: str
+    via: str
+    t_from: int
+    t_to: int
+    t0: int
+    scale: float
+    y0: float
+    bmax: float
+    constraints: int
+
+
+@dataclass(frozen=True)
+class _Line:
+    """The line ``a + b*x`` of maximum minimum slack ``s`` in a window's normalised times, and the hull
+    points (lower xs and ys, upper xs and ys) it was solved over."""
+
+    a: float
+    b: float
+    s: float
+    pts: tuple
+
+
 def _fit_window(clock: str, lo: Bounds, hi: Bounds, drift_max: float, via: str, depth: int) -> list[Fit]:
-    xs = np.r_[lo.x, hi.x]
-    t_from, t_to = int(xs.min()), int(xs.max())
-    t0 = (t_from + t_to) // 2
-    scale = max((t_to - t_from) / 2, 1.0)
-    y0 = float(np.median(np.r_[lo.y, hi.y]))
-    bmax = drift_max * scale
-
-    def solve(lo_: Bounds, hi_: Bounds) -> tuple[float, float, float, tuple]:
-        lx, ly, hx, hy = (lo_.x - t0) / scale, lo_.y - y0, (hi_.x - t0) / scale, hi_.y - y0
-        li, hi_idx = _hull(lx, ly, True), _hull(hx, hy, False)
-        pts = (lx[li], ly[li], hx[hi_idx], hy[hi_idx])
-        return (*_max_min_slack(*pts, bmax), pts)
-
-    def make(a: float, b: float, slack, bound, method: str, quality: str, dropped: int) -> Fit:
-        return Fit(clock, 0, t_from, t_to, t0, a + y0, b / scale * 1e6, bound, slack, quality, method, via,
-                   len(lo.x) + len(hi.x), dropped)
-
-    def split(parts: list[tuple[Bounds, Bounds]], dropped: int) -> list[Fit]:
-        # (by local time from here on: windows within windows need no more sorting)
-        parts = [(_sorted(lo_), _sorted(hi_)) for lo_, hi_ in parts]
-        fits = [f for lo_, hi_ in parts for f in _fit_window(clock, lo_, hi_, drift_max, via, depth + 1)]
-        fits[0].dropped += dropped
-        for f in fits:
-            f.violations_before = 0
-        _count_many(fits, lo, hi)
-        return fits
-
-    a, b, s, pts = solve(lo, hi)
+    """The fits of one window: 1. gross outliers dropped, 2. split in two where the halves fit markedly
+    better, else a hull fit (feasible) or 3. a soft fit (infeasible)."""
+    w = _window(clock, lo, hi, drift_max, via)
+    line = _solve(w, lo, hi)
     dropped = 0
     kept_lo, kept_hi = lo, hi
-    if s < 0:  # 1. gross outliers against a robust first fit
-        lx, ly, hx, hy = (lo.x - t0) / scale, lo.y - y0, (hi.x - t0) / scale, hi.y - y0
-        ra, rb = _robust_line(lx, ly, hx, hy)
-        rl, rh = ly - (ra + rb * lx), (ra + rb * hx) - hy  # > 0: on the wrong side
-        gross = max(GROSS_FLOOR_NS, GROSS_FACTOR * float(np.median(np.abs(np.r_[rl, rh]))))
-        keep_l, keep_h = rl <= gross, rh <= gross
-        dropped = int((~keep_l).sum() + (~keep_h).sum())
+    if line.s < 0:  # 1. gross outliers against a robust first fit
+        kept_lo, kept_hi, dropped = _drop_gross(w, lo, hi)
         if dropped:
-            kept_lo, kept_hi = lo.take(keep_l), hi.take(keep_h)
-            a, b, s, pts = solve(kept_lo, kept_hi)
-    # 2. split into halves (drift that changes) where that fits markedly better: for a
-    # feasible window, both halves (a bend); for an infeasible one, either (a kink).
-    # Infeasible windows whose halves do no better are contradictory throughout: left to 3.
-    parts = []
-    if depth < MAX_DEPTH and len(kept_lo.x) + len(kept_hi.x) >= 2 * MIN_WINDOW and drift_max > 0:
-        parts = [p for p in _halves(kept_lo, kept_hi) if len(p[0].x) and len(p[1].x)]  # two-sided
-    if len(parts) == 2:
-        gain = (min if s >= 0 else max)(solve(*p)[2] for p in parts) - s
-        if gain > max(SPLIT_GAIN_NS, SPLIT_GAIN_SHARE * abs(s)):
-            return split(parts, dropped)
-    if s >= 0:
-        two_sided = len(kept_lo.x) > 0 and len(kept_hi.x) > 0
-        pinned = two_sided and (bmax == 0 or abs(b) < bmax * (1 - 1e-9))  # drift not at its limit
-        if not pinned and bmax > 0:  # the constraints do not fix the drift: prefer none to an extreme
-            a0, _, s0 = _max_min_slack(*pts, 0.0)
-            if s0 >= 0:
-                a, b = a0, 0.0
-        bound = _bound(*pts, a, b, bmax) if two_sided else None
-        pinned = pinned and bound is not None
-        fit = make(a, b, s, bound, "hull", "accurate" if pinned else "approximate", dropped)
-        _count(fit, lo, hi, kept_lo, kept_hi)
-        return [fit]
-    # 3. a soft fit minimising the total violation
-    a, b = _soft_fit((kept_lo.x - t0) / scale, kept_lo.y - y0, (kept_hi.x - t0) / scale, kept_hi.y - y0, bmax)
-    fit = make(a, b, s, None, "soft", "approximate", dropped)
+            line = _solve(w, kept_lo, kept_hi)
+    parts = _better_halves(w, kept_lo, kept_hi, line.s, drift_max, depth)
+    if parts:
+        return _split(w, parts, dropped, lo, hi, drift_max, depth)
+    if line.s >= 0:
+        fit = _hull_fit(w, line, kept_lo, kept_hi, dropped)
+    else:
+        fit = _soft(w, line, kept_lo, kept_hi, dropped)
     _count(fit, lo, hi, kept_lo, kept_hi)
     return [fit]
+
+
+def _window(clock: str, lo: Bounds, hi: Bounds, drift_max: float, via: str) -> _Window:
+    """The window the constraints ``lo`` and ``hi`` span."""
+    xs = np.r_[lo.x, hi.x]
+    t_from, t_to = int(xs.min()), int(xs.max())
+    scale = max((t_to - t_from) / 2, 1.0)
+    return _Window(clock=clock, via=via, t_from=t_from, t_to=t_to, t0=(t_from + t_to) // 2, scale=scale,
+                   y0=float(np.median(np.r_[lo.y, hi.y])), bmax=drift_max * scale,
+                   constraints=len(lo.x) + len(hi.x))
+
+
+def _normalised(w: _Window, b: Bounds) -> tuple[np.ndarray, np.ndarray]:
+    """``b``'s local times and ys in the window's normalised terms."""
+    return (b.x - w.t0) / w.scale, b.y - w.y0
+
+
+def _solve(w: _Window, lo: Bounds, hi: Bounds) -> _Line:
+    """The line of maximum minimum slack over the hulls of ``lo`` and ``hi``."""
+    (lx, ly), (hx, hy) = _normalised(w, lo), _normalised(w, hi)
+    li, hi_idx = _hull(lx, ly, True), _hull(hx, hy, False)
+    pts = (lx[li], ly[li], hx[hi_idx], hy[hi_idx])
+    a, b, s = _max_min_slack(*pts, w.bmax)
+    return _Line(a=a, b=b, s=s, pts=pts)
+
+
+def _drop_gross(w: _Window, lo: Bounds, hi: Bounds) -> tuple[Bounds, Bounds, int]:
+    """The constraints not grossly off a robust first fit, and how many were dropped (none: ``lo``
+    and ``hi`` themselves)."""
+    (lx, ly), (hx, hy) = _normalised(w, lo), _normalised(w, hi)
+    ra, rb = _robust_line(lx, ly, hx, hy)
+    rl, rh = ly - (ra + rb * lx), (ra + rb * hx) - hy  # > 0: on the wrong side
+    gross = max(GROSS_FLOOR_NS, GROSS_FACTOR * float(np.median(np.abs(np.r_[rl, rh]))))
+    keep_l, keep_h = rl <= gross, rh <= gross
+    dropped = int((~keep_l).sum() + (~keep_h).sum())
+    if dropped:
+        return lo.take(keep_l), hi.take(keep_h), dropped
+    return lo, hi, dropped
+
+
+def _better_halves(w: _Window, lo: Bounds, hi: Bounds, s: float, drift_max: float,
+                   depth: int) -> list[tuple[Bounds, Bounds]]:
+    """2. The two halves of the window when they fit markedly better than its least slack ``s``
+    (drift that changes), else none: for a feasible window, both halves (a bend); for an infeasible
+    one, either (a kink).  Infeasible windows whose halves do no better are contradictory
+    throughout: left to 3."""
+    parts = []
+    if depth < MAX_DEPTH and len(lo.x) + len(hi.x) >= 2 * MIN_WINDOW and drift_max > 0:
+        parts = [p for p in _halves(lo, hi) if len(p[0].x) and len(p[1].x)]  # two-sided
+    if len(parts) == 2:
+        gain = (min if s >= 0 else max)(_solve(w, *p).s for p in parts) - s
+        if gain > max(SPLIT_GAIN_NS, SPLIT_GAIN_SHARE * abs(s)):
+            return parts
+    return []
+
+
+def _split(w: _Window, parts: list[tuple[Bounds, Bounds]], dropped: int, lo: Bounds, hi: Bounds,
+           drift_max: float, depth: int) -> list[Fit]:
+    """The fits of each half (the outliers ``dropped`` counted in the first), the raw violations of
+    the window's constraints ``lo`` and ``hi`` attributed to the windows that hold them."""
+    # (by local time from here on: windows within windows need no more sorting)
+    parts = [(_sorted(lo_), _sorted(hi_)) for lo_, hi_ in parts]
+    fits = [f for lo_, hi_ in parts for f in _fit_window(w.clock, lo_, hi_, drift_max, w.via, depth + 1)]
+    fits[0].dropped += dropped
+    for f in fits:
+        f.violations_before = 0
+    _count_many(fits, lo, hi)
+    return fits
+
+
+def _hull_fit(w: _Window, line: _Line, lo: Bounds, hi: Bounds, dropped: int) -> Fit:
+    """The fit of a feasible window (constraints ``lo`` and ``hi`` kept): accurate when both sides pin
+    the line, with its guaranteed bound."""
+    a, b = line.a, line.b
+    two_sided = len(lo.x) > 0 and len(hi.x) > 0
+    pinned = two_sided and (w.bmax == 0 or abs(b) < w.bmax * (1 - 1e-9))  # drift not at its limit
+    if not pinned and w.bmax > 0:  # the constraints do not fix the drift: prefer none to an extreme
+        a0, _, s0 = _max_min_slack(*line.pts, 0.0)
+        if s0 >= 0:
+            a, b = a0, 0.0
+    bound = _bound(*line.pts, a, b, w.bmax) if two_sided else None
+    pinned = pinned and bound is not None
+    return _fit(w, a, b, line.s, bound, "hull", "accurate" if pinned else "approximate", dropped)
+
+
+def _soft(w: _Window, line: _Line, lo: Bounds, hi: Bounds, dropped: int) -> Fit:
+    """3. The fit of an infeasible window (constraints ``lo`` and ``hi`` kept) minimising the total
+    violation."""
+    a, b = _soft_fit(*_normalised(w, lo), *_normalised(w, hi), w.bmax)
+    return _fit(w, a, b, line.s, None, "soft", "approximate", dropped)
+
+
+def _fit(w: _Window, a: float, b: float, slack: float, bound: float | None, method: str, quality: str,
+         dropped: int) -> Fit:
+    """The window's :class:`Fit` of the line ``a + b*x`` in its normalised terms."""
+    return Fit(clock=w.clock, win=0, t_from=w.t_from, t_to=w.t_to, t0=w.t0, offset_ns=a + w.y0,
+               drift_ppm=b / w.scale * 1e6, bound_ns=bound, slack_ns=slack, quality=quality, method=method,
+               via=w.via, constraints=w.constraints, dropped=dropped)
 
 
 def _slacks(fit: Fit, lo: Bounds, hi: Bounds) -> tuple[np.ndarray, np.ndarray]:
@@ -516,7 +595,8 @@ def _estimate(rows: Callable[[str], list[tuple]], pairs: Callable[[str, int, int
                            [i for _, i in servers], ids), n, ref)
     fits: dict[int, list[Fit]] = {}
     if ref >= 0:
-        fits[ref] = [Fit(ref_name, 0, None, None, 0, 0.0, 0.0, 0.0, None, "reference", "reference", "")]
+        fits[ref] = [Fit(clock=ref_name, win=0, t_from=None, t_to=None, t0=0, offset_ns=0.0, drift_ppm=0.0,
+                         bound_ns=0.0, slack_ns=None, quality="reference", method="reference", via="")]
     while True:  # one round: every clock with constraints against the clocks aligned so far
         done = np.zeros(n, dtype=bool)
         done[list(fits)] = True

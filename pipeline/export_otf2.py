@@ -51,6 +51,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import _otf2
@@ -77,7 +78,8 @@ from otf2.enums import (
 from callid_core import schema as S
 from callid_core.atomic import check_space, install, temporary
 from callid_core.errors import BadValue, Failed, InputError
-from pipeline.query import DATA_CALL_WHERE, connect
+from pipeline.domain import DATA_CALL_WHERE
+from pipeline.merged import Merged
 from pipeline.selection import Selection, select_views
 from pipeline.tracks import LaneAssigner, lane_name
 
@@ -214,9 +216,9 @@ def _batches(con: duckdb.DuckDBPyConnection, sql: str) -> Iterator[tuple[dict[st
                     if name in ("family", "ts", "te", "arrow")})
 
 
-def write_otf2(db: str, out: str, sel: Selection,
+def write_otf2(m: Merged, out: str, sel: Selection,
                on_progress: Callable[[int, int], None] | None = None) -> dict:
-    """Write the selection of ``db`` as an OTF2 archive in the directory ``out`` (anchor file
+    """Write the selection of ``m`` as an OTF2 archive in the directory ``out`` (anchor file
     ``out/traces.otf2``); return ``output``, ``anchor``, ``format``, ``events`` (calls and server
     events), ``arrows``, ``bytes`` (the archive's size), ``records`` (OTF2 event records),
     ``locations`` and ``seconds``.  ``on_progress(done, total)`` counts the events written."""
@@ -225,28 +227,26 @@ def write_otf2(db: str, out: str, sel: Selection,
     _check_output(out_path)
     tmp = temporary(out_path)
     spill = Path(f"{tmp}.spill")
-    con = connect(db)
+    con = m.con
     try:
-        con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
-        con.execute(f"SET temp_directory = '{str(spill).replace(chr(39), chr(39) * 2)}'")
-        select_views(con, sel)
-        total = con.execute("SELECT (SELECT count(*) FROM sel_calls) + (SELECT count(*) FROM sel_ops) "
-                            "+ (SELECT count(*) FROM sel_mpi_calls)").fetchone()[0]
-        if total == 0:
-            raise sel.empty("export")
-        check_space(out_path, total * EST_EVENT, "the archive")
-        shutil.rmtree(tmp, ignore_errors=True)
-        try:
-            summary = _Writer(con, tmp, sel, total, on_progress).run()
-            install(tmp, out_path)
-        except OSError as exc:
-            raise InputError(f"{out}: cannot write ({exc.strerror or exc})") from None
-        except duckdb.OutOfMemoryException:
-            raise sel.too_big() from None
-        finally:
+        with m.settings(memory_limit=MEMORY_LIMIT, temp_directory=str(spill)):
+            select_views(con, sel)
+            total = con.execute("SELECT (SELECT count(*) FROM sel_calls) + (SELECT count(*) FROM sel_ops) "
+                                "+ (SELECT count(*) FROM sel_mpi_calls)").fetchone()[0]
+            if total == 0:
+                raise sel.empty("export")
+            check_space(out_path, total * EST_EVENT, "the archive")
             shutil.rmtree(tmp, ignore_errors=True)
+            try:
+                summary = _Writer(con, tmp, sel, total, on_progress).run()
+                install(tmp, out_path)
+            except OSError as exc:
+                raise InputError(f"{out}: cannot write ({exc.strerror or exc})") from None
+            except duckdb.OutOfMemoryException:
+                raise sel.too_big() from None
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
     finally:
-        con.close()
         shutil.rmtree(spill, ignore_errors=True)
     return {"output": str(out_path), "anchor": str(out_path / ANCHOR), "format": "otf2", **summary,
             "bytes": _size(out_path), "seconds": round(time.monotonic() - started, 3)}
@@ -275,7 +275,26 @@ class _Writer:
     # -- definitions -------------------------------------------------------------------------------
 
     def _define(self) -> None:
-        con, d = self.con, self.defs
+        """The definitions, in this order: the archive and its clock, the attributes, the ranks' and the
+        servers' locations, the regions, the I/O handles."""
+        run_id = self._define_archive()
+        root = self.defs.system_tree_node(f"callid run {run_id}".strip(), class_name="machine")
+        nodes: dict[str, object] = {}
+
+        def node(clock: str):
+            if clock not in nodes:
+                nodes[clock] = self.defs.system_tree_node(clock, class_name="node", parent=root)
+            return nodes[clock]
+
+        self._define_attributes()
+        self._define_ranks(node)
+        self._define_servers(node)
+        self._define_regions()
+        self._define_io(root, node)
+
+    def _define_archive(self) -> str:
+        """The archive's creator, description and clock (its offset the run's start); the run's id."""
+        con = self.con
         run = dict(con.execute("SELECT key, value FROM run WHERE key IN ('start_ns', 'client.run_id', "
                                "'server.run_id')").fetchall())
         run_id = run.get("client.run_id") or run.get("server.run_id") or ""
@@ -294,15 +313,11 @@ class _Writer:
         # times on the reference clock are ns since the epoch when it is a real clock
         realtime = offset if offset > 10**17 else otf2.Undefined.TIMESTAMP.value
         self.archive.clock = (offset, hi - offset, realtime)
+        return run_id
 
-        root = d.system_tree_node(f"callid run {run_id}".strip(), class_name="machine")
-        nodes: dict[str, object] = {}
-
-        def node(clock: str):
-            if clock not in nodes:
-                nodes[clock] = d.system_tree_node(clock, class_name="node", parent=root)
-            return nodes[clock]
-
+    def _define_attributes(self) -> None:
+        """The attributes ``callid``, ``event_id``, ``offset``, ``bytes``; the parameter ``served CallID``."""
+        d = self.defs
         self.attr_callid = d.attribute("callid", "the CallID of the call (of the call served, on a "
                                        "'served CallID' record)", type=Type.UINT64)._ref
         self.attr_event = d.attribute("event_id", "the server event's id (server_ops.event_id)",
@@ -313,7 +328,10 @@ class _Writer:
                                       "call's", type=Type.UINT64)._ref
         self.served = d.parameter("served CallID", parameter_type=ParameterType.UINT64)._ref
 
-        # ranks: a process each, the location of lane 0 made now (in rank order)
+    def _define_ranks(self, node: Callable[[str], object]) -> None:
+        """A process per rank under its clock's node, the location of lane 0 made now (in rank order); the
+        world's group and communicator when every rank of the run is exported."""
+        con, d = self.con, self.defs
         ranks = con.execute("""
             SELECT rank, any_value(clock ORDER BY clock) FROM (
                 SELECT rank, clock FROM sel_calls UNION ALL SELECT rank, clock FROM sel_mpi_calls)
@@ -333,13 +351,19 @@ class _Writer:
             world = d.group("MPI_COMM_WORLD", group_type=otf2.GroupType.COMM_GROUP, paradigm=Paradigm.MPI,
                             members=members)
             d.comm("MPI_COMM_WORLD", group=world)
+
+    def _define_servers(self, node: Callable[[str], object]) -> None:
+        """A process per server, under its clock's node."""
+        con, d = self.con, self.defs
         self.server_groups = {
             server: d.location_group(f"server {server}", location_group_type=LocationGroupType.PROCESS,
                                      system_tree_parent=node(clock or server))
             for server, clock in con.execute("SELECT server, any_value(clock ORDER BY clock) FROM sel_ops "
                                              "GROUP BY server ORDER BY server").fetchall()}
 
-        # regions
+    def _define_regions(self) -> None:
+        """A region per MPI function called and per server layer and operation."""
+        con, d = self.con, self.defs
         self.call_regions = {
             func: d.region(func, paradigm=Paradigm.MPI, region_role=RegionRole.FILE_IO
                            if func.startswith("MPI_File_") else RegionRole.FUNCTION)._ref
@@ -354,8 +378,10 @@ class _Writer:
                                   region_role=roles.get(layer, RegionRole.FUNCTION))._ref
             for layer, op in con.execute("SELECT DISTINCT layer, op FROM sel_ops ORDER BY 1, 2").fetchall()}
 
-        # I/O: a handle per rank and file (MPI-IO), per server and object handle (Trove); all open
-        # before the trace starts (pre-created, read-write)
+    def _define_io(self, root: object, node: Callable[[str], object]) -> None:
+        """An I/O handle per rank and file (MPI-IO), per server and object handle (Trove); all open
+        before the trace starts (pre-created, read-write)."""
+        con, d = self.con, self.defs
         mpiio = d.io_paradigm("MPI-IO", "MPI I/O", IoParadigmClass.PARALLEL, IoParadigmFlag.NONE)
         trove = d.io_paradigm("TROVE", "Trove (server storage)", IoParadigmClass.SERIAL, IoParadigmFlag.NONE)
         files: dict[str, object] = {}
@@ -513,81 +539,105 @@ class _Writer:
                    NULL, NULL, NULL, NULL, a.bytes, 1
             FROM sel_arrows a JOIN o2_families f USING (server, layer)
             ORDER BY family, ts, te DESC, event_id, arrow, callid"""
+        family: _Family | None = None
+        open_op, lost = _OpenOp(), 0
+        for b, arrays in _batches(self.con, sql):
+            for i, j in _segments(arrays["family"]):
+                key = b["family"][i]
+                if family is None or family.key != key:
+                    open_op = self._close_op(open_op)  # (the previous family's last operation)
+                    if family is not None:
+                        family.finish(self._flush_pending)
+                    family = _Family(key, self._op_lane(*families[key]))
+                open_op, missed = self._op_rows(b, arrays, i, j, family, families[key][0], open_op)
+                lost += missed
+            self._progress()
+        self._close_op(open_op)
+        if family is not None:
+            family.finish(self._flush_pending)
+        if lost:
+            raise Failed(f"{lost} arrows name a disk operation server_ops does not hold (at its time): "
+                         "the database is inconsistent; merge the logs again")
+
+    def _close_op(self, op: _OpenOp) -> _OpenOp:
+        """Complete the open operation's I/O (if it has any) and leave its region; nothing is open after."""
+        if op.h is not None:
+            if op.handle is not None:
+                self.bad |= self.c.complete(op.h, None, op.te, op.handle, op.size, self.matching)
+            self.bad |= self.c.leave(op.h, None, op.te, op.region)
+        return _OpenOp()
+
+    def _op_rows(self, b: dict[str, list], arrays: dict, i: int, j: int, family: _Family, server: str,
+                 open_op: _OpenOp) -> tuple[_OpenOp, int]:
+        """Write rows ``i:j`` of a batch of :meth:`_ops` (one family: ``server``'s events of one layer, and
+        their arrows); the operation left open for the arrows of the next rows, and the arrows lost (the
+        disk operation they name is not the open one)."""
         c, al = self.c, self.al
         enter, leave, begin, complete, param = c.enter, c.leave, c.begin, c.complete, c.param
         add, add_i64 = c.add_u64, c.add_i64
         a_callid, a_event, a_offset = self.attr_callid, self.attr_event, self.attr_offset
         a_bytes = self.attr_bytes
         served, regions, handles = self.served, self.op_regions, self.op_handles
-        family: _Family | None = None
         bad = records = arrows = lost = 0
-        # the operation written up to its arrows: location, event id, end, region, I/O handle, size
-        h = open_eid = open_te = open_region = open_handle = open_size = None
-        for b, arrays in _batches(self.con, sql):
-            for i, j in _segments(arrays["family"]):
-                key = b["family"][i]
-                if family is None or family.key != key:
-                    if h is not None:  # close the previous family's last operation
-                        if open_handle is not None:
-                            bad |= complete(h, None, open_te, open_handle, open_size, self.matching)
-                        bad |= leave(h, None, open_te, open_region)
-                        h = open_eid = None
-                    if family is not None:
-                        family.finish(self._flush_pending)
-                    server, _ = families[key]
-                    family = _Family(key, self._op_lane(*families[key]))
-                is_op = arrays["arrow"][i:j] == 0
-                ops = iter(family.assign(arrays["ts"][i:j][is_op], arrays["te"][i:j][is_op]))
-                lanes = family.lanes
-                for layer, op, ts, te, eid, callid, handle_id, offset, size, mode, nbytes, arrow in zip(
-                        b["layer"][i:j], b["op"][i:j], b["ts"][i:j], b["te"][i:j], b["event_id"][i:j],
-                        b["callid"][i:j], b["handle"][i:j], b["disk_offset"][i:j], b["size"][i:j],
-                        b["mode"][i:j], b["bytes"][i:j], b["arrow"][i:j]):
-                    if arrow:  # a call the open disk operation serves
-                        if eid != open_eid:
-                            lost += 1
-                            continue
-                        add(al, a_callid, callid)
-                        if nbytes is not None:
-                            add(al, a_bytes, nbytes)
-                        bad |= param(h, al, ts, served, callid)
-                        arrows += 1
-                        continue
-                    if h is not None:  # close the previous operation
-                        if open_handle is not None:
-                            bad |= complete(h, None, open_te, open_handle, open_size, self.matching)
-                        bad |= leave(h, None, open_te, open_region)
-                    h = lanes[next(ops)].ptr
-                    open_eid, open_te, open_region = eid, te, regions[(layer, op)]
-                    if callid is not None:
-                        add(al, a_callid, callid)
-                    add_i64(al, a_event, eid)
-                    bad |= enter(h, al, ts, open_region)
-                    records += 2
-                    open_handle = None
-                    if mode is not None:
-                        open_handle, open_size = handles[(server, handle_id)], size
-                        self.matching += 1
-                        if callid is not None:
-                            add(al, a_callid, callid)
-                        if offset is not None:
-                            add_i64(al, a_offset, offset)
-                        bad |= begin(h, al, ts, open_handle, mode, 0, size, self.matching)
-                        records += 2
-                    self.events += 1
-            self.records, self.arrows = self.records + records + arrows, self.arrows + arrows
-            self.bad |= bad
-            self._progress()
-            bad = records = arrows = 0
-        if h is not None:
-            if open_handle is not None:
-                self.bad |= complete(h, None, open_te, open_handle, open_size, self.matching)
-            self.bad |= leave(h, None, open_te, open_region)
-        if family is not None:
-            family.finish(self._flush_pending)
-        if lost:
-            raise Failed(f"{lost} arrows name a disk operation server_ops does not hold (at its time): "
-                         "the database is inconsistent; merge the logs again")
+        # the operation written up to its arrows (locals in the loop: one step per record)
+        h, open_eid, open_te = open_op.h, open_op.eid, open_op.te
+        open_region, open_handle, open_size = open_op.region, open_op.handle, open_op.size
+        is_op = arrays["arrow"][i:j] == 0
+        ops = iter(family.assign(arrays["ts"][i:j][is_op], arrays["te"][i:j][is_op]))
+        lanes = family.lanes
+        for layer, op, ts, te, eid, callid, handle_id, offset, size, mode, nbytes, arrow in zip(
+                b["layer"][i:j], b["op"][i:j], b["ts"][i:j], b["te"][i:j], b["event_id"][i:j],
+                b["callid"][i:j], b["handle"][i:j], b["disk_offset"][i:j], b["size"][i:j],
+                b["mode"][i:j], b["bytes"][i:j], b["arrow"][i:j]):
+            if arrow:  # a call the open disk operation serves
+                if eid != open_eid:
+                    lost += 1
+                    continue
+                add(al, a_callid, callid)
+                if nbytes is not None:
+                    add(al, a_bytes, nbytes)
+                bad |= param(h, al, ts, served, callid)
+                arrows += 1
+                continue
+            if h is not None:  # close the previous operation
+                if open_handle is not None:
+                    bad |= complete(h, None, open_te, open_handle, open_size, self.matching)
+                bad |= leave(h, None, open_te, open_region)
+            h = lanes[next(ops)].ptr
+            open_eid, open_te, open_region = eid, te, regions[(layer, op)]
+            if callid is not None:
+                add(al, a_callid, callid)
+            add_i64(al, a_event, eid)
+            bad |= enter(h, al, ts, open_region)
+            records += 2
+            open_handle = None
+            if mode is not None:
+                open_handle, open_size = handles[(server, handle_id)], size
+                self.matching += 1
+                if callid is not None:
+                    add(al, a_callid, callid)
+                if offset is not None:
+                    add_i64(al, a_offset, offset)
+                bad |= begin(h, al, ts, open_handle, mode, 0, size, self.matching)
+                records += 2
+            self.events += 1
+        self.records, self.arrows = self.records + records + arrows, self.arrows + arrows
+        self.bad |= bad
+        return _OpenOp(h=h, eid=open_eid, te=open_te, region=open_region, handle=open_handle,
+                       size=open_size), lost
+
+
+@dataclass(frozen=True)
+class _OpenOp:
+    """The server operation written up to its arrows (none: location None): its location (the writer's
+    pointer), event id, end, region, and I/O handle and size (handle None: no I/O)."""
+
+    h: int | None = None
+    eid: int | None = None
+    te: int | None = None
+    region: int | None = None
+    handle: int | None = None
+    size: int | None = None
 
 
 def _size(path: Path) -> int:

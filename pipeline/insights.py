@@ -5,9 +5,10 @@ Darshan see familiar results; server-side insights use what only callid has, eve
 operation on every server and the call that caused it.  Each insight is one file
 ``pipeline/insight_sql/CODE_name.sql``: a header of ``-- key: value`` lines (``family``: client
 or server; ``title``: what it finds; ``thresholds``: the names of the thresholds it uses, or
-``-``; ``columns``: the columns it decides from; optional ``needs: pace``: it rests on each rank's time,
-so on a replay that did not keep the ranks' pace (``pipeline.lag``) it is not computed, and says so in
-an 'info' finding), then one query returning one finding per row:
+``-``; ``columns``: the columns it decides from; optional ``needs``, e.g. ``pace``: it rests on each rank's
+time, so on a replay that did not keep the ranks' pace (``pipeline.lag``) it is not computed, and says so in
+an 'info' finding; :mod:`pipeline.rules` loads and runs insights and checks alike), then one query
+returning one finding per row:
 ``severity`` ('high', 'warning', 'ok' or 'info', as Drishti grades them), ``detail`` (one line),
 ``recommendation`` (one line naming the option or hint to change; null for ok and info),
 ``numbers`` (a struct: the numbers behind the finding, key names ending in their unit),
@@ -25,36 +26,21 @@ import sys
 from collections import Counter
 from dataclasses import dataclass
 from decimal import Decimal
-from importlib import resources
-
-import duckdb
 
 from callid_core import config as C
 from callid_core.choices import MpiIo
-from callid_core.errors import InputError
 from callid_core.ids import Layout
-from pipeline.lag import replay_lag
-from pipeline.query import (
-    DATA_CALLS_SQL,
-    DISK_DATA_SQL,
-    connect,
-    header_fields,
-    run_config,
-    select_codes,
-    server_roles,
-)
+from pipeline.domain import DATA_CALLS_SQL, DISK_DATA_SQL
+from pipeline.merged import Merged
+from pipeline.rules import Catalogue, Rule, gate
 from pipeline.source import job_of, sample_text
 
-__all__ = ["DETAILS_MAX", "FAMILIES", "SEVERITIES", "THRESHOLDS", "Insight", "Threshold", "all_insights",
-           "compare_insights", "count_insights", "reference_markdown", "render_comparison",
-           "render_insights", "run_insights"]
+__all__ = ["DETAILS_MAX", "FAMILIES", "INSIGHTS", "SEVERITIES", "THRESHOLDS", "Threshold", "compare_insights",
+           "count_insights", "reference_markdown", "render_comparison", "render_insights", "run_insights",
+           "thresholds_of"]
 
 SEVERITIES = ("high", "warning", "ok", "info")
 FAMILIES = ("client", "server")
-HEADER_KEYS = ("family", "title", "thresholds", "columns")
-#: what an insight may need beyond the merged tables (its optional ``needs`` header)
-NEEDS = {"pace": "each rank's time: on a replay, one that kept the ranks' pace (pipeline.lag)"}
-_CODE = re.compile(r"^[PS]\d{3}$")
 
 #: at most this many ranks, calls, files and servers are named per finding (Drishti's DETAILS_MAX_SIZE)
 DETAILS_MAX = 10
@@ -110,47 +96,27 @@ THRESHOLDS: dict[str, Threshold] = {
 }
 
 
-@dataclass(frozen=True)
-class Insight:
-    """One insight: its header and its query."""
-
-    code: str
-    family: str
-    title: str
-    thresholds: tuple[str, ...]
-    columns: str
-    sql: str
-    needs: tuple[str, ...] = ()  # NEEDS
+def thresholds_of(insight: Rule) -> tuple[str, ...]:
+    """The names of the thresholds an insight uses (its ``thresholds`` header)."""
+    return tuple(t.strip() for t in insight.thresholds.split(",") if t.strip() not in ("", "-"))
 
 
-def all_insights() -> list[Insight]:
-    """Every insight, by code."""
-    return [_parse(e.name, e.read_text()) for e in sorted(_sql_dir().iterdir(), key=lambda e: e.name)
-            if e.name.endswith(".sql") and not e.name.startswith("_")]
+def _unknown_thresholds(insight: Rule) -> str | None:
+    unknown = [t for t in thresholds_of(insight) if t not in THRESHOLDS]
+    return f"thresholds {', '.join(unknown)} are not in THRESHOLDS" if unknown else None
 
 
-def _sql_dir():
-    return resources.files("pipeline").joinpath("insight_sql")
+#: the insights: pipeline/insight_sql/CODE_name.sql
+INSIGHTS = Catalogue("insight", "insight_sql", re.compile(r"^[PS]\d{3}$"), ("family", "thresholds"),
+                     (("family", FAMILIES),), "{code}  {family:6}  {title}",
+                     lambda i: {"code": i.code, "family": i.family, "title": i.title,
+                                "thresholds": list(thresholds_of(i))}, _unknown_thresholds)
 
 
-def _parse(name: str, text: str) -> Insight:
-    code = name.split("_", 1)[0]
-    fields = header_fields(text)
-    missing = [k for k in HEADER_KEYS if not fields.get(k)]
-    names = tuple(t.strip() for t in fields.get("thresholds", "-").split(",") if t.strip() not in ("", "-"))
-    if not _CODE.match(code) or missing or fields["family"] not in FAMILIES or set(names) - set(THRESHOLDS):
-        raise ValueError(f"insight_sql/{name}: a header with {', '.join(HEADER_KEYS)} (family client or "
-                         f"server, thresholds named in THRESHOLDS) and a name CODE_*.sql are needed")
-    needs = tuple(n.strip() for n in fields.get("needs", "").split(",") if n.strip())
-    if set(needs) - set(NEEDS):
-        raise ValueError(f"insight_sql/{name}: needs {', '.join(needs)}; known: {', '.join(NEEDS)}")
-    return Insight(code, fields["family"], fields["title"], names, fields["columns"], text, needs)
-
-
-def _prepare(con: duckdb.DuckDBPyConnection) -> None:
+def _prepare(m: Merged) -> None:
     """What the insights read besides the merged tables: the thresholds and the run's layout figures
-    as variables, the servers by role, the data calls and disk data operations, the shared views."""
-    config = run_config(con)
+    as variables, the servers by role, the data calls and disk data operations."""
+    config = m.config
     values = {name: t.value for name, t in THRESHOLDS.items()} | {
         "strip_size": config.get("strip_size") or C.DEFAULT_STRIP_SIZE,
         "flow_buffer": config.get("flow_buffer") or C.DEFAULT_FLOW_BUFFER,
@@ -158,48 +124,44 @@ def _prepare(con: duckdb.DuckDBPyConnection) -> None:
         # 1: the files were made by callid's MPI-IO, which passes the striping hints on at create
         "striping_hints": config.get("mpi_io", MpiIo.CALLID) == MpiIo.CALLID}
     for name, value in values.items():
-        con.execute(f"SET VARIABLE {name} = {float(value)!r}::DOUBLE")
-    for role, servers in server_roles(con, config).items():
-        con.execute(f"CREATE TEMP TABLE {role}_servers AS SELECT unnest(?::VARCHAR[]) AS server", [servers])
-    con.execute(f"CREATE TEMP VIEW data_calls AS {DATA_CALLS_SQL}")
-    con.execute(f"CREATE TEMP VIEW disk_data AS {DISK_DATA_SQL}")
-    con.execute(_sql_dir().joinpath("_views.sql").read_text())
+        m.con.execute(f"SET VARIABLE {name} = {float(value)!r}::DOUBLE")
+    for role, servers in m.roles.items():
+        m.con.execute(f"CREATE TEMP TABLE {role}_servers AS SELECT unnest(?::VARCHAR[]) AS server", [servers])
+    m.con.execute(f"CREATE TEMP VIEW data_calls AS {DATA_CALLS_SQL}")
+    m.con.execute(f"CREATE TEMP VIEW disk_data AS {DISK_DATA_SQL}")
 
 
-def run_insights(db: str, codes: list[str] | None = None) -> list[dict]:
-    """The findings of the insights (all, or those of ``codes``) on the merged database ``db``, by code."""
-    insights = select_codes(all_insights(), codes, "insight")
-    con = connect(db)
-    try:
-        _prepare(con)
-        lag = replay_lag(con)
-        sample = sample_text(job_of(dict(con.execute("SELECT key, value FROM run").fetchall())))
-        out = []
-        for insight in insights:
-            if "pace" in insight.needs and lag is not None and not lag.faithful:
-                out.append(_not_computed(insight, lag.why_not()))
-                continue
-            try:
-                cur = con.execute(insight.sql)
-                names = [d[0] for d in cur.description]
-                rows = cur.fetchall()
-            except duckdb.Error as exc:
-                why = str(exc).splitlines()[0]
-                raise InputError(f"{db}: insight {insight.code} cannot run ({why})") from None
-            for row in rows:
-                f = dict(zip(names, row))
-                detail = f["detail"] + (f" ({sample})" if sample and insight.family == "client" else "")
-                out.append({"code": insight.code, "family": insight.family, "severity": f["severity"],
-                            "title": insight.title, "detail": detail,
-                            "recommendation": f["recommendation"], "numbers": _plain(f["numbers"] or {}),
-                            **{k: list(f[k] or [])[:DETAILS_MAX] for k in ("ranks", "callids", "files",
-                                                                           "servers")}})
-        return out
-    finally:
-        con.close()
+def run_insights(m: Merged, codes: list[str] | None = None) -> list[dict]:
+    """The findings of the insights (all, or those of ``codes``) on the merged output ``m``, by code
+    (computed once per handle)."""
+    return m.once(("insights", tuple(codes or ())), lambda: _run(m, codes))
 
 
-def _not_computed(insight: Insight, why: str) -> dict:
+def _run(m: Merged, codes: list[str] | None) -> list[dict]:
+    insights = INSIGHTS.select(codes)
+    m.once("insights prepared", lambda: _prepare(m))
+    runs = gate(m)
+    sample = sample_text(job_of(m.run))
+    out, ready = {}, []
+    for insight in insights:
+        if missing := runs.missing(insight.needs):
+            out[insight.code] = [_not_computed(insight, runs.reason(missing))]
+        else:
+            ready.append(insight)
+    for insight, names, rows in INSIGHTS.run(m, ready):
+        found = out.setdefault(insight.code, [])
+        for row in rows:
+            f = dict(zip(names, row))
+            detail = f["detail"] + (f" ({sample})" if sample and insight.family == "client" else "")
+            found.append({"code": insight.code, "family": insight.family, "severity": f["severity"],
+                          "title": insight.title, "detail": detail,
+                          "recommendation": f["recommendation"], "numbers": _plain(f["numbers"] or {}),
+                          **{k: list(f[k] or [])[:DETAILS_MAX] for k in ("ranks", "callids", "files",
+                                                                         "servers")}})
+    return [f for i in insights for f in out.get(i.code, [])]
+
+
+def _not_computed(insight: Rule, why: str) -> dict:
     """The 'info' finding of an insight that is not computed, saying why."""
     return {"code": insight.code, "family": insight.family, "severity": "info", "title": insight.title,
             "detail": why, "recommendation": None, "numbers": {},
@@ -281,8 +243,9 @@ def reference_markdown() -> str:
              "`callid insights merged.duckdb` runs them all (`--json` for scripts).  Severities are "
              "Drishti's: high, warning, ok, info.", "",
              "| code | family | finds | thresholds | decided from |", "| --- | --- | --- | --- | --- |"]
-    lines += [f"| `{i.code}` | {i.family} | {i.title} | {', '.join(f'`{t}`' for t in i.thresholds) or '-'} | "
-              f"{i.columns} |" for i in all_insights()]
+    for i in INSIGHTS.rules():
+        names = ", ".join(f"`{t}`" for t in thresholds_of(i)) or "-"
+        lines.append(f"| `{i.code}` | {i.family} | {i.title} | {names} | {i.columns} |")
     lines += ["", "## Thresholds", "", "| name | value | unit | where the value comes from |",
               "| --- | --- | --- | --- |"]
     lines += [f"| `{n}` | {t.value:g} | {t.unit} | {t.source} |" for n, t in THRESHOLDS.items()]

@@ -10,18 +10,8 @@ clock when read (``rpcs``, ``server_ops``, ``events``).  Only what is derived is
 Parquet: the client's tables (``calls``, ``waits``, ``mpi_calls``, ``phases``), ``arrows`` and
 ``fanout``; and ``clocks`` and ``run``.  (Rewriting every event into DuckDB's storage cost more
 than the rest of the merge; Parquet takes a third less time to write than a DuckDB table and
-reads as fast.)  Two packagings of one layout:
-
-- ``--storage duckdb``, ``-o merged.duckdb``: the DuckDB file ``merged.duckdb`` (the views,
-  ``clocks``, ``run``) and beside it the directory ``merged.duckdb.data`` (the logs in
-  ``client/`` and ``server/``, the stored tables as ``arrows.parquet``, ...);
-- ``--storage parquet``, ``-o merged``: one directory holding all of it, every table as Parquet
-  and the views in ``callid.duckdb``.
-
-The views find their files through the DuckDB variable ``callid_dir``, which
-:func:`open_merged` sets to where they are now (else: where the merge wrote them), so an
-output moved as a whole keeps working.  Outputs are written under temporary names and
-renamed only on success.
+reads as fast.)  The layout of an output, and how readers open it: :mod:`pipeline.merged`.  Outputs
+are written under temporary names and renamed only on success.
 """
 
 from __future__ import annotations
@@ -61,17 +51,7 @@ from callid_core.tables import (
 from pipeline import clocks
 from pipeline.dialect import DUCKDB, Dialect, literal
 from pipeline.load import LogInfo, check_values, validate_log
-
-VIEWS = ("events",)
-TABLES = tuple(name for name in MERGED if name not in VIEWS)
-#: beside a merged DuckDB file ``X``, the directory ``X.data`` holds the logs and the stored tables
-DATA_SUFFIX = ".data"
-#: in a merged Parquet directory, the database of the views
-CATALOG = "callid.duckdb"
-#: the subdirectories of the logs in an output's data directory
-LOG_DIRS = (S.KIND_CLIENT, S.KIND_SERVER)
-#: the DuckDB variable naming the directory of the logs and of a Parquet output's tables
-DIR_VARIABLE = "callid_dir"
+from pipeline.merged import CATALOG, DIR_VARIABLE, LOG_DIRS, TABLES, VIEWS, data_dir
 
 
 def default_memory_limit() -> str:
@@ -81,11 +61,6 @@ def default_memory_limit() -> str:
     except (ValueError, OSError):
         return "4GB"
     return f"{max(total // 2 // 2**20, 256)}MB"
-
-
-def data_dir(out: Path, storage: str) -> Path:
-    """Where a merged output at ``out`` keeps its logs and its stored tables."""
-    return out if storage == Storage.PARQUET else Path(str(out) + DATA_SUFFIX)
 
 
 @dataclass(frozen=True)
@@ -123,28 +98,14 @@ def merge(client: str, server: str, out: str, *, memory_limit: str | None = None
     Bad input or an unwritable output raises :class:`InputError`; then nothing is written.
     """
     step = on_step or (lambda name: None)
-    if storage not in set(Storage):
-        raise InputError(f"unknown output storage {storage!r}: choose {listed(Storage)}")
-    if clock_sync not in set(ClockSync):
-        raise InputError(f"unknown clock model {clock_sync!r}: choose {listed(ClockSync)}")
-    if engine not in set(EngineChoice):
-        raise InputError(f"unknown engine {engine!r}: choose {listed(EngineChoice)}")
-    if master and engine != EngineChoice.SPARK:
-        raise InputError(f"--master {master}: a Spark master URL, for --engine spark only")
+    _check_choices(storage, clock_sync, engine, master)
     step("validate")
-    c = validate_log(client, S.KIND_CLIENT)
-    s = validate_log(server, S.KIND_SERVER)
-    if c.layout != s.layout:
-        raise InputError(f"{server}: CallID layout {s.layout} differs from the client log's {c.layout}")
-    if c.run_id != s.run_id:
-        raise InputError(f"{server}: run id {s.run_id!r} differs from the client log's {c.run_id!r} "
-                         "(logs of different runs would link unrelated CallIDs)")
+    c, s = _validate(client, server)
     out_path = Path(out)
     _check_output(out_path, storage, [*c.files, *s.files])
     final = data_dir(out_path, storage)
     tmp = atomic.temporary(out_path)
     tmp_data = tmp if storage == Storage.PARQUET else atomic.temporary(final)
-    db = tmp / CATALOG if storage == Storage.PARQUET else tmp
     target = _Target(tmp_data, final.resolve())
     _remove(tmp)
     _remove(tmp_data)
@@ -152,49 +113,14 @@ def merge(client: str, server: str, out: str, *, memory_limit: str | None = None
     run: Engine | None = None
     try:
         tmp_data.mkdir()
-        con = duckdb.connect(str(db))
-        con.execute("SET enable_progress_bar = false")  # progress is the caller's (on_step)
-        try:
-            con.execute(f"SET memory_limit = {literal(memory_limit or default_memory_limit())}")
-        except duckdb.Error as exc:
-            raise InputError(f"merge failed: --memory-limit {memory_limit} is not a size "
-                             f"({str(exc).splitlines()[0]})") from None
-        con.execute(f"SET temp_directory = {literal(str(tmp) + '.spill')}")
-        # (rows are written in the order of an ORDER BY, else as they come: writing arrows in the order they
-        # were read held every batch a slower thread had not yet written: 8.5 GB at 100 M events)
-        con.execute("SET preserve_insertion_order = false")
+        con = _open_output(tmp / CATALOG if storage == Storage.PARQUET else tmp, tmp, memory_limit)
         callid_macro(con, c)
         if engine == EngineChoice.SPARK:
             from pipeline.spark import SparkEngine  # (pyspark: an optional extra)
             run = SparkEngine(c, s, tmp_data, Path(str(tmp) + ".spill"), master, memory_limit)
         else:
             run = DuckEngine(con, target, c, s)
-        run.check_values()
-        step("align clocks")
-        con.register("fits", clocks.estimate(run.rows, run.clock_pairs, run.dialect, clock_sync))
-        con.execute("CREATE TABLE clocks AS SELECT * FROM fits")
-        con.unregister("fits")
-        step("build tables")
-        kept = {info.kind: _keep_log(info, tmp_data) for info in (c, s)}
-        con.execute(f"SET VARIABLE {DIR_VARIABLE} = {literal(str(tmp_data.resolve()))}")
-        sentinel = c.callid_layout.sentinel
-        times = _times(con, run)
-        build_tables(con, run, target, kept, c, times)
-        step("derive arrows")
-        derive_arrows(con, run, target, times, sentinel)
-        step("derive fan-out")
-        derive_fanout(con, run, target, times.server_clocks)
-        run.close()
-        write_run(con, c, s, clock_sync)
-        if storage == Storage.PARQUET:  # (as Parquet files: other tools read them too)
-            for table in (CLOCKS, RUN):
-                target.copy(con, f"SELECT * FROM {table.name}", table.name)
-                con.execute(f"DROP TABLE {table.name}")
-                file = target.file_sql(f"{table.name}.parquet")
-                con.execute(f"CREATE VIEW {table.name} AS SELECT * FROM {file}")
-        check_tables(con)
-        step("write")
-        counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0] for t in TABLES}
+        counts = _derive(con, run, target, c, s, clock_sync, storage, step)
         con.close()
         Path(str(out_path) + ".wal").unlink(missing_ok=True)  # a stale WAL would be replayed onto it
         if storage == Storage.DUCKDB:
@@ -215,6 +141,78 @@ def merge(client: str, server: str, out: str, *, memory_limit: str | None = None
         _remove(tmp)
         _remove(tmp_data)
     return counts
+
+
+def _check_choices(storage: str, clock_sync: str, engine: str, master: str | None) -> None:
+    """:class:`InputError` for an option value that is none of its choices."""
+    if storage not in set(Storage):
+        raise InputError(f"unknown output storage {storage!r}: choose {listed(Storage)}")
+    if clock_sync not in set(ClockSync):
+        raise InputError(f"unknown clock model {clock_sync!r}: choose {listed(ClockSync)}")
+    if engine not in set(EngineChoice):
+        raise InputError(f"unknown engine {engine!r}: choose {listed(EngineChoice)}")
+    if master and engine != EngineChoice.SPARK:
+        raise InputError(f"--master {master}: a Spark master URL, for --engine spark only")
+
+
+def _validate(client: str, server: str) -> tuple[LogInfo, LogInfo]:
+    """Both logs validated, and of the same run."""
+    c = validate_log(client, S.KIND_CLIENT)
+    s = validate_log(server, S.KIND_SERVER)
+    if c.layout != s.layout:
+        raise InputError(f"{server}: CallID layout {s.layout} differs from the client log's {c.layout}")
+    if c.run_id != s.run_id:
+        raise InputError(f"{server}: run id {s.run_id!r} differs from the client log's {c.run_id!r} "
+                         "(logs of different runs would link unrelated CallIDs)")
+    return c, s
+
+
+def _open_output(db: Path, tmp: Path, memory_limit: str | None) -> duckdb.DuckDBPyConnection:
+    """The output's database, spilling beside ``tmp`` beyond ``memory_limit``."""
+    con = duckdb.connect(str(db))
+    con.execute("SET enable_progress_bar = false")  # progress is the caller's (on_step)
+    try:
+        con.execute(f"SET memory_limit = {literal(memory_limit or default_memory_limit())}")
+    except duckdb.Error as exc:
+        con.close()
+        raise InputError(f"merge failed: --memory-limit {memory_limit} is not a size "
+                         f"({str(exc).splitlines()[0]})") from None
+    con.execute(f"SET temp_directory = {literal(str(tmp) + '.spill')}")
+    # (rows are written in the order of an ORDER BY, else as they come: writing arrows in the order they
+    # were read held every batch a slower thread had not yet written: 8.5 GB at 100 M events)
+    con.execute("SET preserve_insertion_order = false")
+    return con
+
+
+def _derive(con: duckdb.DuckDBPyConnection, run: Engine, target: _Target, c: LogInfo, s: LogInfo,
+            clock_sync: str, storage: str, step: Callable[[str], None]) -> dict:
+    """The merge's steps after validation: align clocks, build the tables, derive arrows and fan-out,
+    write ``run``; return the row count per table."""
+    run.check_values()
+    step("align clocks")
+    con.register("fits", clocks.estimate(run.rows, run.clock_pairs, run.dialect, clock_sync))
+    con.execute("CREATE TABLE clocks AS SELECT * FROM fits")
+    con.unregister("fits")
+    step("build tables")
+    kept = {info.kind: _keep_log(info, target.data) for info in (c, s)}
+    con.execute(f"SET VARIABLE {DIR_VARIABLE} = {literal(str(target.data.resolve()))}")
+    times = _times(con, run)
+    build_tables(con, run, target, kept, c, times)
+    step("derive arrows")
+    derive_arrows(con, run, target, times, c.callid_layout.sentinel)
+    step("derive fan-out")
+    derive_fanout(con, run, target, times.server_clocks)
+    run.close()
+    write_run(con, c, s, clock_sync)
+    if storage == Storage.PARQUET:  # (as Parquet files: other tools read them too)
+        for table in (CLOCKS, RUN):
+            target.copy(con, f"SELECT * FROM {table.name}", table.name)
+            con.execute(f"DROP TABLE {table.name}")
+            file = target.file_sql(f"{table.name}.parquet")
+            con.execute(f"CREATE VIEW {table.name} AS SELECT * FROM {file}")
+    check_tables(con)
+    step("write")
+    return {t: con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0] for t in TABLES}
 
 
 class Engine(Protocol):
@@ -266,71 +264,6 @@ class DuckEngine:
 
     def close(self) -> None:
         pass
-
-
-def open_merged(db: str) -> duckdb.DuckDBPyConnection:
-    """A read-only connection to the merged output at ``db`` (a DuckDB file, or a directory from
-    ``--storage parquet``), its views pointed at its files wherever the output now is, and only its
-    files allowed (``allowed_paths``: then a query can read them, and no other file, if external access
-    is disabled).  :class:`InputError` if it is none, or missing a file."""
-    path = Path(db)
-    if path.is_dir():
-        data = path
-        if (path / CATALOG).is_file():
-            con = _connect(path / CATALOG, db)
-        else:  # (an output of an earlier version: every table a Parquet file)
-            con = duckdb.connect()
-            for name in MERGED:
-                table = path / f"{name}.parquet"
-                if table.is_file():
-                    try:
-                        con.execute(f'CREATE VIEW "{name}" AS SELECT * FROM '
-                                    f'read_parquet({literal(str(table))})')
-                    except duckdb.Error as exc:
-                        con.close()
-                        raise InputError(f"{table}: not a table written by 'callid merge' "
-                                         f"({str(exc).splitlines()[0]})") from None
-    elif not path.is_file():
-        raise InputError(f"{db}: no such file")
-    else:
-        with open(path, "rb") as f:
-            head = f.read(12)
-        if head[8:12] != b"DUCK":  # (DuckDB's own error for such a file names something else)
-            what = "a Parquet file: merge the logs with 'callid merge' first" if head[:4] == b"PAR1" \
-                else "not a DuckDB file"
-            raise InputError(f"{db}: not a database written by 'callid merge' ({what})")
-        con = _connect(path, db)
-        data = data_dir(path, Storage.DUCKDB)
-        if not data.is_dir() and _reads_logs(con):
-            con.close()
-            raise InputError(f"{db}: its logs and tables ({data.name}/) are missing: a merged output is "
-                             "the database and that directory, moved or copied together")
-    data = data.resolve()
-    con.execute(f"SET VARIABLE {DIR_VARIABLE} = {literal(str(data))}")
-    files = [*data.glob("*.parquet"), *data.glob("*/*.parquet")]  # (one by one: not the directories)
-    con.execute("SET allowed_paths = $files", {"files": [str(f) for f in files]})
-    present = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-    for name in (t for t in TABLES if t in present):  # (a missing or damaged file: said now, not later)
-        try:
-            con.execute(f'SELECT * FROM "{name}" LIMIT 0')
-        except duckdb.Error as exc:
-            con.close()
-            raise InputError(f"{db}: damaged ({str(exc).splitlines()[0]})") from None
-    return con
-
-
-def _connect(path: Path, db: str) -> duckdb.DuckDBPyConnection:
-    try:
-        return duckdb.connect(str(path), read_only=True)
-    except duckdb.Error as exc:
-        raise InputError(f"{db}: not a database written by 'callid merge' "
-                         f"({str(exc).splitlines()[0]})") from None
-
-
-def _reads_logs(con: duckdb.DuckDBPyConnection) -> bool:
-    """Whether the database's views read files kept beside it (not so in earlier versions)."""
-    return bool(con.execute("SELECT count(*) FROM duckdb_views() WHERE sql LIKE ?",
-                            [f"%getvariable('{DIR_VARIABLE}')%"]).fetchall()[0][0])
 
 
 def check_tables(con: duckdb.DuckDBPyConnection) -> None:

@@ -21,10 +21,11 @@ from callid_core.atomic import replacing
 from callid_core.choices import Payload
 from callid_core.ids import Layout
 from callid_core.jsonout import for_script
-from pipeline.checks import run_checks
+from pipeline.checks import CheckResults, run_checks
+from pipeline.domain import DATA_CALLS_SQL, DISK_DATA_SQL
 from pipeline.insights import compare_insights, count_insights, run_insights
 from pipeline.lag import ReplayLag
-from pipeline.query import DATA_CALLS_SQL, DISK_DATA_SQL, connect, run_config, server_roles
+from pipeline.merged import Merged
 from pipeline.source import PAYLOAD_NONE_TIMES, SIDE_BY_SIDE, job_text
 from pipeline.stats import compute_stats
 
@@ -240,89 +241,96 @@ def _check_summary(findings: list[dict], layout: Layout) -> list[dict]:
             for code, group in first.items()]
 
 
-def compute_report(db: str, on_step: Callable[[str], None] = lambda name: None) -> dict:
-    """Every figure of the report of one merged database, JSON-ready (``on_step`` names each step)."""
+def compute_report(m: Merged, on_step: Callable[[str], None] = lambda name: None) -> dict:
+    """Every figure of the report of one merged output, JSON-ready (``on_step`` names each step)."""
     on_step("insights")
-    insights = run_insights(db)
+    insights = run_insights(m)
     on_step("checks")
-    checked = run_checks(db)
-    findings = checked.findings
+    checked = run_checks(m)
     on_step("statistics")
-    stats = compute_stats(db, checked, insights)
+    stats = compute_stats(m)
     on_step("figures")
-    con = connect(db)
-    try:
-        one = lambda sql: con.execute(sql).fetchone()[0]  # noqa: E731
-        run = dict(con.execute("SELECT key, value FROM run").fetchall())
-        config = run_config(con)
-        synthetic = "synth" in config
-        layout = Layout.parse(run["layout"])
-        roles = server_roles(con, config)
-        t0, t1, width = _span(con)
-        servers = sorted({s["server"] for s in stats["servers"]} | set(roles["io"]) | set(roles["meta"]))
-        disk = dict(((d, (n, b)) for d, n, b in con.execute(f"""
-            SELECT direction, count(*), sum(size)::BIGINT FROM ({DISK_DATA_SQL}) GROUP BY ALL""").fetchall()))
-        overview = {
-            "ranks": one("SELECT count(DISTINCT rank) FROM calls"),
-            "io_servers": len(roles["io"]), "meta_servers": len(roles["meta"]),
-            "files": one("SELECT count(DISTINCT file) FROM calls"),
-            "t0_ns": t0, "t1_ns": t1, "duration_ns": t1 - t0,
-            "calls": stats["calls"], "server_ops": stats["server_ops"],
-            "io_time_ns": one("SELECT coalesce(sum(dur_ns), 0)::BIGINT FROM calls"),
-            "bytes": one("SELECT coalesce(sum(bytes), 0)::BIGINT FROM calls"),
-            **_directions(con),
-            "disk_ops": sum(n for n, _ in disk.values()),
-            "disk_read_bytes": disk.get("read", (0, 0))[1], "disk_write_bytes": disk.get("write", (0, 0))[1],
-            "max_calls_per_disk_op": stats["fanin"]["max_calls_per_disk_op"],
-        }
-        sizes = con.execute(f"""SELECT direction, floor(log2(size))::INTEGER, count(*)
-                                FROM ({DATA_CALLS_SQL}) GROUP BY ALL""").fetchall()
-        disk_sizes = con.execute(f"""SELECT direction, floor(log2(size))::INTEGER, count(*)
-                                     FROM ({DISK_DATA_SQL}) WHERE size > 0 GROUP BY ALL""").fetchall()
-        report = {
-            "run": {"run_id": stats["run_id"], "layout": stats["layout"], "source": stats["source"],
-                    "clock_sync": stats["clock_sync"], "synthetic": synthetic,
-                    "strip_size": config.get("strip_size") or (None if synthetic else C.DEFAULT_STRIP_SIZE),
-                    "flow_buffer": config.get("flow_buffer") or (None if synthetic
-                                                                 else C.DEFAULT_FLOW_BUFFER),
-                    "io_servers": roles["io"], "meta_servers": roles["meta"]},
-            "overview": overview,
-            "access_sizes": _log2_bins(sizes, DIRECTIONS),
-            "disk_sizes": _log2_bins(disk_sizes, DIRECTIONS),
-            "rank_time": _rank_time(con, t0, width),
-            "server_time": _server_time(con, t0, width, servers),
-            "files": _files(con),
-            "fan": _fan(con),
-        }
-    finally:
-        con.close()
-    per_server = {r["server"]: r for r in stats["bytes_per_server"]}
-    report["servers"] = [
-        {"server": s["server"], "role": ",".join(r for r in ("io", "meta") if s["server"] in roles[r]),
-         "ops": s["ops"], "bytes_read": per_server.get(s["server"], {}).get("bytes_read", 0),
-         "bytes_written": per_server.get(s["server"], {}).get("bytes_written", 0), "busy_ns": s["busy_ns"],
-         "busy_share": round(s["busy_ns"] / overview["duration_ns"], 4) if overview["duration_ns"] else None,
-         "unattributed": per_server.get(s["server"], {}).get("unattributed", 0)}
-        for s in stats["servers"]]
+    report = _figures(m, stats)
+    overview = report["overview"]
+    report["servers"] = _servers(stats, m.roles, overview["duration_ns"])
     report["stats"] = {k: stats[k] for k in (
         "time_by_func", "time_by_rank", "slowest_calls", "fanout_by_func", "fanin", "aggregators", "clocks",
         "server_imbalance", "rank_imbalance", "arrows", "inexact_arrows", "unattributed_server_ops")}
-    counts = count_insights(insights)
-    report["insights"] = [{k: v for k, v in f.items() if k != "callids"}
-                          | {"calls": [layout.format(c) for c in f["callids"]]} for f in insights]
-    report["checks"] = _check_summary(findings, layout)
-    # the checks the source cannot decide (a replay), each with what it lacks; not findings
-    report["checks_undecidable"] = [{k: u[k] for k in ("code", "severity", "title", "missing", "reason")}
-                                    for u in checked.undecidable]
-    checks = Counter(f["severity"] for f in findings)
-    overview |= {"insights_high": counts["high"], "insights_warning": counts["warning"],
-                 "check_errors": checks.get("error", 0), "check_warnings": checks.get("warning", 0),
-                 "checks_undecidable": len(checked.undecidable)}
+    _findings(report, insights, checked, m.layout)
     report["figures"] = FIGURES
     report["source"] = _source(stats, overview)
     if stats["rank_time_note"]:  # (figures of per-rank time: not where the replay did not keep the pace)
         overview |= {f"{d}_mib_per_s_by_slowest": None for d in DIRECTIONS}
     return report
+
+
+def _figures(m: Merged, stats: dict) -> dict:
+    """The run, its overview and the figures drawn from the merged tables."""
+    con, config, roles = m.con, m.config, m.roles
+    one = lambda sql: con.execute(sql).fetchone()[0]  # noqa: E731
+    synthetic = "synth" in config
+    t0, t1, width = _span(con)
+    servers = sorted({s["server"] for s in stats["servers"]} | set(roles["io"]) | set(roles["meta"]))
+    disk = dict(((d, (n, b)) for d, n, b in con.execute(f"""
+        SELECT direction, count(*), sum(size)::BIGINT FROM ({DISK_DATA_SQL}) GROUP BY ALL""").fetchall()))
+    overview = {
+        "ranks": one("SELECT count(DISTINCT rank) FROM calls"),
+        "io_servers": len(roles["io"]), "meta_servers": len(roles["meta"]),
+        "files": one("SELECT count(DISTINCT file) FROM calls"),
+        "t0_ns": t0, "t1_ns": t1, "duration_ns": t1 - t0,
+        "calls": stats["calls"], "server_ops": stats["server_ops"],
+        "io_time_ns": one("SELECT coalesce(sum(dur_ns), 0)::BIGINT FROM calls"),
+        "bytes": one("SELECT coalesce(sum(bytes), 0)::BIGINT FROM calls"),
+        **_directions(con),
+        "disk_ops": sum(n for n, _ in disk.values()),
+        "disk_read_bytes": disk.get("read", (0, 0))[1], "disk_write_bytes": disk.get("write", (0, 0))[1],
+        "max_calls_per_disk_op": stats["fanin"]["max_calls_per_disk_op"],
+    }
+    sizes = con.execute(f"""SELECT direction, floor(log2(size))::INTEGER, count(*)
+                            FROM ({DATA_CALLS_SQL}) GROUP BY ALL""").fetchall()
+    disk_sizes = con.execute(f"""SELECT direction, floor(log2(size))::INTEGER, count(*)
+                                 FROM ({DISK_DATA_SQL}) WHERE size > 0 GROUP BY ALL""").fetchall()
+    return {
+        "run": {"run_id": stats["run_id"], "layout": stats["layout"], "source": stats["source"],
+                "clock_sync": stats["clock_sync"], "synthetic": synthetic,
+                "strip_size": config.get("strip_size") or (None if synthetic else C.DEFAULT_STRIP_SIZE),
+                "flow_buffer": config.get("flow_buffer") or (None if synthetic else C.DEFAULT_FLOW_BUFFER),
+                "io_servers": roles["io"], "meta_servers": roles["meta"]},
+        "overview": overview,
+        "access_sizes": _log2_bins(sizes, DIRECTIONS),
+        "disk_sizes": _log2_bins(disk_sizes, DIRECTIONS),
+        "rank_time": _rank_time(con, t0, width),
+        "server_time": _server_time(con, t0, width, servers),
+        "files": _files(con),
+        "fan": _fan(con),
+    }
+
+
+def _servers(stats: dict, roles: dict[str, list[str]], duration_ns: int) -> list[dict]:
+    """Each server's role, operations, bytes, busy time and share of the run."""
+    per_server = {r["server"]: r for r in stats["bytes_per_server"]}
+    return [
+        {"server": s["server"], "role": ",".join(r for r in ("io", "meta") if s["server"] in roles[r]),
+         "ops": s["ops"], "bytes_read": per_server.get(s["server"], {}).get("bytes_read", 0),
+         "bytes_written": per_server.get(s["server"], {}).get("bytes_written", 0), "busy_ns": s["busy_ns"],
+         "busy_share": round(s["busy_ns"] / duration_ns, 4) if duration_ns else None,
+         "unattributed": per_server.get(s["server"], {}).get("unattributed", 0)}
+        for s in stats["servers"]]
+
+
+def _findings(report: dict, insights: list[dict], checked: CheckResults, layout: Layout) -> None:
+    """The insights and the checks' findings into ``report``, and their counts into its overview."""
+    counts = count_insights(insights)
+    report["insights"] = [{k: v for k, v in f.items() if k != "callids"}
+                          | {"calls": [layout.format(c) for c in f["callids"]]} for f in insights]
+    report["checks"] = _check_summary(checked.findings, layout)
+    # the checks the source cannot decide (a replay), each with what it lacks; not findings
+    report["checks_undecidable"] = [{k: u[k] for k in ("code", "severity", "title", "missing", "reason")}
+                                    for u in checked.undecidable]
+    checks = Counter(f["severity"] for f in checked.findings)
+    report["overview"] |= {"insights_high": counts["high"], "insights_warning": counts["warning"],
+                           "check_errors": checks.get("error", 0), "check_warnings": checks.get("warning", 0),
+                           "checks_undecidable": len(checked.undecidable)}
 
 
 def _source(stats: dict, overview: dict) -> dict | None:
@@ -375,15 +383,15 @@ def render_report_comparison(names: list[str], datas: list[dict]) -> str:
     return _page({"mode": "compare", "names": names, "runs": datas, "compare": compare_reports(datas)})
 
 
-def write_report(dbs: list[str], output: str, on_step: Callable[[str], None] = lambda name: None) -> dict:
+def write_report(runs: list[Merged], output: str, on_step: Callable[[str], None] = lambda name: None) -> dict:
     """Write the report of one run, or the comparison of several (temporary name, then rename);
     ``on_step`` names each step."""
     start = time.monotonic()
-    datas = [compute_report(db, lambda step, db=db: on_step(f"{db}: {step}")) for db in dbs]
+    datas = [compute_report(m, lambda step, m=m: on_step(f"{m.path}: {step}")) for m in runs]
     on_step("drawing")
-    names = [str(db) for db in dbs]
-    page = render_report(datas[0], names[0]) if len(dbs) == 1 else render_report_comparison(names, datas)
+    names = [m.path for m in runs]
+    page = render_report(datas[0], names[0]) if len(runs) == 1 else render_report_comparison(names, datas)
     with replacing(output) as tmp:
         Path(tmp).write_text(page)
-    return {"output": str(output), "bytes": len(page.encode()), "runs": len(dbs),
+    return {"output": str(output), "bytes": len(page.encode()), "runs": len(runs),
             "seconds": round(time.monotonic() - start, 3)}

@@ -10,11 +10,14 @@ import itertools
 from callid_core import schema as S
 from callid_core.choices import Payload
 from callid_core.evidence import REPLAY_ORIGIN
-from callid_core.ids import Layout
-from pipeline.checks import CheckResults, count_findings, run_checks
+from callid_core.units import ranks_text
+from pipeline.checks import count_findings, run_checks
+from pipeline.formatting import format_rows
 from pipeline.insights import compare_insights, count_insights, run_insights
-from pipeline.lag import ReplayLag, replay_lag
-from pipeline.query import connect, format_rows, named_query, ranks_text, run_config
+from pipeline.lag import ReplayLag
+from pipeline.merged import Merged
+from pipeline.query import named_query
+from pipeline.rules import gate
 from pipeline.source import PAYLOAD_NONE_TIMES, in_the_job, job_of, job_side, job_text, notes_of, sample_text
 
 
@@ -84,99 +87,96 @@ def _imbalance(rows: list[dict], key: str) -> float | None:
     return round(max(values) / mean, 3) if mean else None
 
 
-def compute_stats(db: str, checks: CheckResults | None = None, insights: list[dict] | None = None) -> dict:
-    """All figures of ``callid stats`` as one JSON-ready dict (``checks`` and ``insights``: those of
-    :func:`run_checks` and :func:`run_insights` on ``db``, if the caller has them already)."""
-    con = connect(db)
-    try:
-        one = lambda sql: con.execute(sql).fetchall()[0][0]  # noqa: E731
-        run = dict(con.execute("SELECT key, value FROM run").fetchall())
-        counter_bits = Layout.parse(run["layout"]).counter_bits
-        arrows = one("SELECT count(*) FROM arrows")
-        with_arrows = one("SELECT count(DISTINCT callid) FROM arrows")
-        stats = {
-            "layout": run.get("layout"),
-            "run_id": run.get("client.run_id"),
-            "calls": one("SELECT count(*) FROM calls"),
-            "server_ops": one("SELECT count(*) FROM server_ops"),
-            "events": one("SELECT (SELECT count(*) FROM calls) + (SELECT count(*) FROM server_ops)"),
-            # the thesis' "categories with CallID info": MPI functions and server (layer, op)
-            # pairs that have at least one event carrying a CallID
-            "categories_with_callid": one("""
-                SELECT (SELECT count(DISTINCT func) FROM calls WHERE callid IS NOT NULL)
-                     + (SELECT count(DISTINCT (layer, op)) FROM server_ops WHERE len(callids) > 0)"""),
-            "distinct_callids": one("""
-                SELECT count(DISTINCT id) FROM (
-                    SELECT callid AS id FROM calls WHERE callid IS NOT NULL
-                    UNION ALL SELECT unnest(callids) FROM server_ops)"""),
-            "arrows": arrows,
-            "callids_with_arrows": with_arrows,
-            "avg_arrows_per_callid": round(arrows / with_arrows, 3) if with_arrows else 0.0,
-            # arrows of operations attributed at request level only: their calls, not their bytes
-            "inexact_arrows": one("SELECT count(*) FROM arrows WHERE NOT exact"),
-            "unattributed_server_ops": one(f"""
-                SELECT count(*) FROM (SELECT server, event_id FROM server_ops
-                                      WHERE layer IN ({S.DISK_LAYERS_SQL})) s
-                ANTI JOIN arrows a USING (server, event_id)"""),
-            # fan-in: how many calls one disk operation served (collective buffering)
-            "fanin": _rows(con, f"""
-                SELECT count(*) FILTER (WHERE len(callids) > 1) AS shared_disk_ops,
-                       coalesce(max(len(callids)), 0) AS max_calls_per_disk_op,
-                       round(coalesce(avg(len(callids)) FILTER (WHERE len(callids) > 0), 0), 2)
-                           AS mean_calls_per_disk_op
-                FROM server_ops WHERE layer IN ({S.DISK_LAYERS_SQL})""")[0],
-            # aggregators: ranks whose requests carried other ranks' CallIDs
-            "aggregators": [r for (r,) in con.execute(f"""
-                SELECT DISTINCT s.rank FROM server_ops s, unnest(s.callids) AS u(id)
-                WHERE (u.id >> {counter_bits}) <> s.rank ORDER BY 1""").fetchall()],
-            "fanout_by_func": _rows(con, """
-                SELECT func, count(*) AS calls,
-                       min(disk_ops) AS disk_ops_min, round(avg(disk_ops), 2) AS disk_ops_mean,
-                       max(disk_ops) AS disk_ops_max,
-                       min(servers) AS servers_min, round(avg(servers), 2) AS servers_mean,
-                       max(servers) AS servers_max, sum(size)::BIGINT AS bytes_requested,
-                       sum(disk_bytes)::BIGINT AS disk_bytes, sum(inexact_arrows)::BIGINT AS inexact_arrows
-                FROM fanout GROUP BY func ORDER BY func"""),
-            "bytes_per_server": _rows(con, f"""
-                SELECT server, count(*) AS ops,
-                       coalesce(sum(size) FILTER (WHERE op = 'trove_read'), 0)::BIGINT AS bytes_read,
-                       coalesce(sum(size) FILTER (WHERE op = 'trove_write'), 0)::BIGINT AS bytes_written,
-                       count(*) FILTER (WHERE len(callids) = 0) AS unattributed
-                FROM server_ops WHERE layer IN ({S.DISK_LAYERS_SQL}) GROUP BY server ORDER BY server"""),
-            "time_by_func": _rows(con, TIME_BY_FUNC_SQL),
-            "time_by_rank": _rows(con, TIME_BY_RANK_SQL),
-            "servers": _rows(con, SERVERS_SQL),
-            "slowest_calls": _rows(con, slowest_sql(SLOWEST)),
-            "clock_sync": run.get("clock_sync"),
-            "clocks": _rows(con, CLOCKS_SQL),
-            # a replay: what it replayed, and how many calls say what it inferred
-            "source": run.get("client.source"),
-            "replayed_calls": one("SELECT count(*) FROM calls WHERE origin IS NOT NULL"),
-            "inferred_calls": dict(con.execute("""
-                SELECT what, count(*) FROM calls, unnest(string_split(inferred, ',')) AS u(what)
-                WHERE inferred IS NOT NULL GROUP BY what ORDER BY what""").fetchall()),
-        }
-        # among the servers that moved bytes (the I/O servers; the metadata server moves none)
-        io = [r for r in stats["servers"] if r["bytes"]]
-        stats["server_imbalance"] = {k: _imbalance(io, k) for k in ("ops", "bytes", "busy_ns")}
-        stats["rank_imbalance"] = {k: _imbalance(stats["time_by_rank"], k) for k in ("io_ns", "bytes")}
-        # a replay: its source's job and notes, the share of the job's I/O the log holds, the lag
-        lag = replay_lag(con)
-        job = job_of(run)
-        origin = one(f"SELECT mode(origin) FROM calls WHERE origin <> '{REPLAY_ORIGIN}'")  # (a replay's)
-        stats |= {"payload": run_config(con).get("payload", Payload.FULL.value),
-                  "source_notes": notes_of(run), "source_job": job, "sample": sample_text(job),
-                  "job_side": job_side(job, origin), "replay_lag": lag.as_dict() if lag else None,
-                  "rank_time_note": lag.why_not() if lag else None}
-        if stats["rank_time_note"]:
-            stats["rank_imbalance"]["io_ns"] = None
-    finally:
-        con.close()
-    checks = run_checks(db) if checks is None else checks
+def compute_stats(m: Merged) -> dict:
+    """All figures of ``callid stats`` as one JSON-ready dict (the checks and insights counted are those
+    of :func:`run_checks` and :func:`run_insights` on ``m``, computed once per handle)."""
+    con = m.con
+    one = lambda sql: con.execute(sql).fetchall()[0][0]  # noqa: E731
+    run = m.run
+    counter_bits = m.layout.counter_bits
+    arrows = one("SELECT count(*) FROM arrows")
+    with_arrows = one("SELECT count(DISTINCT callid) FROM arrows")
+    stats = {
+        "layout": run.get("layout"),
+        "run_id": run.get("client.run_id"),
+        "calls": one("SELECT count(*) FROM calls"),
+        "server_ops": one("SELECT count(*) FROM server_ops"),
+        "events": one("SELECT (SELECT count(*) FROM calls) + (SELECT count(*) FROM server_ops)"),
+        # the thesis' "categories with CallID info": MPI functions and server (layer, op)
+        # pairs that have at least one event carrying a CallID
+        "categories_with_callid": one("""
+            SELECT (SELECT count(DISTINCT func) FROM calls WHERE callid IS NOT NULL)
+                 + (SELECT count(DISTINCT (layer, op)) FROM server_ops WHERE len(callids) > 0)"""),
+        "distinct_callids": one("""
+            SELECT count(DISTINCT id) FROM (
+                SELECT callid AS id FROM calls WHERE callid IS NOT NULL
+                UNION ALL SELECT unnest(callids) FROM server_ops)"""),
+        "arrows": arrows,
+        "callids_with_arrows": with_arrows,
+        "avg_arrows_per_callid": round(arrows / with_arrows, 3) if with_arrows else 0.0,
+        # arrows of operations attributed at request level only: their calls, not their bytes
+        "inexact_arrows": one("SELECT count(*) FROM arrows WHERE NOT exact"),
+        "unattributed_server_ops": one(f"""
+            SELECT count(*) FROM (SELECT server, event_id FROM server_ops
+                                  WHERE layer IN ({S.DISK_LAYERS_SQL})) s
+            ANTI JOIN arrows a USING (server, event_id)"""),
+        # fan-in: how many calls one disk operation served (collective buffering)
+        "fanin": _rows(con, f"""
+            SELECT count(*) FILTER (WHERE len(callids) > 1) AS shared_disk_ops,
+                   coalesce(max(len(callids)), 0) AS max_calls_per_disk_op,
+                   round(coalesce(avg(len(callids)) FILTER (WHERE len(callids) > 0), 0), 2)
+                       AS mean_calls_per_disk_op
+            FROM server_ops WHERE layer IN ({S.DISK_LAYERS_SQL})""")[0],
+        # aggregators: ranks whose requests carried other ranks' CallIDs
+        "aggregators": [r for (r,) in con.execute(f"""
+            SELECT DISTINCT s.rank FROM server_ops s, unnest(s.callids) AS u(id)
+            WHERE (u.id >> {counter_bits}) <> s.rank ORDER BY 1""").fetchall()],
+        "fanout_by_func": _rows(con, """
+            SELECT func, count(*) AS calls,
+                   min(disk_ops) AS disk_ops_min, round(avg(disk_ops), 2) AS disk_ops_mean,
+                   max(disk_ops) AS disk_ops_max,
+                   min(servers) AS servers_min, round(avg(servers), 2) AS servers_mean,
+                   max(servers) AS servers_max, sum(size)::BIGINT AS bytes_requested,
+                   sum(disk_bytes)::BIGINT AS disk_bytes, sum(inexact_arrows)::BIGINT AS inexact_arrows
+            FROM fanout GROUP BY func ORDER BY func"""),
+        "bytes_per_server": _rows(con, f"""
+            SELECT server, count(*) AS ops,
+                   coalesce(sum(size) FILTER (WHERE op = 'trove_read'), 0)::BIGINT AS bytes_read,
+                   coalesce(sum(size) FILTER (WHERE op = 'trove_write'), 0)::BIGINT AS bytes_written,
+                   count(*) FILTER (WHERE len(callids) = 0) AS unattributed
+            FROM server_ops WHERE layer IN ({S.DISK_LAYERS_SQL}) GROUP BY server ORDER BY server"""),
+        "time_by_func": _rows(con, TIME_BY_FUNC_SQL),
+        "time_by_rank": _rows(con, TIME_BY_RANK_SQL),
+        "servers": _rows(con, SERVERS_SQL),
+        "slowest_calls": _rows(con, slowest_sql(SLOWEST)),
+        "clock_sync": run.get("clock_sync"),
+        "clocks": _rows(con, CLOCKS_SQL),
+        # a replay: what it replayed, and how many calls say what it inferred
+        "source": run.get("client.source"),
+        "replayed_calls": one("SELECT count(*) FROM calls WHERE origin IS NOT NULL"),
+        "inferred_calls": dict(con.execute("""
+            SELECT what, count(*) FROM calls, unnest(string_split(inferred, ',')) AS u(what)
+            WHERE inferred IS NOT NULL GROUP BY what ORDER BY what""").fetchall()),
+    }
+    # among the servers that moved bytes (the I/O servers; the metadata server moves none)
+    io = [r for r in stats["servers"] if r["bytes"]]
+    stats["server_imbalance"] = {k: _imbalance(io, k) for k in ("ops", "bytes", "busy_ns")}
+    stats["rank_imbalance"] = {k: _imbalance(stats["time_by_rank"], k) for k in ("io_ns", "bytes")}
+    # a replay: its source's job and notes, the share of the job's I/O the log holds, the lag
+    lag = gate(m).lag
+    job = job_of(run)
+    origin = one(f"SELECT mode(origin) FROM calls WHERE origin <> '{REPLAY_ORIGIN}'")  # (a replay's)
+    stats |= {"payload": m.config.get("payload", Payload.FULL.value),
+              "source_notes": notes_of(run), "source_job": job, "sample": sample_text(job),
+              "job_side": job_side(job, origin), "replay_lag": lag.as_dict() if lag else None,
+              "rank_time_note": lag.why_not() if lag else None}
+    if stats["rank_time_note"]:
+        stats["rank_imbalance"]["io_ns"] = None
+    checks = run_checks(m)
     stats["findings"] = count_findings(checks.findings)
     # the checks this source cannot decide (a replay), apart from the findings
     stats["checks_undecidable"] = [u["code"] for u in checks.undecidable]
-    found = run_insights(db) if insights is None else insights
+    found = run_insights(m)
     stats["insights"] = count_insights(found)
     kept = ("code", "severity", "title", "detail", "files", "servers")
     stats["insight_findings"] = [{k: f[k] for k in kept} for f in found]
@@ -264,26 +264,41 @@ COMPARED = ("calls", "server_ops", "distinct_callids", "arrows", "avg_arrows_per
 
 def render_comparison(names: list[str], all_stats: list[dict]) -> str:
     """Several runs' figures side by side: scalars, fan-in, aggregators, fan-out per function."""
+    rows = _scalar_rows(all_stats) + _func_rows(all_stats)
+    lines = [format_rows(["figure", *names], rows, "table")]
+    for (a, sa), (b, sb) in itertools.pairwise(zip(names, all_stats)):
+        lines += _insight_changes(a, b, sa, sb)
+    return "\n".join(lines)
+
+
+def _scalar_rows(all_stats: list[dict]) -> list[tuple]:
+    """The scalar figures, then those of each group (fan-in, findings, insights, server imbalance)."""
     rows = [(key, *(s[key] for s in all_stats)) for key in COMPARED]
-    rows += [(f"fanin.{k}", *(s["fanin"][k] for s in all_stats)) for k in all_stats[0]["fanin"]]
-    rows += [(f"findings.{k}", *(s["findings"][k] for s in all_stats)) for k in all_stats[0]["findings"]]
+    group = lambda name: [(f"{name}.{k}", *(s[name][k] for s in all_stats))  # noqa: E731
+                          for k in all_stats[0][name]]
+    rows += group("fanin") + group("findings")
     rows.append(("checks_undecidable", *(len(s["checks_undecidable"]) for s in all_stats)))
-    rows += [(f"insights.{k}", *(s["insights"][k] for s in all_stats)) for k in all_stats[0]["insights"]]
+    rows += group("insights")
     rows.append(("aggregators", *(ranks_text(s["aggregators"]) for s in all_stats)))
-    rows += [(f"server_imbalance.{k}", *(s["server_imbalance"][k] for s in all_stats))
-             for k in all_stats[0]["server_imbalance"]]
-    funcs = sorted({r["func"] for s in all_stats for r in s["fanout_by_func"]})
-    for func in funcs:
+    return rows + group("server_imbalance")
+
+
+def _func_rows(all_stats: list[dict]) -> list[tuple]:
+    """Per MPI function: its time and fan-out figures ('-' where a run has no such call)."""
+    rows = []
+    for func in sorted({r["func"] for s in all_stats for r in s["fanout_by_func"]}):
         for part, key in (("time_by_func", "mean_ns"), ("time_by_func", "total_ns"),
                           ("time_by_func", "mib_per_s"), ("fanout_by_func", "disk_ops_mean"),
                           ("fanout_by_func", "servers_mean")):
             rows.append((f"{func}.{key}", *(next((r[key] for r in s[part] if r["func"] == func), "-")
                                             for s in all_stats)))
-    lines = [format_rows(["figure", *names], rows, "table")]
-    for (a, sa), (b, sb) in itertools.pairwise(zip(names, all_stats)):
-        diff = compare_insights(sa["insight_findings"], sb["insight_findings"])
-        lines += ["", f"Insights from {a} to {b}: {len(diff['appeared'])} appeared, "
-                  f"{len(diff['disappeared'])} disappeared"]
-        lines += [f"  {sign} [{f['severity'].upper()}] {f['code']} {f['detail']}"
-                  for sign, what in (("+", "appeared"), ("-", "disappeared")) for f in diff[what]]
-    return "\n".join(lines)
+    return rows
+
+
+def _insight_changes(a: str, b: str, sa: dict, sb: dict) -> list[str]:
+    """The insights that appeared and disappeared from run ``a`` to run ``b``."""
+    diff = compare_insights(sa["insight_findings"], sb["insight_findings"])
+    lines = ["", f"Insights from {a} to {b}: {len(diff['appeared'])} appeared, "
+             f"{len(diff['disappeared'])} disappeared"]
+    return lines + [f"  {sign} [{f['severity'].upper()}] {f['code']} {f['detail']}"
+                     for sign, what in (("+", "appeared"), ("-", "disappeared")) for f in diff[what]]

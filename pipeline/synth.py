@@ -114,188 +114,356 @@ def synthesize(opts: SynthOptions, out: str | Path, chunk_calls: int = CHUNK_CAL
     return counts
 
 
+@dataclass(frozen=True)
+class _Calls:
+    """One chunk's calls, rank-major: rank r makes calls r*per_rank ... in time order."""
+
+    n: int
+    per_rank: int
+    rank: np.ndarray
+    counter: np.ndarray  # the CallID's counter
+    callid: np.ndarray
+    collective_idx: np.ndarray  # per call index: collective (the same call index on every rank)
+    collective: np.ndarray
+    coll_seq: np.ndarray  # -1: not collective
+    stamped: np.ndarray
+    logged_id: np.ndarray  # the CallID logged (the sentinel when not stamped)
+    write: np.ndarray
+    size: np.ndarray
+
+
+@dataclass(frozen=True)
+class _DiskOps:
+    """The disk operations of requests: independent calls own theirs; a collective group's are shared by
+    all ranks and sent by one aggregator (rank g % ranks for the group of call g)."""
+
+    call: np.ndarray  # the requesting call
+    server: np.ndarray
+    group_first: np.ndarray  # each collective group's call index
+
+
+@dataclass(frozen=True)
+class _Requests:
+    """One request per (requesting call, server), and its steps' lengths (ns): the client sends it
+    ``send_after`` its call's start, it travels ``lat_out``, the server serves it in ``service`` and
+    its response travels ``lat_back``."""
+
+    call: np.ndarray
+    server: np.ndarray
+    op: np.ndarray  # io_write or io_read
+    of_op: np.ndarray  # each disk operation's request
+    send_after: np.ndarray
+    lat_out: np.ndarray
+    service: np.ndarray
+    lat_back: np.ndarray
+
+
+@dataclass(frozen=True)
+class _CallTimes:
+    """Each call's start, duration and end (ns, on the reference clock)."""
+
+    start: np.ndarray
+    duration: np.ndarray
+    end: np.ndarray
+
+
+@dataclass(frozen=True)
+class _RequestTimes:
+    """Each request's times on the reference clock: sent and back (client), received and answered (server)."""
+
+    sent: np.ndarray
+    received: np.ndarray
+    answered: np.ndarray
+    back: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Unattributed:
+    """The disk operations of no request: in some call's window (on any server: drawn with the events)."""
+
+    call: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Events:
+    """The server events: the disk operations of requests, the unattributed ones, then one ``req``
+    event per request; their CallIDs as lists (``lengths`` of each, from ``offsets`` in ``values``)."""
+
+    server: np.ndarray
+    event_id: np.ndarray
+    req: np.ndarray  # each event's request (-1: none)
+    lengths: np.ndarray
+    offsets: np.ndarray
+    values: np.ndarray
+
+
 def _chunk(opts: SynthOptions, rng: np.random.Generator, names: np.ndarray, clock_of: dict, k0: int, k1: int,
            total_per_rank: int, misjoined: int, carry: _Carry) -> tuple[list[pa.Table], dict]:
     """Calls ``k0 .. k1`` of every rank: the client, server and truth tables, and their row counts."""
-    counter_bits = LAYOUT.counter_bits
-    sentinel = np.uint64(LAYOUT.sentinel)
-    per_rank = k1 - k0
-    n, nsrv = per_rank * opts.ranks, opts.servers
+    calls = _calls(opts, rng, k0, k1)
+    ops = _disk_ops(opts, rng, calls, k0)
+    reqs = _requests(opts, rng, calls, ops)
+    times = _call_times(opts, rng, calls, reqs, k1, total_per_rank, carry.t_next)
+    carry.t_next = times.end.reshape(opts.ranks, calls.per_rank).max(axis=1)
+    wire = _request_times(reqs, times.start)
+    op_start, op_end = _op_times(opts, rng, calls, ops, reqs, wire)
+    un = _unattributed(opts, rng, len(ops.call), times)
+    req_ids = _request_ids(opts, calls, reqs, misjoined, k0)
+    ev = _events(opts, rng, calls, ops, reqs, un, req_ids, carry)
+    # clocks: every host's and server's times as that clock reads them
+    host = calls.rank // opts.ranks_per_host if opts.ranks_per_host else np.zeros(calls.n, np.int32)
+    client = _client_table(names, clock_of, calls, reqs, times, wire, host, carry.requests)
+    starts = np.concatenate([op_start, un.start, wire.received])
+    ends = np.concatenate([op_end, un.end, wire.answered - 100])
+    srv = _server_table(names, clock_of, calls, ops, reqs, un, ev, starts, ends)
+    truth = _truth_table(names, len(ops.call), ev)
+    carry.requests += len(reqs.call)
+    return [client, srv, truth], {"calls": calls.n, "rpcs": len(reqs.call), "server_ops": len(ev.server),
+                                  "arrows": truth.num_rows}
 
-    # calls, rank-major: rank r makes calls r*per_rank ... in time order
+
+def _calls(opts: SynthOptions, rng: np.random.Generator, k0: int, k1: int) -> _Calls:
+    """Calls ``k0 .. k1`` of every rank: their CallIDs, which are collective, stamped, writes, and sizes."""
+    per_rank = k1 - k0
+    n = per_rank * opts.ranks
     rank = np.repeat(np.arange(opts.ranks, dtype=np.int32), per_rank)
     counter = np.tile(np.arange(k0 + 1, k1 + 1, dtype=np.uint64), opts.ranks)
-    callid = (rank.astype(np.uint64) << np.uint64(counter_bits)) | counter
+    callid = (rank.astype(np.uint64) << np.uint64(LAYOUT.counter_bits)) | counter
     collective_idx = rng.random(per_rank) < opts.collective_share  # the same call index on every rank
     collective = np.tile(collective_idx, opts.ranks)
     coll_seq = np.where(collective, np.tile(np.arange(k0, k1), opts.ranks), -1)
     stamped = rng.random(n) >= opts.unstamped_share
     stamped[collective] = True
-    logged_id = np.where(stamped, callid, sentinel)
+    logged_id = np.where(stamped, callid, np.uint64(LAYOUT.sentinel))
     write = rng.random(n) < 0.5
     size = rng.integers(1, 64, n) * 65536
+    return _Calls(n=n, per_rank=per_rank, rank=rank, counter=counter, callid=callid,
+                  collective_idx=collective_idx, collective=collective, coll_seq=coll_seq, stamped=stamped,
+                  logged_id=logged_id, write=write, size=size)
 
-    # disk operations: independent calls own theirs; a collective group's are shared by all ranks and
-    # sent by one aggregator (rank g % ranks for the group of call g)
-    owner_call = np.repeat(np.nonzero(~collective & stamped)[0], opts.fanout)
-    group_first = np.nonzero(collective_idx)[0]
-    aggregator_call = ((k0 + group_first) % opts.ranks) * per_rank + group_first
+
+def _disk_ops(opts: SynthOptions, rng: np.random.Generator, calls: _Calls, k0: int) -> _DiskOps:
+    """``fanout`` disk operations per stamped independent call and per collective group, on random servers."""
+    owner_call = np.repeat(np.nonzero(~calls.collective & calls.stamped)[0], opts.fanout)
+    group_first = np.nonzero(calls.collective_idx)[0]
+    aggregator_call = ((k0 + group_first) % opts.ranks) * calls.per_rank + group_first
     shared_group = np.repeat(group_first, opts.fanout)
     n_own, n_shared = len(owner_call), len(shared_group)
     op_call = np.concatenate([owner_call, np.repeat(aggregator_call, opts.fanout)])  # the requesting call
-    op_server = rng.integers(0, nsrv, n_own + n_shared)
+    op_server = rng.integers(0, opts.servers, n_own + n_shared)
+    return _DiskOps(call=op_call, server=op_server, group_first=group_first)
 
-    # requests: one per (requesting call, server); times relative to the call's start
-    req_key, op_req = np.unique(op_call.astype(np.int64) * nsrv + op_server, return_inverse=True)
+
+def _requests(opts: SynthOptions, rng: np.random.Generator, calls: _Calls, ops: _DiskOps) -> _Requests:
+    """The requests of the disk operations, one per (requesting call, server), with random steps."""
+    nsrv = opts.servers
+    req_key, op_req = np.unique(ops.call.astype(np.int64) * nsrv + ops.server, return_inverse=True)
     req_call, req_server = req_key // nsrv, req_key % nsrv
     m_req = len(req_key)
     send_after = rng.integers(500, 5_000, m_req)
     lat_out = opts.latency + rng.exponential(opts.jitter, m_req)
     service = rng.integers(20_000, 150_000, m_req)
     lat_back = opts.latency + rng.exponential(opts.jitter, m_req)
+    return _Requests(call=req_call, server=req_server,
+                     op=np.where(calls.write[req_call], "io_write", "io_read"), of_op=op_req,
+                     send_after=send_after, lat_out=lat_out, service=service, lat_back=lat_back)
+
+
+def _call_times(opts: SynthOptions, rng: np.random.Generator, calls: _Calls, reqs: _Requests, k1: int,
+                total_per_rank: int, t_next: np.ndarray) -> _CallTimes:
+    """Each call lasts its requests' round trips (else a short while) and follows the rank's previous
+    call after a gap (``t_next``: where each rank's next call may start); a collective call lasts from
+    the first rank's start to the last's end."""
+    n, per_rank = calls.n, calls.per_rank
     need = np.zeros(n)
-    np.maximum.at(need, req_call, send_after + lat_out + service + lat_back)
+    np.maximum.at(need, reqs.call, reqs.send_after + reqs.lat_out + reqs.service + reqs.lat_back)
     duration = np.where(need > 0, need + rng.integers(500, 5_000, n), rng.integers(20_000, 200_000, n))
     duration = np.ceil(duration).astype(np.int64)
     busy = duration.reshape(opts.ranks, per_rank)
-    if opts.duration:  # this chunk's share of the duration, spread in random gaps
-        share = T_BASE + opts.duration * k1 // total_per_rank
-        room = np.maximum(share - carry.t_next[:, None] - busy.sum(axis=1, keepdims=True), 0)
-        weights = rng.exponential(1.0, (opts.ranks, per_rank))
-        gap = (weights / weights.sum(axis=1, keepdims=True) * room).astype(np.int64)
-    else:
-        gap = rng.integers(1_000, 50_000, (opts.ranks, per_rank))
-    steps = busy + gap
-    t_start = (np.cumsum(steps, axis=1) - steps + carry.t_next[:, None]).reshape(-1)
-    if collective_idx.any():  # a collective call lasts from the first rank's start to the last's end
+    steps = busy + _gaps(opts, rng, busy, k1, total_per_rank, t_next)
+    t_start = (np.cumsum(steps, axis=1) - steps + t_next[:, None]).reshape(-1)
+    if calls.collective_idx.any():
         t_grid, d_grid = t_start.reshape(opts.ranks, per_rank), duration.reshape(opts.ranks, per_rank)
         start = t_grid.min(axis=0)
         end = (start + d_grid).max(axis=0)
-        t_grid[:, collective_idx] = start[collective_idx]
-        d_grid[:, collective_idx] = (end - start)[collective_idx]
+        t_grid[:, calls.collective_idx] = start[calls.collective_idx]
+        d_grid[:, calls.collective_idx] = (end - start)[calls.collective_idx]
         t_start, duration = t_grid.reshape(-1), d_grid.reshape(-1)
-    t_end = t_start + duration
-    carry.t_next = t_end.reshape(opts.ranks, per_rank).max(axis=1)
-    sent = t_start[req_call] + send_after
-    received = sent + np.rint(lat_out).astype(np.int64)
-    answered = received + service
-    back = answered + np.rint(lat_back).astype(np.int64)
+    return _CallTimes(start=t_start, duration=duration, end=t_start + duration)
 
-    # Trove operations inside their request; write-backs end after the response
-    r = op_req
-    op_start = received[r] + 200 + (rng.random(len(r)) * (service[r] - 400) * 0.5).astype(np.int64)
-    op_end = op_start + 1 + (rng.random(len(r)) * (answered[r] - 200 - op_start)).astype(np.int64)
-    op_write = write[op_call]
-    late = op_write & (rng.random(len(r)) < opts.async_share)
-    op_end[late] = answered[r][late] + rng.integers(1_000, 2_000_000, int(late.sum()))
-    # unattributed operations: in some call's window, on any server, no request
-    n_unattr = int(round((n_own + n_shared) * opts.unattributed_share))
-    un_call = rng.integers(0, n, n_unattr)
-    un_start = t_start[un_call] + (rng.random(n_unattr) * duration[un_call] * 0.5).astype(np.int64)
-    un_end = un_start + 1 + (rng.random(n_unattr) * (t_end[un_call] - un_start)).astype(np.int64)
 
-    # CallIDs: of the requesting call (own), of every rank (collective group); mis-joined requests
-    req_ids = logged_id[req_call].copy()
-    req_own = ~collective[req_call]
+def _gaps(opts: SynthOptions, rng: np.random.Generator, busy: np.ndarray, k1: int, total_per_rank: int,
+          t_next: np.ndarray) -> np.ndarray:
+    """The gap before each call (``busy``: the calls' durations, rank by rank): with ``opts.duration``,
+    this chunk's share of it spread in random gaps; else a short random one."""
+    if opts.duration:
+        share = T_BASE + opts.duration * k1 // total_per_rank
+        room = np.maximum(share - t_next[:, None] - busy.sum(axis=1, keepdims=True), 0)
+        weights = rng.exponential(1.0, busy.shape)
+        return (weights / weights.sum(axis=1, keepdims=True) * room).astype(np.int64)
+    return rng.integers(1_000, 50_000, busy.shape)
+
+
+def _request_times(reqs: _Requests, t_start: np.ndarray) -> _RequestTimes:
+    """The requests' times, from their calls' starts."""
+    sent = t_start[reqs.call] + reqs.send_after
+    received = sent + np.rint(reqs.lat_out).astype(np.int64)
+    answered = received + reqs.service
+    back = answered + np.rint(reqs.lat_back).astype(np.int64)
+    return _RequestTimes(sent=sent, received=received, answered=answered, back=back)
+
+
+def _op_times(opts: SynthOptions, rng: np.random.Generator, calls: _Calls, ops: _DiskOps, reqs: _Requests,
+              wire: _RequestTimes) -> tuple[np.ndarray, np.ndarray]:
+    """The disk operations' starts and ends, inside their request; write-backs end after the response."""
+    r = reqs.of_op
+    op_start = wire.received[r] + 200 + (rng.random(len(r)) * (reqs.service[r] - 400) * 0.5).astype(np.int64)
+    op_end = op_start + 1 + (rng.random(len(r)) * (wire.answered[r] - 200 - op_start)).astype(np.int64)
+    late = calls.write[ops.call] & (rng.random(len(r)) < opts.async_share)
+    op_end[late] = wire.answered[r][late] + rng.integers(1_000, 2_000_000, int(late.sum()))
+    return op_start, op_end
+
+
+def _unattributed(opts: SynthOptions, rng: np.random.Generator, m_ops: int,
+                  times: _CallTimes) -> _Unattributed:
+    """A share ``unattributed_share`` of ``m_ops`` disk operations more, of no request."""
+    n_unattr = int(round(m_ops * opts.unattributed_share))
+    un_call = rng.integers(0, len(times.start), n_unattr)
+    un_start = times.start[un_call] + (rng.random(n_unattr) * times.duration[un_call] * 0.5).astype(np.int64)
+    un_end = un_start + 1 + (rng.random(n_unattr) * (times.end[un_call] - un_start)).astype(np.int64)
+    return _Unattributed(call=un_call, start=un_start, end=un_end)
+
+
+def _request_ids(opts: SynthOptions, calls: _Calls, reqs: _Requests, misjoined: int, k0: int) -> np.ndarray:
+    """The CallID each request logs: its call's; ``misjoined`` independent ones another call's of the
+    same rank (drawn from a generator of their own)."""
+    per_rank = calls.per_rank
+    req_ids = calls.logged_id[reqs.call].copy()
+    req_own = ~calls.collective[reqs.call]
     other_rng = np.random.default_rng([opts.seed, 1, k0])  # (a trace differs from its twin only here)
     wrong = other_rng.choice(np.nonzero(req_own)[0], min(misjoined, int(req_own.sum())), replace=False)
     if len(wrong):
-        c = req_call[wrong]
+        c = reqs.call[wrong]
         step = other_rng.integers(1, max(per_rank, 2), len(c))
         other = (c // per_rank) * per_rank + (c % per_rank + step) % per_rank
-        ok = stamped[other] & ~collective[other] & (other != c)
-        req_ids[wrong[ok]] = callid[other[ok]]
-    group_ids = callid.reshape(opts.ranks, per_rank)[:, group_first].T  # (groups, ranks)
-    group_of_req = np.searchsorted(group_first, req_call % per_rank)
-    shared_req = ~req_own
+        ok = calls.stamped[other] & ~calls.collective[other] & (other != c)
+        req_ids[wrong[ok]] = calls.callid[other[ok]]
+    return req_ids
 
-    # server events: own ops, shared ops, unattributed ops, then one req event per request
-    m_ops = n_own + n_shared
-    ev_server = np.concatenate([op_server, rng.integers(0, nsrv, n_unattr), req_server])
-    m = len(ev_server)
-    event_id = np.empty(m, dtype=np.int64)
-    for s_ in range(nsrv):  # per-server event ids 1, 2, ...
+
+def _events(opts: SynthOptions, rng: np.random.Generator, calls: _Calls, ops: _DiskOps, reqs: _Requests,
+            un: _Unattributed, req_ids: np.ndarray, carry: _Carry) -> _Events:
+    """The server events: their servers (the unattributed operations' drawn now), ids (per server 1, 2,
+    ... over all chunks: ``carry.events``) and CallIDs: the request's (``req_ids``) for an independent
+    call's, every rank's for a collective group's, none for an unattributed operation."""
+    n_unattr, m_req = len(un.call), len(reqs.call)
+    ev_server = np.concatenate([ops.server, rng.integers(0, opts.servers, n_unattr), reqs.server])
+    event_id = np.empty(len(ev_server), dtype=np.int64)
+    for s_ in range(opts.servers):  # per-server event ids 1, 2, ...
         mask = ev_server == s_
         event_id[mask] = carry.events[s_] + np.arange(1, mask.sum() + 1)
         carry.events[s_] += mask.sum()
-    req_event = event_id[m_ops + n_unattr:]
-    lengths = np.concatenate([np.where(shared_req[op_req], opts.ranks, 1), np.zeros(n_unattr, np.int64),
+    shared_req = calls.collective[reqs.call]
+    lengths = np.concatenate([np.where(shared_req[reqs.of_op], opts.ranks, 1), np.zeros(n_unattr, np.int64),
                               np.where(shared_req, opts.ranks, 1)])
     values = np.empty(int(lengths.sum()), dtype=np.uint64)
     offsets = np.concatenate([[0], np.cumsum(lengths)])
-    ev_req = np.concatenate([op_req, np.full(n_unattr, -1), np.arange(m_req)])  # request of each event
+    ev_req = np.concatenate([reqs.of_op, np.full(n_unattr, -1), np.arange(m_req)])  # request of each event
     single = lengths == 1
     values[offsets[:-1][single]] = req_ids[ev_req[single]]
     multi = np.nonzero(lengths > 1)[0]
     if len(multi):
+        group_ids = calls.callid.reshape(opts.ranks, calls.per_rank)[:, ops.group_first].T  # (groups, ranks)
+        group_of_req = np.searchsorted(ops.group_first, reqs.call % calls.per_rank)
         pos = offsets[multi][:, None] + np.arange(opts.ranks)
         values[pos.reshape(-1)] = group_ids[group_of_req[ev_req[multi]]].reshape(-1)
-    ev_callid = np.full(m, sentinel, dtype=np.uint64)
-    ev_callid[single] = values[offsets[:-1][single]]
-    ev_rank = np.concatenate([rank[op_call], rank[un_call], rank[req_call]])
-    ev_start = np.concatenate([op_start, un_start, received])
-    ev_end = np.concatenate([op_end, un_end, answered - 100])
-    ev_parent = np.concatenate([req_event[op_req], np.full(n_unattr, -1), np.full(m_req, -1)])
-    req_ops = np.where(write[req_call], "io_write", "io_read")
-    ev_layer = np.concatenate([np.full(m_ops + n_unattr, "trove"), np.full(m_req, "req")])
-    ev_op = np.concatenate([np.where(op_write, "trove_write", "trove_read"),
-                            np.where(write[un_call], "trove_write", "trove_read"), req_ops])
-    ev_size = np.concatenate([np.full(m_ops + n_unattr, 65536), size[req_call]])
+    return _Events(server=ev_server, event_id=event_id, req=ev_req, lengths=lengths, offsets=offsets,
+                   values=values)
 
-    # clocks: every host's and server's times as that clock reads them
-    host = rank // opts.ranks_per_host if opts.ranks_per_host else np.zeros(n, np.int32)
 
-    def on_clock(t: np.ndarray, domain: np.ndarray, prefix: str) -> np.ndarray:
-        out = t.copy()
-        for d in np.unique(domain):
-            sk = clock_of.get(f"{prefix}{d}")
-            if sk is not None:
-                sel = domain == d
-                out[sel] = sk.local(t[sel], T_BASE)
-        return out
+def _on_clock(clock_of: dict, t: np.ndarray, domain: np.ndarray, prefix: str) -> np.ndarray:
+    """Times ``t`` as the clocks ``{prefix}{domain}`` read them."""
+    out = t.copy()
+    for d in np.unique(domain):
+        sk = clock_of.get(f"{prefix}{d}")
+        if sk is not None:
+            sel = domain == d
+            out[sel] = sk.local(t[sel], T_BASE)
+    return out
 
+
+def _client_table(names: np.ndarray, clock_of: dict, calls: _Calls, reqs: _Requests, times: _CallTimes,
+                  wire: _RequestTimes, host: np.ndarray, first_req: int) -> pa.Table:
+    """The client log: a row per call, then one per request (an rpc row; ``req_seq`` from ``first_req``)."""
+    n, n_rpc = calls.n, len(reqs.call)
     call_clock = np.char.add("host", host.astype(str))
-    req_host = host[req_call]
-    n_rpc = m_req
-    client = pa.concat_tables([S.CLIENT.arrow(n, {
-        "callid": pa.array(logged_id, pa.uint64()), "rank": rank, "clock": pa.array(call_clock),
+    req_host = host[reqs.call]
+    return pa.concat_tables([S.CLIENT.arrow(n, {
+        "callid": pa.array(calls.logged_id, pa.uint64()), "rank": calls.rank, "clock": pa.array(call_clock),
         "kind": pa.array(["call"] * n),
-        "func": pa.array(np.where(write, "MPI_File_write_at", "MPI_File_read_at")),
+        "func": pa.array(np.where(calls.write, "MPI_File_write_at", "MPI_File_read_at")),
         "file": pa.array(["/pvfs2/synth"] * n), "fid": np.ones(n, np.int64),
-        "offset": counter.astype(np.int64) * 65536, "size": size, "count": size,
-        "datatype": pa.array(["MPI_BYTE"] * n), "bytes": size, "collective": collective,
-        "coll_seq": pa.array(coll_seq, mask=coll_seq < 0),
-        "t_start": on_clock(t_start, host, "host"), "t_end": on_clock(t_end, host, "host"),
+        "offset": calls.counter.astype(np.int64) * 65536, "size": calls.size, "count": calls.size,
+        "datatype": pa.array(["MPI_BYTE"] * n), "bytes": calls.size, "collective": calls.collective,
+        "coll_seq": pa.array(calls.coll_seq, mask=calls.coll_seq < 0),
+        "t_start": _on_clock(clock_of, times.start, host, "host"),
+        "t_end": _on_clock(clock_of, times.end, host, "host"),
     }), S.CLIENT.arrow(n_rpc, {
-        "callid": pa.array(np.where(shared_req, sentinel, logged_id[req_call]), pa.uint64()),
-        "rank": rank[req_call], "clock": pa.array(call_clock[req_call]), "kind": pa.array(["rpc"] * n_rpc),
-        "func": pa.array(np.where(write[req_call], "MPI_File_write_at", "MPI_File_read_at")),
-        "t_start": on_clock(sent, req_host, "host"), "t_end": on_clock(back, req_host, "host"),
-        "server": pa.array(names[req_server]), "op": pa.array(req_ops),
-        "req_seq": carry.requests + np.arange(m_req, dtype=np.int64),
-        "t_recv": on_clock(received, req_server, "io"), "t_send": on_clock(answered, req_server, "io"),
+        "callid": pa.array(np.where(calls.collective[reqs.call], np.uint64(LAYOUT.sentinel),
+                                    calls.logged_id[reqs.call]), pa.uint64()),
+        "rank": calls.rank[reqs.call], "clock": pa.array(call_clock[reqs.call]),
+        "kind": pa.array(["rpc"] * n_rpc),
+        "func": pa.array(np.where(calls.write[reqs.call], "MPI_File_write_at", "MPI_File_read_at")),
+        "t_start": _on_clock(clock_of, wire.sent, req_host, "host"),
+        "t_end": _on_clock(clock_of, wire.back, req_host, "host"),
+        "server": pa.array(names[reqs.server]), "op": pa.array(reqs.op),
+        "req_seq": first_req + np.arange(n_rpc, dtype=np.int64),
+        "t_recv": _on_clock(clock_of, wire.received, reqs.server, "io"),
+        "t_send": _on_clock(clock_of, wire.answered, reqs.server, "io"),
     })])
-    # each CallID's bytes of an event: all of them for one CallID, for several an equal split
-    value_ev = np.repeat(np.arange(m), lengths)
-    within = np.arange(len(values)) - offsets[:-1][value_ev]
-    n_of, size_of = lengths[value_ev], ev_size[value_ev]
+
+
+def _server_table(names: np.ndarray, clock_of: dict, calls: _Calls, ops: _DiskOps, reqs: _Requests,
+                  un: _Unattributed, ev: _Events, starts: np.ndarray, ends: np.ndarray) -> pa.Table:
+    """The server log: a row per event (``starts`` and ``ends`` on the reference clock); each CallID's
+    bytes of an event all of it for one CallID, for several an equal split."""
+    m, m_req, n_trove = len(ev.server), len(reqs.call), len(ops.call) + len(un.call)
+    ev_callid = np.full(m, np.uint64(LAYOUT.sentinel), dtype=np.uint64)
+    single = ev.lengths == 1
+    ev_callid[single] = ev.values[ev.offsets[:-1][single]]
+    req_event = ev.event_id[n_trove:]
+    ev_size = np.concatenate([np.full(n_trove, 65536), calls.size[reqs.call]])
+    ev_op = np.concatenate([np.where(calls.write[ops.call], "trove_write", "trove_read"),
+                            np.where(calls.write[un.call], "trove_write", "trove_read"), reqs.op])
+    value_ev = np.repeat(np.arange(m), ev.lengths)
+    within = np.arange(len(ev.values)) - ev.offsets[:-1][value_ev]
+    n_of, size_of = ev.lengths[value_ev], ev_size[value_ev]
     value_bytes = size_of // n_of + (within < size_of % n_of)
-    srv = S.SERVER.arrow(m, {
-        "server": pa.array(names[ev_server]), "clock": pa.array(names[ev_server]),
-        "layer": pa.array(ev_layer), "op": pa.array(ev_op), "callid": pa.array(ev_callid, pa.uint64()),
-        "callids": pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)),
-                                            pa.array(values, pa.uint64())),
-        "callid_bytes": pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)),
+    return S.SERVER.arrow(m, {
+        "server": pa.array(names[ev.server]), "clock": pa.array(names[ev.server]),
+        "layer": pa.array(np.concatenate([np.full(n_trove, "trove"), np.full(m_req, "req")])),
+        "op": pa.array(ev_op),
+        "callid": pa.array(ev_callid, pa.uint64()),
+        "callids": pa.ListArray.from_arrays(pa.array(ev.offsets.astype(np.int32)),
+                                            pa.array(ev.values, pa.uint64())),
+        "callid_bytes": pa.ListArray.from_arrays(pa.array(ev.offsets.astype(np.int32)),
                                                  pa.array(value_bytes, pa.int64())),
-        "rank": ev_rank, "req_id": ev_req, "event_id": event_id, "parent": ev_parent,
+        "rank": np.concatenate([calls.rank[ops.call], calls.rank[un.call], calls.rank[reqs.call]]),
+        "req_id": ev.req, "event_id": ev.event_id,
+        "parent": np.concatenate([req_event[reqs.of_op], np.full(len(un.call), -1), np.full(m_req, -1)]),
         "handle": np.full(m, 42, np.uint64), "offset": np.zeros(m, np.int64), "size": ev_size,
-        "t_start": on_clock(ev_start, ev_server, "io"), "t_end": on_clock(ev_end, ev_server, "io"),
+        "t_start": _on_clock(clock_of, starts, ev.server, "io"),
+        "t_end": _on_clock(clock_of, ends, ev.server, "io"),
     })
-    disk = np.r_[np.ones(m_ops, bool), np.zeros(n_unattr + m_req, bool)]  # arrows: disk ops with CallIDs
-    n_ids = np.where(disk, lengths, 0)
-    truth = pa.table({
-        "callid": pa.array(values[np.repeat(disk, lengths)], pa.uint64()),
-        "server": pa.array(np.repeat(names[ev_server], n_ids)), "event_id": np.repeat(event_id, n_ids),
+
+
+def _truth_table(names: np.ndarray, m_ops: int, ev: _Events) -> pa.Table:
+    """The arrows: a row per CallID of each disk operation of a request (the first ``m_ops`` events)."""
+    disk = np.r_[np.ones(m_ops, bool), np.zeros(len(ev.server) - m_ops, bool)]
+    n_ids = np.where(disk, ev.lengths, 0)
+    return pa.table({
+        "callid": pa.array(ev.values[np.repeat(disk, ev.lengths)], pa.uint64()),
+        "server": pa.array(np.repeat(names[ev.server], n_ids)), "event_id": np.repeat(ev.event_id, n_ids),
     })
-    carry.requests += m_req
-    return [client, srv, truth], {"calls": n, "rpcs": n_rpc, "server_ops": m, "arrows": truth.num_rows}

@@ -33,7 +33,7 @@ from callid_core.atomic import replacing
 from callid_core.errors import BadValue
 from callid_core.ids import Layout
 from callid_core.jsonout import for_script
-from pipeline.query import connect
+from pipeline.merged import Merged
 from pipeline.selection import Selection, select_views
 from pipeline.tracks import LAYERS, LaneAssigner
 
@@ -135,21 +135,16 @@ def _cut(con: duckdb.DuckDBPyConnection, lo: int, hi: int, t0: int, detail: int)
     return lo + k * width, int(cum[k - 1]) if k else 0
 
 
-def timeline_data(db: str, sel: Selection, detail: int,
+def timeline_data(m: Merged, sel: Selection, detail: int,
                   on_step: Callable[[str], None] = lambda name: None) -> tuple[dict, dict, dict]:
     """The page's metadata, its columns and a summary of what it holds."""
     if detail > MAX_DETAIL:
         raise BadValue(f"--detail {detail}: at most {MAX_DETAIL} events fit a page in full detail (a larger "
                        f"page is too slow to open and draw); use --detail {MAX_DETAIL} or less, and "
                        "--window, --ranks, --files or --servers to choose what is detailed")
-    con = connect(db)
-    try:
-        with tempfile.TemporaryDirectory(prefix="callid-view-") as spill:
-            con.execute(f"SET temp_directory = '{spill}'")
-            con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
-            return _timeline_data(con, db, sel, detail, on_step)
-    finally:
-        con.close()
+    with tempfile.TemporaryDirectory(prefix="callid-view-") as spill, \
+            m.settings(temp_directory=spill, memory_limit=MEMORY_LIMIT):
+        return _timeline_data(m.con, m.path, sel, detail, on_step)
 
 
 def _timeline_data(con: duckdb.DuckDBPyConnection, db: str, sel: Selection, detail: int,
@@ -415,14 +410,14 @@ def render_html(meta: dict, cols: dict, db: str) -> str:
             .replace("%%COLUMNS%%", for_script(cols)))
 
 
-def write_timeline(db: str, out: str, sel: Selection | None = None, detail: int = DETAIL,
+def write_timeline(m: Merged, out: str, sel: Selection | None = None, detail: int = DETAIL,
                    on_step: Callable[[str], None] = lambda name: None) -> dict:
-    """Write the timeline page of ``db``'s selection ``sel`` with at most ``detail`` events in full
+    """Write the timeline page of ``m``'s selection ``sel`` with at most ``detail`` events in full
     detail (temporary name, then rename); return what it holds."""
     start = time.perf_counter()
-    meta, cols, counts = timeline_data(db, sel or Selection(), detail, on_step)
+    meta, cols, counts = timeline_data(m, sel or Selection(), detail, on_step)
     on_step("writing the page")
-    page = render_html(meta, cols, db)
+    page = render_html(meta, cols, m.path)
     with replacing(out) as tmp:
         tmp.write_text(page)
     size = Path(out).stat().st_size

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from callid_core.units import ranks_phrase
 from pipeline.lag import PACE_KEPT_SQL
-from pipeline.query import connect
+from pipeline.merged import Merged
 
 __all__ = ["merge_warnings"]
 
@@ -77,11 +77,7 @@ CHECKS: list[tuple[str, Callable[[tuple], str | None]]] = [
 ]
 
 
-def merge_warnings(db: str) -> list[str]:
-    """The warnings about the merged output ``db``."""
-    con = connect(db)
-    try:
-        found = [say(con.execute(sql).fetchone()) for sql, say in CHECKS]
-    finally:
-        con.close()
+def merge_warnings(m: Merged) -> list[str]:
+    """The warnings about the merged output ``m``."""
+    found = [say(m.con.execute(sql).fetchone()) for sql, say in CHECKS]
     return [w for w in found if w]

@@ -209,8 +209,9 @@ def _small_op(ctx: RequestContext, req: P.SmallIoRequest, op: str,
     t0 = now()
     fn(req.handle, segments, view)
     callids, nbytes, holes = attribution.share(0, ctx.nbytes)
-    ctx.record(event_id, "trove", op, ctx.event_id, req.handle, segments[0][0], ctx.nbytes, t0, now(),
-               callids, nbytes, dist.logical_extent(dfile, segments), holes)
+    ctx.record(event_id=event_id, layer="trove", op=op, parent=ctx.event_id, handle=req.handle,
+               offset=segments[0][0], size=ctx.nbytes, t_start=t0, t_end=now(), callids=callids,
+               callid_bytes=nbytes, file_range=dist.logical_extent(dfile, segments), holes=holes)
 
 
 @action

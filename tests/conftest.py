@@ -8,11 +8,13 @@ Markers (``pytest -m "not slow"`` is the fast lane): ``mpi`` runs ranks under mp
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
 import sys
 import sysconfig
+import traceback
 import venv
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,6 +57,65 @@ def callid_cmd(*args: str, cwd: Path | None = None, timeout: float = 300) -> sub
                           env=dict(os.environ, PYTHONPATH=str(ROOT)))
 
 
+def _no_process(self, args, *_, **__) -> None:
+    """``subprocess.Popen.__init__`` while :func:`cli` runs a command: in the test process it starts none."""
+    raise AssertionError(f"in the test process a command starts no process ({args}): use callid_cmd")
+
+
+def cli(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    """``callid ARGS`` run in this process (no interpreter to start: the fast lane's command-line
+    tests), as the console script runs it: ``callid.cli.main`` with ``sys.argv``, so errors take the
+    same path (one line, the exit status of their class).  Its exit status, standard output and
+    standard error (apart) in a ``CompletedProcess``, like :func:`callid_cmd`; an exception that escapes
+    ``main`` is a traceback on standard error and exit status 1, as Python's.  ``timeout`` is not
+    enforced.  ``CALLID_TESTS_SUBPROCESS=1`` runs the console script instead.
+
+    Not for what starts processes (``run``, ``replay``, ``servers start``, ``demo``, ``merge --engine
+    spark``): starting one fails here (:func:`_no_process`), so a refusal of those commands may run here,
+    and is shown to come before anything started.  Nor ``sql`` on a database: it locks the
+    configuration of the database it opens, which DuckDB shares among the connections of one process
+    to one file (a session fixture's too)."""
+    args = tuple(map(str, args))
+    if os.environ.get("CALLID_TESTS_SUBPROCESS") == "1":
+        return callid_cmd(*args, cwd=cwd, timeout=timeout)
+    assert args[:1] != ("sql",) or not any(map(os.path.exists, args[1:])), "callid sql DB: use callid_cmd"
+    from callid.cli import main
+
+    out, err = io.BytesIO(), io.BytesIO()
+    streams = sys.stdin, sys.stdout, sys.stderr
+    argv, here, entry = sys.argv, os.getcwd(), sys.modules["__main__"]
+    package = entry.__dict__.get("__package__")
+    # (held to the end: a wrapper collected closes its buffer)
+    wrapped = (io.TextIOWrapper(io.BytesIO(), encoding="utf-8"), io.TextIOWrapper(out, encoding="utf-8"),
+               io.TextIOWrapper(err, encoding="utf-8", errors="backslashreplace"))
+    sys.stdin, sys.stdout, sys.stderr = wrapped
+    popen, subprocess.Popen.__init__ = subprocess.Popen.__init__, _no_process
+    sys.argv = ["callid", *args]
+    entry.__package__ = None  # (as in a console script: the program is named by argv[0], not "python -m")
+    code = 0
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        main()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+        if not isinstance(exc.code, int | None):
+            print(exc.code, file=sys.stderr)
+    except Exception:  # (what Python prints for an exception that escapes the program)
+        traceback.print_exc()
+        code = 1
+    finally:
+        for stream in wrapped[1:]:
+            stream.flush()
+        os.chdir(here)
+        subprocess.Popen.__init__ = popen
+        entry.__package__ = package
+        sys.argv = argv
+        sys.stdin, sys.stdout, sys.stderr = streams
+    return subprocess.CompletedProcess(["callid", *args], code, out.getvalue().decode("utf-8", "replace"),
+                                       err.getvalue().decode("utf-8", "replace"))
+
+
 def layered_venv(env_dir: Path, *paths: Path | str) -> tuple[Path, Path]:
     """A virtual environment without pip whose packages are ``paths`` then this environment's (a ``.pth``
     file): its python and its own site-packages."""
@@ -94,15 +155,16 @@ class Traced:
 
 
 def traced(tmp: Path, name: str, *run_args) -> Traced:
-    """``callid run``, ``merge`` and ``stats --json`` as a user would."""
+    """``callid run`` as a user would (the console script), then ``merge`` and ``stats --json``
+    (in this process: :func:`cli`)."""
     out = tmp / name
     run = callid_cmd("run", "-d", out, *run_args)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "FAILED" not in run.stdout
     db = out / "m.duckdb"
-    merge = callid_cmd("merge", out / "client.parquet", out / "server.parquet", "-o", db)
+    merge = cli("merge", out / "client.parquet", out / "server.parquet", "-o", db)
     assert merge.returncode == 0, merge.stderr
-    stats = callid_cmd("stats", db, "--json")
+    stats = cli("stats", db, "--json")
     assert stats.returncode == 0, stats.stderr
     return Traced(out, duckdb.connect(str(db), read_only=True), json.loads(stats.stdout), run.stdout)
 

@@ -1,12 +1,15 @@
 """The import graph is the architecture: one direction, no cycles (module-level and lazy imports).
 
-    callid.cli, callid.run,         the command line and the runs it starts (may import anything)
-    callid.replay.job
+    callid.cli, callid.run,         the command line, the Python API and the runs they start (may import
+    callid.replay.job, callid.api   anything)
     callid.mpiio, .trace, .launch,  the client inside the ranks (and the replayers, and the FUSE client
-    callid.replay, callid.romio     of a run on the MPI library): the bottom layer, the client's own
-                                    modules and the parts of server_sim a PVFS2 client links
+    callid.replay, callid.romio,    of a run on the MPI library; and the servers' wire client): the bottom
+    callid.server_wire              layer, the client's own modules and the parts of server_sim a PVFS2
+                                    client links
     server_sim                      the server stack: the bottom layer and itself
-    pipeline                        the analysis: the bottom layer and itself
+    pipeline                        the analysis: the bottom layer and itself; inside it the writer
+                                    (pipeline.merge) and the readers of its output (stats, checks, ...)
+                                    are siblings: they meet in pipeline.merged, the output's layout
     callid_core                     the shared vocabulary: imports nothing else of the project
 """
 
@@ -14,14 +17,24 @@ from __future__ import annotations
 
 import ast
 import shutil
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("callid_core", "callid", "server_sim", "pipeline")
 #: what a PVFS2 client links of the server stack (the requests it builds and sends)
 CLIENT_LINKS = ("server_sim.protocol", "server_sim.bmi", "server_sim.distribution")
-CLIENT = ("callid.mpiio", "callid.trace", "callid.launch", "callid.replay", "callid.romio")
-TOP = ("callid.cli", "callid.run", "callid.replay.job")
+CLIENT = ("callid.mpiio", "callid.trace", "callid.launch", "callid.replay", "callid.romio",
+          "callid.server_wire")
+TOP = ("callid.cli", "callid.run", "callid.replay.job", "callid.api")
+#: the merge (the writer of a merged output) and the modules that read the output
+WRITER = "pipeline.merge"
+READERS = ("pipeline.merged", "pipeline.rules", "pipeline.stats", "pipeline.checks", "pipeline.insights",
+           "pipeline.report", "pipeline.timeline", "pipeline.export", "pipeline.export_chrome",
+           "pipeline.export_perfetto", "pipeline.export_otf2", "pipeline.warnings", "pipeline.query")
 
 
 def modules(root: Path) -> dict[str, Path]:
@@ -73,7 +86,7 @@ def allowed(source: str, target: str) -> bool:
         return True
     if _in(source, ("callid_core",)):
         return False
-    if _in(source, TOP):
+    if _in(source, TOP) or (source, target) == ("callid", "callid.api"):  # (the package's face: its API)
         return True
     if _in(target, TOP):
         return False
@@ -120,9 +133,20 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
+def reached(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every module ``start`` imports, directly or through others."""
+    seen, todo = set(), [start]
+    while todo:
+        for w in graph[todo.pop()] - seen:
+            seen.add(w)
+            todo.append(w)
+    return seen
+
+
 def violations(root: Path) -> list[str]:
     graph = imports(root)
     bad = [f"{s} -> {t}" for s, ts in sorted(graph.items()) for t in sorted(ts) if not allowed(s, t)]
+    bad += [f"{r} reaches the writer {WRITER}" for r in READERS if WRITER in reached(graph, r)]
     return bad + [" -> ".join(c) + " (cycle)" for c in cycles(graph)]
 
 
@@ -139,8 +163,31 @@ def test_the_check_catches_an_upward_import_and_a_cycle(tmp_path):
     events.write_text(events.read_text() + "\nfrom callid.mpiio import file  # noqa\n")
     protocol = tmp_path / "server_sim" / "protocol.py"
     protocol.write_text(protocol.read_text() + "\nfrom server_sim import server  # noqa\n")
+    lag = tmp_path / "pipeline" / "lag.py"  # (stats reads lag: a reader reaching the writer through it)
+    lag.write_text(lag.read_text() + "\n\ndef _late():\n    from pipeline.merge import merge  # noqa\n")
     found = violations(tmp_path)
+    assert "pipeline.stats reaches the writer pipeline.merge" in found
     assert "callid_core.units -> pipeline.merge" in found
     assert "server_sim.events -> callid.mpiio.file" in found
     assert "server_sim.protocol -> server_sim.server" in found
     assert any(v.endswith("(cycle)") and "server_sim.protocol" in v for v in found)
+
+
+#: the most complex a function may be (radon's cyclomatic complexity; 21 and above is its grade D)
+MAX_COMPLEXITY = 20
+
+
+def test_no_function_is_too_complex():
+    from radon.complexity import cc_visit
+
+    found = [f"{path.relative_to(ROOT)}:{block.lineno} {block.fullname} ({block.complexity})"
+             for path in modules(ROOT).values() for block in cc_visit(path.read_text())
+             if block.complexity > MAX_COMPLEXITY]
+    assert found == []
+
+
+@pytest.mark.slow
+def test_the_typed_surface_type_checks():
+    done = subprocess.run([sys.executable, "-m", "mypy", "--no-error-summary"], cwd=ROOT, capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stdout + done.stderr

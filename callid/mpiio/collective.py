@@ -258,9 +258,7 @@ class TwoPhase:
         """Read the domain in cycles; the answer to each rank (``received``: each rank's
         ``(CallID, file runs)`` or None; ``mine`` as for :meth:`write_domain`)."""
         t0 = clock.now()
-        func = mine.func
-        wanted = [(rank, cid, off, n) for rank, ask in enumerate(received) if ask
-                  for cid in [ask[0]] for off, n in ask[1]]
+        wanted = _wanted(received)
         answers: list = [[] for _ in received]
         if not wanted:
             return answers
@@ -271,29 +269,45 @@ class TwoPhase:
             c1 = min(hi, c0 + step)
             parts = [(rank, cid, max(o, c0), min(o + n, c1)) for rank, cid, o, n in wanted
                      if o < c1 and o + n > c0]
-            if not parts:
-                continue
-            cover = _covered([(a, b - a) for _, _, a, b in parts])
-            buf = memoryview(bytearray(sum(n for _, n in cover)))
-            ids = tuple(sorted({cid for _, cid, _, _ in parts}))
-            call = CallContext(ids, func, _owners([(a, b, cid) for _, cid, a, b in parts], ids))
-            error = None
-            try:
-                got = self.sysint.io(self.attrs, P.IoType.READ, cover, buf, call)
-                eof = _end_of_data(cover, got)
-                starts = list(_stream_starts(cover))
-                for rank, _, a, b in parts:
-                    i = bisect.bisect_right([o for o, _ in cover], a) - 1
-                    pos = starts[i] + a - cover[i][0]
-                    answers[rank].append((a, b - a, bytes(buf[pos:pos + b - a]), max(0, min(b, eof) - a)))
-            except FsError as exc:
-                error = str(exc)
-                raise
-            finally:
-                first, last = cover[0][0], cover[-1][0] + cover[-1][1]
-                t0 = self._phase(mine, "io", t0, offset=first, size=last - first,
-                                 nbytes=sum(n for _, n in cover), error=error)
+            if parts:
+                t0 = self._read_cycle(parts, mine, t0, answers)
         return answers
+
+    def _read_cycle(self, parts: list[tuple[int, int, int, int]], mine: CallContext, t0: int,
+                    answers: list) -> int:
+        """Read one cycle's ``(rank, CallID, start, end)`` parts into ``answers``; log its ``io`` phase."""
+        cover = _covered([(a, b - a) for _, _, a, b in parts])
+        buf = memoryview(bytearray(sum(n for _, n in cover)))
+        ids = tuple(sorted({cid for _, cid, _, _ in parts}))
+        call = CallContext(ids, mine.func, _owners([(a, b, cid) for _, cid, a, b in parts], ids))
+        error = None
+        try:
+            got = self.sysint.io(self.attrs, P.IoType.READ, cover, buf, call)
+            _answer(parts, cover, buf, _end_of_data(cover, got), answers)
+        except FsError as exc:
+            error = str(exc)
+            raise
+        finally:
+            first, last = cover[0][0], cover[-1][0] + cover[-1][1]
+            t0 = self._phase(mine, "io", t0, offset=first, size=last - first,
+                             nbytes=sum(n for _, n in cover), error=error)
+        return t0
+
+
+def _wanted(received: list) -> list[tuple[int, int, int, int]]:
+    """``(rank, CallID, offset, length)`` of every run the ranks asked for, in rank order."""
+    return [(rank, cid, off, n) for rank, ask in enumerate(received) if ask
+            for cid in [ask[0]] for off, n in ask[1]]
+
+
+def _answer(parts: list[tuple[int, int, int, int]], cover: Runs, buf: memoryview, eof: int,
+            answers: list) -> None:
+    """Append each part's ``(offset, length, bytes, valid bytes)`` read into ``buf`` to its rank's answer."""
+    starts = list(_stream_starts(cover))
+    for rank, _, a, b in parts:
+        i = bisect.bisect_right([o for o, _ in cover], a) - 1
+        pos = starts[i] + a - cover[i][0]
+        answers[rank].append((a, b - a, bytes(buf[pos:pos + b - a]), max(0, min(b, eof) - a)))
 
 
 def _owners(parts: list[tuple[int, int, int]], ids: tuple[int, ...]) -> tuple[tuple[int, int, int], ...]:

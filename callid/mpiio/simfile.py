@@ -16,7 +16,7 @@ from mpi4py import MPI
 
 from callid.mpiio.call import CallContext
 from callid.mpiio.collective import CbHints, TwoPhase
-from callid.mpiio.datatypes import flatten
+from callid.mpiio.datatypes import Runs, flatten
 from callid.mpiio.errors import SimIOError
 from callid.mpiio.record import Record
 from callid.mpiio.sysint import FileAttrs, FsError, SysInt
@@ -372,52 +372,70 @@ class SimFile:
         say so.  Returns the bytes transferred and advances the pointer it used.
         """
         self._check_open()
+        self._check_access(io_type, where)
+        stream = Stream(buf, io_type)
+        esize = self.view.esize
+        if stream.nbytes % esize:
+            raise SimIOError(MPI.ERR_ARG, f"{stream.nbytes} bytes are not whole etypes of {esize} bytes")
+        call = CallContext.of(rec)
+        pos = self._access_position(where, offset, stream.nbytes // esize, call)
+        regions = self._describe_access(rec, pos, stream)
+        done = self._transfer(io_type, regions, stream, call, collective)
+        rec.bytes = done
+        if where == "ind":
+            self.position += done // esize
+        return done
+
+    def _check_access(self, io_type: P.IoType, where: str) -> None:
+        """Raise if the access mode forbids this direction or ``where`` (explicit offsets)."""
         if io_type == P.IoType.WRITE and self.amode & MPI.MODE_RDONLY:
             raise SimIOError(MPI.ERR_READ_ONLY, "write to a file opened read-only")
         if io_type == P.IoType.READ and self.amode & MPI.MODE_WRONLY:
             raise SimIOError(MPI.ERR_ACCESS, "read from a file opened write-only")
         if where == "at" and self.amode & MPI.MODE_SEQUENTIAL:
             raise SimIOError(MPI.ERR_UNSUPPORTED_OPERATION, "explicit offsets on a MODE_SEQUENTIAL file")
-        stream = Stream(buf, io_type)
-        esize = self.view.esize
-        if stream.nbytes % esize:
-            raise SimIOError(MPI.ERR_ARG, f"{stream.nbytes} bytes are not whole etypes of {esize} bytes")
-        n_etypes = stream.nbytes // esize
-        call = CallContext.of(rec)
+
+    def _access_position(self, where: str, offset: int | None, n_etypes: int, call: CallContext) -> int:
+        """The view position (in etypes) the access starts at; takes ``n_etypes`` of a shared pointer."""
         if where == "at":
             if offset is None or offset < 0:
                 raise SimIOError(MPI.ERR_ARG, f"bad offset {offset}")
-            pos = offset
-        elif where == "ind":
-            pos = self.position
-        elif where == "shared":
-            pos = self._fs(self.sysint.shared_fp, self.attrs, n_etypes, call)
-        else:  # ordered: rank order, one fetch-and-add for the whole group
-            before = self.comm.exscan(n_etypes) or 0
-            total = self.comm.allreduce(n_etypes)
-            pos = self._rank0(lambda: self.sysint.shared_fp(self.attrs, total, call)) + before
+            return offset
+        if where == "ind":
+            return self.position
+        if where == "shared":
+            return self._fs(self.sysint.shared_fp, self.attrs, n_etypes, call)
+        # ordered: rank order, one fetch-and-add for the whole group
+        before = self.comm.exscan(n_etypes) or 0
+        total = self.comm.allreduce(n_etypes)
+        return self._rank0(lambda: self.sysint.shared_fp(self.attrs, total, call)) + before
+
+    def _describe_access(self, rec: Record, pos: int, stream: Stream) -> Runs:
+        """The file regions of the access at ``pos``; record them and the buffer in ``rec``."""
         regions = self.view.regions(pos, stream.nbytes)
         rec.offset = regions[0][0] if regions else self.view.byte_offset(pos)
         if len(regions) > 1:  # (what a replay needs: callid.replay)
             rec.region_offsets, rec.region_lengths = (list(r) for r in zip(*regions))
         rec.size, rec.count = stream.nbytes, stream.count
         rec.datatype = stream.dtype.Get_name() or "derived"
+        return regions
+
+    def _transfer(self, io_type: P.IoType, regions: Runs, stream: Stream,
+                  call: CallContext, collective: bool) -> int:
+        """Move the data, two-phase when collective and the hints say so; the bytes transferred."""
         two_phase = self._two_phase() if collective else None
         domains = two_phase.plan(io_type, regions, call) if two_phase else None
         if domains is not None and io_type == P.IoType.WRITE:
             two_phase.write(domains, regions, stream.gather(), call)
-            done = stream.nbytes
-        elif domains is not None:
+            return stream.nbytes
+        if domains is not None:
             done = two_phase.read(domains, regions, stream.data, call)
             stream.scatter(done)
-        elif io_type == P.IoType.WRITE:
-            done = self._fs(self.sysint.io, self.attrs, io_type, regions, stream.gather(), call)
-        else:
-            done = self._fs(self.sysint.io, self.attrs, io_type, regions, stream.data, call)
-            stream.scatter(done)
-        rec.bytes = done
-        if where == "ind":
-            self.position += done // esize
+            return done
+        if io_type == P.IoType.WRITE:
+            return self._fs(self.sysint.io, self.attrs, io_type, regions, stream.gather(), call)
+        done = self._fs(self.sysint.io, self.attrs, io_type, regions, stream.data, call)
+        stream.scatter(done)
         return done
 
 

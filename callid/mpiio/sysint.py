@@ -237,37 +237,15 @@ class SysInt:
         poller = select.poll()  # every active job's socket
         try:
             for server in sorted(by_server):
-                try:
-                    conn = self._conn(server)
-                except FsError as exc:
-                    for i in by_server[server]:
-                        jobs[i][1].close()
-                        errors[i] = exc
-                    continue
-                conn.lock.acquire()
-                held.append(conn)
-                mine = by_server[server]
-                steps = jobs[mine[0]][1] if len(mine) == 1 else _chain(jobs, mine, results)
-                active.append(_Job(mine[0], steps, conn.sock.fileno()))
-                poller.register(active[-1].fd, select.POLLIN)
+                job = self._server_job(server, jobs, by_server[server], results, errors, held)
+                if job is not None:
+                    active.append(job)
+                    poller.register(job.fd, select.POLLIN)
             while active:
-                waiting = sum(job.state is WAIT for job in active)
-                if waiting > 1 or 0 < waiting < len(active):
-                    # the waiting jobs whose server has answered (when all wait: once one has)
-                    readable = {fd for fd, _ in poller.poll(None if waiting == len(active) else 0)}
-                    ready = [job for job in active if job.state is not WAIT or job.fd in readable]
-                else:
-                    ready = active
-                for job in ready:
-                    try:
-                        job.state = next(job.steps)
-                        continue
-                    except StopIteration as stop:  # its result (a chain stores its later jobs' own)
-                        results[job.first] = stop.value
-                    except Exception as exc:  # noqa: BLE001 (re-raised below, after the others end)
-                        errors[job.first] = exc
-                    active.remove(job)
-                    poller.unregister(job.fd)
+                for job in _ready(active, poller):
+                    if _step(job, results, errors):
+                        active.remove(job)
+                        poller.unregister(job.fd)
         finally:
             for conn in reversed(held):
                 conn.lock.release()
@@ -275,6 +253,22 @@ class SysInt:
             if error is not None:
                 raise error
         return results
+
+    def _server_job(self, server: str, jobs: list[tuple[str, Steps]], mine: list[int], results: list,
+                    errors: list[BaseException | None], held: list[_Connection]) -> _Job | None:
+        """Lock ``server``'s connection (into ``held``) for its jobs ``mine``, run one after the other;
+        None, their errors set, when it cannot be had."""
+        try:
+            conn = self._conn(server)
+        except FsError as exc:
+            for i in mine:
+                jobs[i][1].close()
+                errors[i] = exc
+            return None
+        conn.lock.acquire()
+        held.append(conn)
+        steps = jobs[mine[0]][1] if len(mine) == 1 else _chain(jobs, mine, results)
+        return _Job(mine[0], steps, conn.sock.fileno())
 
     # -- metadata -----------------------------------------------------------------
     def lookup(self, path: str, call: CallContext) -> FileAttrs:
@@ -335,23 +329,10 @@ class SysInt:
         """
         if stream.nbytes == 0:
             return 0
-        owners = None
-        if self.stamp and call.known and (len(call.callids) > 1 or call.owners):
-            owners = Owners(call.owners) if call.owners else False
+        owners = self._owners(call)
         if stream.format != "B" or stream.ndim != 1:  # (the flows send and receive byte views)
             stream = stream.cast("B")
-        dist = f.dist
-        # per datafile: the regions touching it, each with its pieces of the stream; its bytes
-        plan: dict[int, list[Item]] = {}
-        shares: dict[int, int] = {}
-        pos = 0
-        for off, length in regions:
-            for n, pieces, nbytes in dist.stream_pieces(off, length):
-                if pos:
-                    pieces = tuple((p + pos, k) for p, k in pieces)
-                plan.setdefault(n, []).append(((off, length), pieces, pos))
-                shares[n] = shares.get(n, 0) + nbytes
-            pos += length
+        plan, shares = _plan(f.dist, regions)
         # Small I/O only when every datafile's share fits in one request, as in PVFS2.
         small = max(shares.values()) <= self.small_io_limit and all(
             len(items) <= P.MAX_IO_REGIONS for items in plan.values())
@@ -361,21 +342,24 @@ class SysInt:
         sizes = dict(zip(plan, self._parallel(jobs)))
         if io_type == P.IoType.WRITE:
             return stream.nbytes
-        # Bytes read: the stream up to the logical end of file.  The touched datafiles' sizes
-        # bound the end from below; ask the others only when the access reaches past it.
-        eof = _logical_size(dist, sizes)
+        return _bytes_before(regions, self._read_end(f, regions, sizes, call))
+
+    def _owners(self, call: CallContext) -> Owners | bool | None:
+        """Whose bytes are where, for a request to say (see :meth:`_io_dfile`)."""
+        if self.stamp and call.known and (len(call.callids) > 1 or call.owners):
+            return Owners(call.owners) if call.owners else False
+        return None
+
+    def _read_end(self, f: FileAttrs, regions: Sequence[tuple[int, int]], sizes: dict[int, int],
+                  call: CallContext) -> int:
+        """The logical end of file for a read: the touched datafiles' ``sizes`` bound it from below;
+        ask the others only when the access reaches past it."""
+        eof = _logical_size(f.dist, sizes)
         last = max(off + n for off, n in regions)
         if eof < last and len(sizes) < len(f.dfiles):
             others = self.dfile_sizes(f, call, set(range(len(f.dfiles))) - set(sizes))
-            eof = max(eof, _logical_size(dist, others))
-        done = 0
-        for off, n in regions:
-            if off >= eof:
-                break
-            done += min(n, eof - off)
-            if off + n > eof:
-                break
-        return done
+            eof = max(eof, _logical_size(f.dist, others))
+        return eof
 
     def _io_dfile(self, f: FileAttrs, n: int, io_type: P.IoType, items: list[Item], stream: memoryview,
                   call: CallContext, small: bool, owners: Owners | bool | None, big: bool) -> Steps:
@@ -537,6 +521,56 @@ def _chain(jobs: list[tuple[str, Steps]], indices: list[int], results: list) -> 
 
 def _logical_size(dist: SimpleStripe, sizes: dict[int, int]) -> int:
     return max((dist.logical_size(n, s) for n, s in sizes.items()), default=0)
+
+
+def _plan(dist: SimpleStripe,
+          regions: Sequence[tuple[int, int]]) -> tuple[dict[int, list[Item]], dict[int, int]]:
+    """Per datafile: the regions touching it, each with its pieces of the stream; and its bytes."""
+    plan: dict[int, list[Item]] = {}
+    shares: dict[int, int] = {}
+    pos = 0
+    for off, length in regions:
+        for n, pieces, nbytes in dist.stream_pieces(off, length):
+            if pos:
+                pieces = tuple((p + pos, k) for p, k in pieces)
+            plan.setdefault(n, []).append(((off, length), pieces, pos))
+            shares[n] = shares.get(n, 0) + nbytes
+        pos += length
+    return plan, shares
+
+
+def _bytes_before(regions: Sequence[tuple[int, int]], eof: int) -> int:
+    """Bytes read: the stream of ``regions`` up to the logical end of file ``eof``."""
+    done = 0
+    for off, n in regions:
+        if off >= eof:
+            break
+        done += min(n, eof - off)
+        if off + n > eof:
+            break
+    return done
+
+
+def _ready(active: list[_Job], poller: select.poll) -> list[_Job]:
+    """The jobs that take a step this round (``active`` itself when all of them do)."""
+    waiting = sum(job.state is WAIT for job in active)
+    if waiting > 1 or 0 < waiting < len(active):
+        # the waiting jobs whose server has answered (when all wait: once one has)
+        readable = {fd for fd, _ in poller.poll(None if waiting == len(active) else 0)}
+        return [job for job in active if job.state is not WAIT or job.fd in readable]
+    return active
+
+
+def _step(job: _Job, results: list, errors: list[BaseException | None]) -> bool:
+    """Take one step of ``job``; True when it has ended (its result or its error stored)."""
+    try:
+        job.state = next(job.steps)
+        return False
+    except StopIteration as stop:  # its result (a chain stores its later jobs' own)
+        results[job.first] = stop.value
+    except Exception as exc:  # noqa: BLE001 (re-raised by the driver, after the others end)
+        errors[job.first] = exc
+    return True
 
 
 def _scatter(data: memoryview | bytes, view: memoryview, pieces: list[tuple[int, int]]) -> None:

@@ -100,55 +100,104 @@ def read_log(path: str | os.PathLike[str]) -> DarshanLog:
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise InputError(f"{path}: no such file")
+    job, modules, names, exe, records, counters, layers = _read(dbe, path)
+    out = DarshanLog(path, int(job["nprocs"]), exe,
+                     int(job["start_time_sec"]) * 10**9 + int(job.get("start_time_nsec") or 0),
+                     ACCESS.schema.empty_table(), {})
+    mpiio_files = {r.file_id for r in records.get(MPIIO, [])}
+    files, parts, under = _segments(out, records, names, counters, mpiio_files)
+    _describe(out, job, exe, modules, names, records, layers, mpiio_files)
+    if not out.segments or not any(out.segments.values()):
+        raise InputError(f"{path}: the log's DXT traces hold no accesses: {ENABLE_DXT}")
+    _set_accesses(out, parts, under, files)
+    return out
+
+
+def _read(dbe, path: str) -> tuple[dict, dict, dict[int, str], str, dict[str, list[_Record]], dict, dict]:
+    """Open the log, read it (:func:`_read_open`) and close it; darshan-util's errors as InputError."""
     with _stderr_to(tempfile.TemporaryFile()) as said:  # (darshan-util prints its errors there)
         log = dbe.log_open(path)
         if log["handle"] == dbe.ffi.NULL:
             raise InputError(f"{path}: not a Darshan log ({_first_error(said)})")
         try:
-            job = dbe.log_get_job(log)
-            modules = dbe.log_get_modules(log)
-            if MPIIO not in modules and POSIX not in modules:
-                raise InputError(f"{path}: the log has no DXT traces (DXT_MPIIO or DXT_POSIX), only "
-                                 f"{', '.join(modules) or 'no modules'}: {ENABLE_DXT}")
-            names = dbe.log_get_name_records(log)
-            exe = dbe.log_get_exe(log)
-            records = {mod: _dxt_records(dbe, log, mod) for mod in (MPIIO, POSIX) if mod in modules}
-            counters = _mpiio_counters(dbe, log) if "MPI-IO" in modules else {}
-            layers = {layer: _layer(dbe, log, layer) for layer in DXT_LAYERS.values() if layer in modules}
+            read = _read_open(dbe, log, path)
         finally:
             dbe.log_close(log)
     if said.read(1):
         raise InputError(f"{path}: damaged or truncated Darshan log ({_first_error(said)})")
-    out = DarshanLog(path, int(job["nprocs"]), exe,
-                     int(job["start_time_sec"]) * 10**9 + int(job.get("start_time_nsec") or 0),
-                     ACCESS.schema.empty_table(), {})
-    mpiio_files = {r.file_id for r in records.get(MPIIO, [])}
+    return read
+
+
+def _read_open(dbe, log: dict,
+               path: str) -> tuple[dict, dict, dict[int, str], str, dict[str, list[_Record]], dict, dict]:
+    """The open log's job, modules, file names, exe, DXT records, MPI-IO counters and layer counters."""
+    job = dbe.log_get_job(log)
+    modules = dbe.log_get_modules(log)
+    if MPIIO not in modules and POSIX not in modules:
+        raise InputError(f"{path}: the log has no DXT traces (DXT_MPIIO or DXT_POSIX), only "
+                         f"{', '.join(modules) or 'no modules'}: {ENABLE_DXT}")
+    names = dbe.log_get_name_records(log)
+    exe = dbe.log_get_exe(log)
+    records = {mod: _dxt_records(dbe, log, mod) for mod in (MPIIO, POSIX) if mod in modules}
+    counters = _mpiio_counters(dbe, log) if "MPI-IO" in modules else {}
+    layers = {layer: _layer(dbe, log, layer) for layer in DXT_LAYERS.values() if layer in modules}
+    return job, modules, names, exe, records, counters, layers
+
+
+def _segments(out: DarshanLog, records: dict[str, list[_Record]], names: dict[int, str], counters: dict,
+              mpiio_files: set[int]) -> tuple[list[str], list[dict], list[dict]]:
+    """The files (by index), the columns of the accesses replayed and of the POSIX segments under
+    MPI-IO calls; the segments taken per module, the hosts and what was inferred go into ``out``."""
     files: list[str] = []
     index: dict[int, int] = {}
-    parts, under = [], []  # (the accesses replayed; the POSIX segments under MPI-IO calls)
+    parts: list[dict] = []
+    under: list[dict] = []
     for mod, recs in records.items():
         taken = [r for r in recs if mod == MPIIO or r.file_id not in mpiio_files]
         out.segments[mod] = sum(len(r.writes) + len(r.reads) for r in taken)
-        under += [_columns(segs, r.rank, index[r.file_id], io, mod, False, None)
-                  for r in recs if mod == POSIX and r.file_id in index and r.file_id in mpiio_files
-                  for io, segs in ((WRITE, r.writes), (READ, r.reads)) if len(segs)]
+        if mod == POSIX:
+            under += _under(recs, index, mpiio_files)
         for rec in taken:
             out.hosts.setdefault(rec.rank, rec.host)
             name = names.get(rec.file_id, f"<record {rec.file_id:016x}>")
             if rec.file_id not in index:
                 index[rec.file_id] = len(files)
                 files.append(name)
-            for io, segs in ((WRITE, rec.writes), (READ, rec.reads)):
-                if len(segs):
-                    inferred = _inferred(mod, counters, rec.file_id, rec.rank, io, name, out.notes)
-                    parts.append(_columns(segs, rec.rank, index[rec.file_id], io, mod, *inferred))
+            parts += _record_columns(rec, mod, index[rec.file_id], name, counters, out.notes)
+    return files, parts, under
+
+
+def _under(recs: list[_Record], index: dict[int, int], mpiio_files: set[int]) -> list[dict]:
+    """The columns of the DXT_POSIX segments of the files replayed from DXT_MPIIO (``index``: theirs)."""
+    return [_columns(segs, r.rank, index[r.file_id], io, POSIX, False, None)
+            for r in recs if r.file_id in index and r.file_id in mpiio_files
+            for io, segs in ((WRITE, r.writes), (READ, r.reads)) if len(segs)]
+
+
+def _record_columns(rec: _Record, mod: str, file_index: int, name: str, counters: dict,
+                    notes: list[str]) -> list[dict]:
+    """The columns of a record's writes, then its reads, with what was inferred (noted in ``notes``)."""
+    out = []
+    for io, segs in ((WRITE, rec.writes), (READ, rec.reads)):
+        if len(segs):
+            inferred = _inferred(mod, counters, rec.file_id, rec.rank, io, name, notes)
+            out.append(_columns(segs, rec.rank, file_index, io, mod, *inferred))
+    return out
+
+
+def _describe(out: DarshanLog, job: dict, exe: str, modules: dict, names: dict[int, str],
+              records: dict[str, list[_Record]], layers: dict, mpiio_files: set[int]) -> None:
+    """What the log does not hold (notes) and what it says of the job into ``out``."""
     counted = {mod: layers[layer][0] for mod, layer in DXT_LAYERS.items()
                if mod in records and layer in layers}
     out.notes += _incomplete(modules, records, counted, names)
     out.job = _job(job, exe, modules, {layer: totals for layer, (_, totals) in layers.items()}, out.hosts)
     out.job |= {f"sample.{k}": str(v) for k, v in _sample(records, counted, mpiio_files).items()}
-    if not out.segments or not any(out.segments.values()):
-        raise InputError(f"{path}: the log's DXT traces hold no accesses: {ENABLE_DXT}")
+
+
+def _set_accesses(out: DarshanLog, parts: list[dict], under: list[dict], files: list[str]) -> None:
+    """The accesses into ``out`` (those with a negative offset or length left out, noted), and the
+    DXT_POSIX segments under MPI-IO calls with the aggregation they show."""
     table = _table(parts, files)
     valid = pc.and_(pc.greater_equal(table["offset"], 0), pc.greater_equal(table["length"], 0))
     bad = table.num_rows - pc.sum(valid).as_py()
@@ -158,7 +207,6 @@ def read_log(path: str | os.PathLike[str]) -> DarshanLog:
     if under:
         out.posix = _table(under, files)
         _aggregation(out, out.posix)
-    return out
 
 
 def _aggregation(out: DarshanLog, posix: pa.Table) -> None:

@@ -289,12 +289,20 @@ class Replayer:
         of my ranks enters it when due (or when its previous call ended, if later); it begins when
         the last has entered."""
         s = self.s
-        calls = calls.tolist()
-        ranks = s.rank[calls].tolist()
-        mine = [i for i, r in zip(calls, ranks) if r % self.procs == self.me]
+        order: list[int] = calls.tolist()
+        ranks = s.rank[order].tolist()
+        mine = [i for i, r in zip(order, ranks) if r % self.procs == self.me]
         due = {i: self._due(i) for i in mine}
         entered = {i: max(due[i], self.last_end[int(s.rank[i])]) for i in mine}
         self._sleep_until(self.comm.allreduce(max(entered.values(), default=0), op=MPI.MAX))
+        errors = self._run_agreed(self._collective_tasks(order, ranks, mine))
+        self._log_collective(mine, due, entered, errors)
+
+    def _collective_tasks(self, calls: list[int], ranks: list[int],
+                          mine: list[int]) -> list[Callable[[Lane], object]]:
+        """The lane tasks of my part of a collective call: my aggregators' domains, or (independent
+        access) my ranks' own calls."""
+        s = self.s
         path, io = s.path[calls[0]], _IO[s.io[calls[0]]]
         hints = CbHints.from_info(self.hints[path], self.hosts)
         aggs = ([a for a, r in enumerate(ranks) if r in self.job_aggs.get(path, ())]
@@ -302,6 +310,14 @@ class Replayer:
         regions = {i: self._regions(i) for i in calls}
         ranges = [(r[0][0], max(o + n for o, n in r)) if r else (None, None) for r in regions.values()]
         domains = file_domains(ranges, len(aggs), hints.mode(io))
+        if domains is None:  # independent access, each rank its own
+            return [functools.partial(self._io, i=i) for i in mine]
+        return [functools.partial(self._aggregate, io=io, hints=hints, ranks=ranks, regions=regions,
+                                  agg=calls[a], lo=lo, hi=hi)
+                for a, (lo, hi) in zip(aggs, domains) if ranks[a] % self.procs == self.me]
+
+    def _run_agreed(self, tasks: list[Callable[[Lane], object]]) -> list[str]:
+        """Run ``tasks`` on my lanes; the first error of each replayer that had one (the same on all)."""
         errors: list[str] = []
 
         def run(lane: Lane, task: Callable[[Lane], object]) -> None:
@@ -310,14 +326,13 @@ class Replayer:
             except FsError as exc:
                 errors.append(str(exc))
 
-        if domains is None:  # independent access, each rank its own
-            tasks = [functools.partial(self._io, i=i) for i in mine]
-        else:
-            tasks = [functools.partial(self._aggregate, io=io, hints=hints, ranks=ranks, regions=regions,
-                                       agg=calls[a], lo=lo, hi=hi)
-                     for a, (lo, hi) in zip(aggs, domains) if ranks[a] % self.procs == self.me]
         self.lanes.map(run, tasks)
-        errors = [e for e in self.comm.allgather(errors[0] if errors else None) if e]
+        return [e for e in self.comm.allgather(errors[0] if errors else None) if e]
+
+    def _log_collective(self, mine: list[int], due: dict[int, int], entered: dict[int, int],
+                        errors: list[str]) -> None:
+        """Log my ranks' calls of a collective call that ends now (failed with the first of ``errors``)."""
+        s = self.s
         t_end = clock.now()
         lane = self.lanes.lanes[0]  # (the lanes' threads are idle)
         for i in mine:

@@ -175,11 +175,15 @@ class Calls:
         if (rec is None or extent is None or int(rec["func"]) not in _DATA
                 or not same_file(rank.file(rec), path)):
             return alone
-        func = caller.func
         lo, hi = extent[0], extent[0] + extent[1]
         if not rec["flags"] & _COLLECTIVE or not rec["present"] & _HAS_COLL_SEQ:
             return self._own(alone, rank.ranges(rec), lo, hi)
-        peers = self._collective(int(rec["coll_seq"]))
+        return self._collective_context(alone, int(rec["coll_seq"]), lo, hi)
+
+    def _collective_context(self, alone: CallContext, coll_seq: int, lo: int, hi: int) -> CallContext:
+        """The context of an operation on ``[lo, hi)`` in collective ``coll_seq``: the calls whose bytes
+        the range holds, and where (``alone``: the caller's call, when only its bytes are there)."""
+        peers = self._collective(coll_seq)
         callids: list[int] = []
         owners: list[tuple[int, int, int]] = []
         for peer_rank, index in peers:
@@ -189,15 +193,19 @@ class Calls:
                 continue
             ranges = peer.ranges(prec)
             if ranges is None:  # whose bytes are where is not known: every call of the collective
-                every = (self._rank(r).record(i) for r, i in peers)
-                return CallContext(tuple(int(p["callid"]) for p in every if p is not None), func, known=False)
+                return self._every(peers, alone.func)
             mine = [(max(o, lo), min(o + n, hi)) for o, n in ranges if o < hi and o + n > lo]
             if mine:
                 owners += [(a, b - a, len(callids)) for a, b in mine]
                 callids.append(int(prec["callid"]))
-        if len(callids) < 2 and (not callids or callids[0] == caller.callid):
+        if len(callids) < 2 and (not callids or callids[0] == alone.callids[0]):
             return alone
-        return CallContext(tuple(callids), func, tuple(owners))
+        return CallContext(tuple(callids), alone.func, tuple(owners))
+
+    def _every(self, peers: list[tuple[int, int]], func: str) -> CallContext:
+        """The context of every call of a collective (its records ``peers``), not saying whose bytes."""
+        every = (self._rank(r).record(i) for r, i in peers)
+        return CallContext(tuple(int(p["callid"]) for p in every if p is not None), func, known=False)
 
     @staticmethod
     def _own(alone: CallContext, ranges: list[tuple[int, int]] | None, lo: int, hi: int) -> CallContext:

@@ -6,7 +6,7 @@ import json
 import re
 from pathlib import Path
 
-from tests.conftest import callid_cmd
+from tests.conftest import callid_cmd, cli
 
 
 def checked(out: Path, program: Path, *args: str, must_run: bool = False) -> dict:
@@ -18,8 +18,8 @@ def checked(out: Path, program: Path, *args: str, must_run: bool = False) -> dic
     if must_run:
         assert run.returncode == 0, run.stderr[-3000:]
     assert (out / "client.parquet").exists(), f"{program.name} logged nothing"
-    res = callid_cmd("merge", out / "client.parquet", out / "server.parquet", "-o", out / "m.duckdb")
+    res = cli("merge", out / "client.parquet", out / "server.parquet", "-o", out / "m.duckdb")
     assert res.returncode == 0, res.stderr
-    res = callid_cmd("check", out / "m.duckdb", "--json")
+    res = cli("check", out / "m.duckdb", "--json")
     assert res.returncode in (0, 1), res.stderr
     return json.loads(res.stdout) | {"returncode": res.returncode}

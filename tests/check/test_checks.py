@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from callid_core.evidence import TRACED, source_of_origins
-from pipeline.checks import all_checks, reference_markdown
+from pipeline.checks import CHECKS, reference_markdown
 from tests.check import checked
-from tests.conftest import ROOT, callid_cmd
+from tests.conftest import ROOT, cli
 
 PROGRAMS = sorted((Path(__file__).parent / "programs").glob("*.py"))
 
@@ -25,12 +25,12 @@ def test_each_program_gets_exactly_its_finding(program, tmp_path):
     result = checked(tmp_path / "out", program)
     assert {f["code"] for f in result["findings"]} == {code}, json.dumps(result["findings"], indent=1)
     assert result["undecidable"] == []  # a traced run records what every check needs
-    severity = next(c.severity for c in all_checks() if c.code == code)
+    severity = next(c.severity for c in CHECKS.rules() if c.code == code)
     assert result["returncode"] == (1 if severity == "error" else 0)
 
 
 def test_every_check_has_a_program_and_the_doc_is_current():
-    codes = {c.code for c in all_checks()}
+    codes = {c.code for c in CHECKS.rules()}
     assert codes <= {p.name.split("_", 1)[0] for p in PROGRAMS}, "a check without a test program"
     assert (ROOT / "docs" / "checks.md").read_text() == reference_markdown(), \
         "docs/checks.md is stale: python -m pipeline.checks > docs/checks.md"
@@ -39,7 +39,7 @@ def test_every_check_has_a_program_and_the_doc_is_current():
 @pytest.mark.mpi
 def test_clean_programs_have_no_error_findings(demo, collective_fanin):
     for run in (demo, collective_fanin):
-        res = callid_cmd("check", run.out / "m.duckdb", "--json")
+        res = cli("check", run.out / "m.duckdb", "--json")
         assert res.returncode == 0, res.stdout
         assert json.loads(res.stdout)["counts"]["error"] == 0
         assert json.loads(res.stdout)["undecidable"] == []
@@ -55,6 +55,6 @@ def test_what_a_source_records_is_what_all_its_calls_origins_record():
     assert source_of_origins(["callid", "DXT_POSIX"]).recorded() == ["accesses"]  # what both record
     assert source_of_origins(["replay"]).recorded() == []  # the replay's own calls are evidence of nothing
     assert source_of_origins(["a new kind"]).recorded() == ["accesses"]
-    assert all(not TRACED.missing(c.needs) for c in all_checks())
+    assert all(not TRACED.missing(c.needs) for c in CHECKS.rules())
     needs = ("opens", "accesses", "closes")
     assert TRACED.missing(needs) == [] and darshan.missing(needs) == ["opens", "closes"]

@@ -10,7 +10,7 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import DEMO, callid_cmd, traced
+from tests.conftest import DEMO, callid_cmd, cli, traced
 
 pytestmark = pytest.mark.mpi
 
@@ -130,7 +130,7 @@ def test_files_outside_the_mount_use_real_mpiio_and_are_still_stamped(tmp_path, 
     (["missing.py"], "callid: error: missing.py: no such script"),
 ])
 def test_run_usage_errors_name_what_is_wrong(tmp_path, args, message):
-    run = callid_cmd("run", "-d", tmp_path / "out", *args, cwd=tmp_path)
+    run = cli("run", "-d", tmp_path / "out", *args, cwd=tmp_path)  # (refused: nothing starts)
     assert (run.returncode, run.stderr.strip()) == (2, message)
     assert not (tmp_path / "out").exists()
 
@@ -213,8 +213,8 @@ def test_file_calls_on_the_simulated_file_system(tmp_path, ranks):
     assert run.returncode == 0, run.stderr
     assert run.stdout.count("all checks passed") == ranks
     db = tmp_path / "out" / "m.duckdb"
-    assert callid_cmd("merge", tmp_path / "out" / "client.parquet", tmp_path / "out" / "server.parquet",
-                      "-o", db).returncode == 0
+    assert cli("merge", tmp_path / "out" / "client.parquet", tmp_path / "out" / "server.parquet",
+               "-o", db).returncode == 0
     con = duckdb.connect(str(db), read_only=True)
     # every stamped call is logged with a distinct CallID; the server operations it caused carry it
     assert con.execute("SELECT count(*) = count(DISTINCT callid) FROM calls").fetchall() == [(True,)]

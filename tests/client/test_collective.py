@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.conftest import EXAMPLES, callid_cmd, traced
+from tests.conftest import EXAMPLES, cli, traced
 
 pytestmark = pytest.mark.mpi
 
@@ -51,11 +51,11 @@ def test_without_collective_buffering_every_rank_writes_its_own_blocks(runs):
 
 def test_stats_compares_runs_side_by_side(runs):
     on, off = runs[0].out, runs[1].out
-    both = callid_cmd("stats", on / "m.duckdb", off / "m.duckdb", "--json")
+    both = cli("stats", on / "m.duckdb", off / "m.duckdb", "--json")
     assert both.returncode == 0
     figures = json.loads(both.stdout)
     assert [f["aggregators"] for f in figures] == [[0, 1], []]
-    table = callid_cmd("stats", on / "m.duckdb", off / "m.duckdb").stdout
+    table = cli("stats", on / "m.duckdb", off / "m.duckdb").stdout
     assert "aggregators" in table and "fanin.max_calls_per_disk_op" in table
 
 
@@ -72,6 +72,9 @@ def test_small_blocks_give_fan_in_every_disk_operation_serves_all_four_calls(tmp
     assert stats["unattributed_server_ops"] == 0
 
 
+# (the fast lane's: tests/cli/test_run.py::test_file_calls_on_the_simulated_file_system[1], whose 10000-byte
+# writes take the small I/O path and have their trove_write arrows)
+@pytest.mark.slow
 def test_small_io_writes_use_the_small_io_path_and_each_has_arrows(tmp_path):
     run = traced(tmp_path, "small", "-n", 2, EXAMPLES / "mpi_io_test.py", "-b", "4KiB", "-i", 4)
     con, stats = run.con, run.stats

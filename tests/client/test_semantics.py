@@ -7,7 +7,7 @@ import textwrap
 import duckdb
 import pytest
 
-from tests.conftest import callid_cmd
+from tests.conftest import callid_cmd, cli
 
 pytestmark = pytest.mark.mpi
 
@@ -125,7 +125,7 @@ def semantics(request, tmp_path_factory):
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.count("semantics OK") == request.param
     db = tmp / "out" / "m.duckdb"
-    merge = callid_cmd("merge", tmp / "out" / "client.parquet", tmp / "out" / "server.parquet", "-o", db)
+    merge = cli("merge", tmp / "out" / "client.parquet", tmp / "out" / "server.parquet", "-o", db)
     assert merge.returncode == 0, merge.stderr
     con = duckdb.connect(str(db), read_only=True)
     yield request.param, con, tmp / "out"

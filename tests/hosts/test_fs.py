@@ -16,7 +16,7 @@ import pytest
 
 from callid.run import find_mpiexec
 from callid_core.config import CONFIG_ENV, Config
-from tests.conftest import ROOT, callid_cmd, query
+from tests.conftest import ROOT, callid_cmd, cli, query
 
 PROGRAM = Path(__file__).with_name("program.py")
 
@@ -35,7 +35,7 @@ def init(tmp: Path, *extra: str) -> Path:
     meta, io0, io1 = free_ports(3)
     out = tmp / "fs.json"
     spec = f"127.0.0.1:{meta}:meta0,127.0.0.1:{io0}:io0,127.0.0.1:{io1}:io1"
-    result = callid_cmd("fs", "init", "--servers", spec, "-o", out, *extra)
+    result = cli("fs", "init", "--servers", spec, "-o", out, *extra)
     assert result.returncode == 0, result.stderr
     return out
 
@@ -50,8 +50,8 @@ def error_line(result) -> str:
 
 def test_fs_init_places_the_servers_and_writes_an_owner_only_secret(tmp_path):
     out = tmp_path / "fs.json"
-    result = callid_cmd("fs", "init", "--servers", "node1:io0,node2:io1,node1:7000:io2", "-o", out,
-                        "--strip-size", "128KiB", "--json")
+    result = cli("fs", "init", "--servers", "node1:io0,node2:io1,node1:7000:io2", "-o", out,
+                 "--strip-size", "128KiB", "--json")
     assert result.returncode == 0, result.stderr
     config = Config.load(out)
     where = {s.name: (s.host, s.port, s.roles) for s in config.servers}
@@ -66,7 +66,7 @@ def test_fs_init_places_the_servers_and_writes_an_owner_only_secret(tmp_path):
     assert len(config.secret()) == 32
     assert json.loads(result.stdout)["servers"][0] == {
         "server": "meta0", "address": "node1:3334", "roles": ["meta"], "dir": str(tmp_path / "servers/meta0")}
-    again = callid_cmd("fs", "init", "--servers", "node1:io0", "-o", out)  # (would change the secret)
+    again = cli("fs", "init", "--servers", "node1:io0", "-o", out)  # (would change the secret)
     assert again.returncode == 2 and "fs.secret: exists" in error_line(again)
 
 
@@ -81,14 +81,14 @@ def test_fs_init_places_the_servers_and_writes_an_owner_only_secret(tmp_path):
     (" , ", "no server given"),
 ])
 def test_a_bad_server_list_is_one_line_naming_the_item(tmp_path, spec, message):
-    result = callid_cmd("fs", "init", "--servers", spec, "-o", tmp_path / "fs.json")
+    result = cli("fs", "init", "--servers", spec, "-o", tmp_path / "fs.json")
     assert result.returncode == 2
     assert message in error_line(result)
     assert not (tmp_path / "fs.json").exists() and not (tmp_path / "fs.secret").exists()
 
 
 def test_fs_init_into_a_directory_that_does_not_exist_makes_nothing(tmp_path):
-    result = callid_cmd("fs", "init", "--servers", "node1:io0", "-o", tmp_path / "typo" / "fs.json")
+    result = cli("fs", "init", "--servers", "node1:io0", "-o", tmp_path / "typo" / "fs.json")
     assert result.returncode == 2
     assert f"directory {tmp_path / 'typo'} does not exist" in error_line(result)
     assert not (tmp_path / "typo").exists()
@@ -105,7 +105,7 @@ def test_servers_outlive_start_answer_and_stop_with_their_logs_kept(tmp_path):
         assert started.returncode == 0, started.stderr
         assert started.stdout.count("started ") == 3
         assert (home / "parts.1" / earlier.name).read_bytes() == b"earlier"  # kept, not replaced
-        status = callid_cmd("servers", "status", "--config", fs, "--json")
+        status = cli("servers", "status", "--config", fs, "--json")
         assert status.returncode == 0, status.stderr
         rows = json.loads(status.stdout)
         assert [(r["server"], r["answers"]) for r in rows] == [("meta0", True), ("io0", True), ("io1", True)]
@@ -119,9 +119,9 @@ def test_servers_outlive_start_answer_and_stop_with_their_logs_kept(tmp_path):
     assert stopped.stdout.count("stopped ") == 3
     assert not Path(f"/proc/{pid}").exists() or b"server_sim" not in Path(f"/proc/{pid}/cmdline").read_bytes()
     assert "shutting down" in (home / "io0.log").read_text()
-    status = callid_cmd("servers", "status", "--config", fs)
+    status = cli("servers", "status", "--config", fs)
     assert status.returncode == 1 and status.stdout.count("does not answer") == 3
-    again = callid_cmd("servers", "stop", "--config", fs)
+    again = cli("servers", "stop", "--config", fs)
     assert again.returncode == 1 and "no server of" in error_line(again)
 
 
@@ -141,8 +141,8 @@ def test_ranks_of_another_launcher_find_the_servers_through_the_environment(tmp_
     finally:
         stopped = callid_cmd("servers", "stop", "--config", fs)
     assert stopped.returncode == 0, stopped.stderr
-    merged = callid_cmd("merge", tmp_path / "parts", tmp_path / "servers" / "*" / "parts" / "*.parquet",
-                        "-o", tmp_path / "m.duckdb")
+    merged = cli("merge", tmp_path / "parts", tmp_path / "servers" / "*" / "parts" / "*.parquet",
+                 "-o", tmp_path / "m.duckdb")
     assert merged.returncode == 0, merged.stderr
     rows = query(tmp_path / "m.duckdb", "SELECT server, sum(bytes) FROM arrows GROUP BY 1 ORDER BY 1")
     assert rows == [("io0", 256 * 1024), ("io1", 256 * 1024), ("meta0", 0)]
@@ -155,7 +155,7 @@ def test_a_stale_pid_file_gets_no_signal(tmp_path):
     home.mkdir(parents=True)
     (home / "io0.addr").write_text(json.dumps({"host": "127.0.0.1", "port": 1, "pid": os.getpid(),
                                                "hostname": socket.gethostname()}))
-    result = callid_cmd("servers", "stop", "--config", fs, "--name", "io0")
+    result = cli("servers", "stop", "--config", fs, "--name", "io0")
     assert result.returncode == 1
     assert f"server io0 (127.0.0.1:{Config.load(fs).server('io0').port}) is not running on this machine " \
            f"(its process {os.getpid()} has ended)" in error_line(result)
@@ -171,7 +171,7 @@ def test_a_missing_or_world_readable_secret_is_one_line(tmp_path, problem):
         secret.chmod(0o644)
     for args in (("servers", "start", "--config", fs),
                  ("run", "--fs", fs, "-d", tmp_path / "out", ROOT / "examples" / "callid_demo.py")):
-        result = callid_cmd(*args)
+        result = cli(*args)  # (refused: in this process nothing may start)
         assert result.returncode == 2, result.stderr
         line = error_line(result)
         assert str(secret) in line
@@ -181,7 +181,7 @@ def test_a_missing_or_world_readable_secret_is_one_line(tmp_path, problem):
 def test_run_fs_names_a_server_that_does_not_answer(tmp_path):
     fs = init(tmp_path)
     meta = Config.load(fs).meta_server
-    result = callid_cmd("run", "--fs", fs, "-d", tmp_path / "out", ROOT / "examples" / "callid_demo.py")
+    result = cli("run", "--fs", fs, "-d", tmp_path / "out", ROOT / "examples" / "callid_demo.py")
     assert result.returncode == 1
     assert f"server meta0 at 127.0.0.1:{meta.port} does not answer" in error_line(result)
 
@@ -189,7 +189,7 @@ def test_run_fs_names_a_server_that_does_not_answer(tmp_path):
 def test_run_fs_refuses_the_options_the_file_system_fixes(tmp_path):
     fs = init(tmp_path)
     for option, value in (("--strip-size", "1MiB"), ("--servers", "4"), ("--clock-skew", "server:0=+1ms")):
-        result = callid_cmd("run", "--fs", fs, option, value, ROOT / "examples" / "callid_demo.py")
+        result = cli("run", "--fs", fs, option, value, ROOT / "examples" / "callid_demo.py")
         assert result.returncode == 2
         assert f"{option}: the file system of --fs has its own (set it with callid fs init)" in \
             error_line(result)
@@ -199,8 +199,8 @@ def test_run_fs_wants_a_configuration_of_fs_init(tmp_path):
     from callid.run import RunOptions, make_config
 
     make_config(RunOptions(target=[]), tmp_path).save(tmp_path / "run.json")  # (one of callid run)
-    result = callid_cmd("run", "--fs", tmp_path / "run.json", "-d", tmp_path / "out",
-                        ROOT / "examples" / "callid_demo.py")
+    result = cli("run", "--fs", tmp_path / "run.json", "-d", tmp_path / "out",
+                 ROOT / "examples" / "callid_demo.py")
     assert result.returncode == 2
     assert "server meta0 has no directory of its own: not a configuration of callid fs init" in \
         error_line(result)
@@ -208,8 +208,8 @@ def test_run_fs_wants_a_configuration_of_fs_init(tmp_path):
 
 def test_servers_start_here_needs_an_address_of_this_host(tmp_path):
     out = tmp_path / "fs.json"
-    assert callid_cmd("fs", "init", "--servers", "192.0.2.77:io0", "-o", out).returncode == 0
-    result = callid_cmd("servers", "start", "--config", out)
+    assert cli("fs", "init", "--servers", "192.0.2.77:io0", "-o", out).returncode == 0
+    result = cli("servers", "start", "--config", out)
     assert result.returncode == 1
     assert "no server of the file system has an address of this host (they are on 192.0.2.77)" in \
         error_line(result)

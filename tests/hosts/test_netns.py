@@ -23,7 +23,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from callid.run import RunError, ping
+from callid.server_wire import RunError, ping
 from callid_core.config import Config
 from server_sim import bmi
 from server_sim import protocol as P

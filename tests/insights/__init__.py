@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.conftest import callid_cmd
+from tests.conftest import callid_cmd, cli
 
 PROGRAMS = Path(__file__).parent / "programs"
 
@@ -16,9 +16,9 @@ def insights_of(out: Path, program: str, *args: str, np: int = 4, run: tuple[str
     res = callid_cmd("run", "-n", np, "-d", out, "--timeout", "60", *run, PROGRAMS / program, *args,
                      timeout=120)
     assert res.returncode == 0, res.stderr[-3000:]
-    res = callid_cmd("merge", out / "client.parquet", out / "server.parquet", "-o", out / "m.duckdb")
+    res = cli("merge", out / "client.parquet", out / "server.parquet", "-o", out / "m.duckdb")
     assert res.returncode == 0, res.stderr
-    res = callid_cmd("insights", out / "m.duckdb", "--json")
+    res = cli("insights", out / "m.duckdb", "--json")
     assert res.returncode == 0, res.stderr
     return json.loads(res.stdout)["findings"]
 

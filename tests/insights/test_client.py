@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from pipeline.insights import THRESHOLDS, all_insights, reference_markdown
-from tests.conftest import ROOT, callid_cmd
+from pipeline.insights import INSIGHTS, THRESHOLDS, reference_markdown, thresholds_of
+from tests.conftest import ROOT, cli
 from tests.insights import insights_of, of_code
 
 BLOCK, BLOCKS = 4096, (1500, 600)
@@ -53,9 +53,9 @@ def test_client_patterns(tmp_path):
 
 
 def test_insights_are_declared_and_the_doc_is_current():
-    insights = all_insights()
+    insights = INSIGHTS.rules()
     assert len({i.code for i in insights}) == len(insights)
-    used = {t for i in insights for t in i.thresholds}
+    used = {t for i in insights for t in thresholds_of(i)}
     assert used <= set(THRESHOLDS)
     assert all(t.source for t in THRESHOLDS.values())
     assert (ROOT / "docs" / "insights.md").read_text() == reference_markdown(), \
@@ -64,22 +64,22 @@ def test_insights_are_declared_and_the_doc_is_current():
 
 @pytest.mark.mpi
 def test_the_command(demo, collective_fanin):
-    listed = json.loads(callid_cmd("insights", "--list", "--json").stdout)
-    assert [r["code"] for r in listed] == [i.code for i in all_insights()]
-    one = callid_cmd("insights", demo.db, "--code", "P704", "--json")
+    listed = json.loads(cli("insights", "--list", "--json").stdout)
+    assert [r["code"] for r in listed] == [i.code for i in INSIGHTS.rules()]
+    one = cli("insights", demo.db, "--code", "P704", "--json")
     assert one.returncode == 0, one.stderr
     (mix,) = json.loads(one.stdout)["findings"]  # the demo: each rank writes 1 MiB and reads it back
     assert mix["numbers"] == {"writes": 2, "reads": 2, "write_bytes": 2 << 20, "read_bytes": 2 << 20,
                               "write_share": 0.5}
-    text = callid_cmd("insights", demo.db).stdout
+    text = cli("insights", demo.db).stdout
     assert text.startswith("callid insights: ") and "[INFO] P704 balanced by requests" in text
     # two runs: what appeared and disappeared, from one to the other and back
-    pair = json.loads(callid_cmd("insights", demo.db, collective_fanin.db, "--json").stdout)
-    back = json.loads(callid_cmd("insights", collective_fanin.db, demo.db, "--json").stdout)
+    pair = json.loads(cli("insights", demo.db, collective_fanin.db, "--json").stdout)
+    back = json.loads(cli("insights", collective_fanin.db, demo.db, "--json").stdout)
     assert pair["appeared"] == back["disappeared"] and pair["disappeared"] == back["appeared"]
     assert any(f["code"] == "P707" and f["severity"] == "ok" for f in pair["appeared"])  # collective calls
     for bad, says in ((("insights", demo.db, "--code", "X999"), "no insight X999"),
                       (("insights", "/nonexistent.duckdb"), "no such file"),
                       (("insights",), "give one merged database")):
-        res = callid_cmd(*bad)
+        res = cli(*bad)
         assert res.returncode == 2 and says in res.stderr and "Traceback" not in res.stderr, res.stderr

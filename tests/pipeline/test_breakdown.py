@@ -7,10 +7,12 @@ from __future__ import annotations
 import duckdb
 import pytest
 
+from callid import api
 from callid_core import schema as S
 from pipeline.merge import merge
+from pipeline.merged import open_merged
 from pipeline.query import named_query, run_query
-from pipeline.stats import compute_stats, render_stats
+from pipeline.stats import render_stats
 from tests.pipeline.test_merge import NONE, _write
 
 X0, X1 = 0x00000005, 0x01000005  # the collective MPI_File_write_all: rank 0 (aggregator), rank 1
@@ -98,7 +100,7 @@ def _tuples(rows: list[dict]) -> list[tuple]:
 
 
 def test_the_stats_split_each_call_as_computed_by_hand(db):
-    stats = compute_stats(str(db))
+    stats = api.stats(db)
     assert _tuples(stats["slowest_calls"]) == EXPECTED
     assert list(stats["slowest_calls"][0]) == [
         "callid_hex", "rank", "func", "call_ns", "exchange_ns", "wait_ns", "io_ns", "server_queue_ns",
@@ -108,7 +110,7 @@ def test_the_stats_split_each_call_as_computed_by_hand(db):
 
 
 def test_the_example_query_gives_the_same_split(db):
-    columns, rows = run_query(str(db), named_query("latency_breakdown").sql)
+    columns, rows = run_query(open_merged(db), named_query("latency_breakdown").sql)
     assert columns[:4] == ["callid_hex", "rank", "func", "call_ns"]
     assert [tuple(r) for r in rows] == EXPECTED
 

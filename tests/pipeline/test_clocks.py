@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from pipeline.clocks import bounds, fit_clock, truth_errors
-from tests.conftest import EXAMPLES, callid_cmd, traced
+from tests.conftest import EXAMPLES, cli, traced
 
 HOUR = 3600e9
 
@@ -115,12 +115,12 @@ def test_constraints_that_no_window_can_satisfy_get_a_soft_fit_that_says_so():
 @pytest.mark.slow
 def test_synthetic_run_is_aligned_within_bounds_without_end_constraints_on_write_backs(tmp_path):
     out = tmp_path / "synth"
-    made = callid_cmd("synth", "-d", out, "--ranks", 8, "--servers", 2, "--calls", 20_000, "--fanout", 4,
-                      "--duration", "10min", "--async-share", 0.5, "--ranks-per-host", 4, "--misjoined", 5,
-                      "--skew", "server:0=+250ms@15ppm,server:1=-40ms@-20ppm,host:1=+3ms@-12ppm", "--seed", 3)
+    made = cli("synth", "-d", out, "--ranks", 8, "--servers", 2, "--calls", 20_000, "--fanout", 4,
+               "--duration", "10min", "--async-share", 0.5, "--ranks-per-host", 4, "--misjoined", 5,
+               "--skew", "server:0=+250ms@15ppm,server:1=-40ms@-20ppm,host:1=+3ms@-12ppm", "--seed", 3)
     assert made.returncode == 0, made.stderr
     db = out / "m.duckdb"
-    merged = callid_cmd("merge", out / "client.parquet", out / "server.parquet", "-o", db)
+    merged = cli("merge", out / "client.parquet", out / "server.parquet", "-o", db)
     assert merged.returncode == 0, merged.stderr
     con = duckdb.connect(str(db), read_only=True)
     q = lambda sql: con.execute(sql).fetchall()  # noqa: E731
@@ -143,9 +143,9 @@ def test_synthetic_run_is_aligned_within_bounds_without_end_constraints_on_write
                        WHERE s.server = 'io0' AND s.layer = 'req' AND c.clock = 'host0')""")[0][0]
     assert rows[2][5] == expected
     con.close()
-    stats = callid_cmd("stats", db)
+    stats = cli("stats", db)
     assert stats.returncode == 0 and "Clocks onto host0 (drift model" in stats.stdout
-    bad = callid_cmd("merge", out / "client.parquet", out / "server.parquet", "-o", db, "--clock-sync", "ntp")
+    bad = cli("merge", out / "client.parquet", out / "server.parquet", "-o", db, "--clock-sync", "ntp")
     errors = [line for line in bad.stderr.splitlines() if line.startswith("Error:")]
     assert bad.returncode == 2 and errors == ["Error: Invalid value for '--clock-sync': Value error, "
                                               "'ntp' is not one of 'none', 'offset', 'drift'."]

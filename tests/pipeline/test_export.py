@@ -22,13 +22,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from callid import api
 from callid_core.errors import BadValue, InputError
 from pipeline import export_perfetto, trace_stream
-from pipeline.export import write_trace
-from pipeline.query import connect
+from pipeline.merged import open_merged
 from pipeline.selection import Selection, select_views
 from pipeline.tracks import LaneAssigner
-from tests.conftest import EXAMPLES, callid_cmd, traced
+from tests.conftest import EXAMPLES, cli, traced
 
 COLLECTIVE8 = ["-n", "8", EXAMPLES / "collective_write.py", "--cb-nodes", "2"]
 
@@ -221,7 +221,7 @@ def truth(db, sel: Selection) -> Truth:
     """Counts from the merged tables for a selection.  Where each arrow must start: on rank ``from_rank``,
     the selected call started last by ``from_t`` if it is still running then (the aggregator's call
     during which it sent the request), else the arrow's own call."""
-    con = connect(str(db))
+    con = open_merged(str(db)).con
     try:
         select_views(con, sel)
         mpi = "false" if sel.files else "true"
@@ -291,14 +291,14 @@ READERS = {"chrome": read_chrome, "perfetto": read_perfetto}
 @pytest.mark.parametrize("fmt", ["chrome", "perfetto"])
 def test_every_call_server_event_and_arrow_survives_the_round_trip(collective8, tmp_path, fmt):
     out = tmp_path / f"trace.{fmt}"
-    result = callid_cmd("export", collective8.db, "--format", fmt, "-o", out, "--json")
+    result = cli("export", collective8.db, "--format", fmt, "-o", out, "--json")
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     t = truth(collective8.db, Selection())
     assert summary["events"] == sum(t.calls.values()) + sum(t.ops.values())
     assert summary["arrows"] == sum(t.arrows.values()) > 1000 and summary["arrows_backwards"] == 0
     assert summary["bytes"] == out.stat().st_size
-    con = connect(str(collective8.db))
+    con = open_merged(str(collective8.db)).con
     select_views(con, Selection())
     aggregated = con.execute("SELECT count(*) FROM sel_arrows WHERE from_rank <> rank").fetchall()[0][0]
     con.close()
@@ -312,7 +312,7 @@ def test_every_call_server_event_and_arrow_survives_the_round_trip(collective8, 
 def test_a_selection_exports_what_the_view_selects(collective8, tmp_path, fmt):
     sel = Selection(ranks=frozenset({1, 5}))  # not the aggregators: their arrows start on the calls
     out = tmp_path / f"part.{fmt}"
-    summary = write_trace(str(collective8.db), str(out), fmt, sel, None)
+    summary = api.export(str(collective8.db), str(out), fmt, sel, None)
     t = truth(collective8.db, sel)
     assert sum(t.calls.values()) and summary["arrows"] == sum(t.arrows.values()) > 0
     check(READERS[fmt](out), t)
@@ -322,19 +322,19 @@ def test_a_selection_exports_what_the_view_selects(collective8, tmp_path, fmt):
 @pytest.mark.slow
 def test_progress_and_one_line_errors(collective8, tmp_path):
     seen = []
-    write_trace(str(collective8.db), str(tmp_path / "t.json"), "chrome", Selection(),
+    api.export(str(collective8.db), str(tmp_path / "t.json"), "chrome", Selection(),
                 lambda done, total: seen.append((done, total)))
     assert seen[0][0] == 0 and seen[-1][0] == seen[-1][1] > 0
     assert [d for d, _ in seen] == sorted(d for d, _ in seen)
     with pytest.raises(BadValue, match="nothing to export.*widen --window"):
-        write_trace(str(collective8.db), str(tmp_path / "e.json"), "chrome",
+        api.export(str(collective8.db), str(tmp_path / "e.json"), "chrome",
                     Selection(window=(1e15, float("inf"))), None)
     with pytest.raises(InputError, match="does not exist"):
-        write_trace(str(collective8.db), str(tmp_path / "no" / "t.json"), "perfetto", Selection(), None)
+        api.export(str(collective8.db), str(tmp_path / "no" / "t.json"), "perfetto", Selection(), None)
     with pytest.raises(BadValue, match="unknown trace format"):
-        write_trace(str(collective8.db), str(tmp_path / "t.x"), "xml", Selection(), None)
+        api.export(str(collective8.db), str(tmp_path / "t.x"), "xml", Selection(), None)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.json"]  # nothing half-written left behind
-    result = callid_cmd("export", collective8.db, "--format", "chrome", "-o", tmp_path / "no" / "t.json")
+    result = cli("export", collective8.db, "--format", "chrome", "-o", tmp_path / "no" / "t.json")
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
 
@@ -345,12 +345,12 @@ def synthetic(tmp_path_factory):
     operations serving one call each, the first moved (in the server log) to start before its call
     (clocks off), the second to end before it: returns the database and their event ids (server io0)."""
     out = tmp_path_factory.mktemp("synthetic")
-    run = callid_cmd("synth", "--ranks", "8", "--servers", "2", "--calls", "300", "--fanout", "4",
-                     "--seed", "3", "-d", out)
+    run = cli("synth", "--ranks", "8", "--servers", "2", "--calls", "300", "--fanout", "4",
+              "--seed", "3", "-d", out)
     assert run.returncode == 0, run.stderr
     first = out / "first.duckdb"
-    assert callid_cmd("merge", out / "client.parquet", out / "server.parquet", "-o", first).returncode == 0
-    con = connect(str(first))
+    assert cli("merge", out / "client.parquet", out / "server.parquet", "-o", first).returncode == 0
+    con = open_merged(str(first)).con
     try:
         moved = con.execute("""
             SELECT a.event_id, a.call_t_start FROM arrows a JOIN server_ops o USING (server, event_id)
@@ -368,7 +368,7 @@ def synthetic(tmp_path_factory):
     log = log.set_column(log.schema.get_field_index("t_end"), "t_end", pa.array(t_end))
     pq.write_table(log, out / "server.parquet")
     db = out / "m.duckdb"
-    merge = callid_cmd("merge", out / "client.parquet", out / "server.parquet", "-o", db)
+    merge = cli("merge", out / "client.parquet", out / "server.parquet", "-o", db)
     assert merge.returncode == 0, merge.stderr
     return db, [eid for eid, _ in moved]
 
@@ -385,7 +385,7 @@ def test_overlapping_events_take_lanes_and_keep_their_arrows(synthetic, tmp_path
     monkeypatch.setattr(export_perfetto, "CHUNK", 7)
     db, (_, late) = synthetic
     out = tmp_path / f"trace.{fmt}"
-    summary = write_trace(str(db), str(out), fmt, sel, None)
+    summary = api.export(str(db), str(out), fmt, sel, None)
     r, t = READERS[fmt](out), truth(db, sel)
     if sel.everything:
         assert {s.track[1] for s in r.slices} >= {"rank 3 #2", "trove #2", "req #2"}
@@ -421,7 +421,7 @@ def test_perfetto_itself_loads_every_slice_and_flow(collective8, tmp_path, fmt):
     from perfetto.trace_processor import TraceProcessor, TraceProcessorConfig
 
     out = tmp_path / f"trace.{fmt}"
-    summary = write_trace(str(collective8.db), str(out), fmt, Selection(), None)
+    summary = api.export(str(collective8.db), str(out), fmt, Selection(), None)
     tp = TraceProcessor(trace=str(out), config=TraceProcessorConfig(bin_path=shell))
     try:
         slices = tp.query("SELECT count(*) AS n FROM slice").as_pandas_dataframe()["n"][0]

@@ -13,12 +13,13 @@ import duckdb
 import otf2
 import pytest
 
+from callid import api
 from callid_core.errors import BadValue, InputError
-from pipeline.export_otf2 import ANCHOR, write_otf2
-from pipeline.merge import TABLES, VIEWS
-from pipeline.query import DATA_CALLS_SQL, connect
+from pipeline.domain import DATA_CALLS_SQL
+from pipeline.export_otf2 import ANCHOR
+from pipeline.merged import TABLES, VIEWS, open_merged
 from pipeline.selection import Selection, select_views
-from tests.conftest import EXAMPLES, callid_cmd, traced
+from tests.conftest import EXAMPLES, cli, traced
 
 #: the collective example with 8 ranks and 2 aggregators: arrows from every rank, through the aggregators
 COLLECTIVE8 = ["-n", "8", EXAMPLES / "collective_write.py", "--cb-nodes", "2"]
@@ -35,10 +36,10 @@ def collective8(tmp_path_factory):
 def synthetic(tmp_path_factory) -> Path:
     """A small synthetic trace: calls overlap on a rank, server operations overlap (lanes)."""
     out = tmp_path_factory.mktemp("otf2synth") / "synth"
-    made = callid_cmd("synth", "-d", out, "--ranks", 6, "--servers", 3, "--calls", 400, "--fanout", 4,
-                      "--collective-share", 0.3, "--seed", 3)
+    made = cli("synth", "-d", out, "--ranks", 6, "--servers", 3, "--calls", 400, "--fanout", 4,
+               "--collective-share", 0.3, "--seed", 3)
     assert made.returncode == 0, made.stderr
-    merged = callid_cmd("merge", out / "client.parquet", out / "server.parquet", "-o", out / "m.duckdb")
+    merged = cli("merge", out / "client.parquet", out / "server.parquet", "-o", out / "m.duckdb")
     assert merged.returncode == 0, merged.stderr
     return out / "m.duckdb"
 
@@ -94,7 +95,7 @@ def attrs(values: dict | None) -> dict:
 
 def expected(db: Path, sel: Selection) -> dict[str, Counter]:
     """What the archive must hold for ``sel``, from the merged tables (the same selection views)."""
-    con = connect(str(db))
+    con = open_merged(str(db)).con
     select_views(con, sel)
     mpi = ["rank IN (SELECT rank FROM sel_ranks)" if sel.ranks is not None else "true",
            "false" if sel.files else "true"]
@@ -144,7 +145,7 @@ def found(archive: Archive) -> dict[str, Counter]:
 
 
 def assert_round_trip(db: Path, sel: Selection, out: Path) -> tuple[dict, Archive, dict]:
-    summary = write_otf2(str(db), str(out), sel, None)
+    summary = api.export(str(db), str(out), "otf2", sel, None)
     archive = read(out / ANCHOR)
     want, got = expected(db, sel), found(archive)
     for what in want:
@@ -210,7 +211,7 @@ def test_collective_ranks_selection(collective8, tmp_path):
 @pytest.mark.slow
 def test_cli_writes_the_archive(collective8, tmp_path):
     out = tmp_path / "cli"
-    result = callid_cmd("export", collective8.db, "--format", "otf2", "-o", out, "--ranks", "0-1", "--json")
+    result = cli("export", collective8.db, "--format", "otf2", "-o", out, "--ranks", "0-1", "--json")
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     assert summary["format"] == "otf2" and (out / ANCHOR).is_file() and summary["arrows"] > 0
@@ -241,23 +242,23 @@ def test_synthetic_window_servers_and_files(synthetic, tmp_path):
 def test_output_is_replaced_only_when_it_is_an_archive(synthetic, tmp_path):
     out = tmp_path / "again"
     progress = []
-    write_otf2(str(synthetic), str(out), Selection(), lambda done, total: progress.append((done, total)))
+    api.export(synthetic, out, "otf2", Selection(), lambda done, total: progress.append((done, total)))
     assert progress[-1][0] == progress[-1][1] and all(a[0] <= b[0] for a, b in zip(progress, progress[1:]))
-    first = write_otf2(str(synthetic), str(out), Selection(ranks=frozenset({0})), None)  # replaces it
+    first = api.export(str(synthetic), str(out), "otf2", Selection(ranks=frozenset({0})), None)  # replaces it
     assert read(out / ANCHOR) and first["output"] == str(out)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["again"]  # no temporary left
     busy = tmp_path / "busy"
     busy.mkdir()
     (busy / "notes.txt").write_text("mine")
     with pytest.raises(InputError, match="not an OTF2 archive"):
-        write_otf2(str(synthetic), str(busy), Selection(), None)
+        api.export(str(synthetic), str(busy), "otf2", Selection(), None)
     assert (busy / "notes.txt").read_text() == "mine"
     with pytest.raises(BadValue, match="archive's directory"):
-        write_otf2(str(synthetic), str(tmp_path / "trace.otf2"), Selection(), None)
+        api.export(str(synthetic), str(tmp_path / "trace.otf2"), "otf2", Selection(), None)
     with pytest.raises(InputError, match="does not exist"):
-        write_otf2(str(synthetic), str(tmp_path / "no" / "such"), Selection(), None)
+        api.export(str(synthetic), str(tmp_path / "no" / "such"), "otf2", Selection(), None)
     with pytest.raises(BadValue, match="nothing to export"):
-        write_otf2(str(synthetic), str(tmp_path / "empty"), Selection(window=(1e18, float("inf"))), None)
+        api.export(synthetic, tmp_path / "empty", "otf2", Selection(window=(1e18, float("inf"))), None)
 
 
 def test_non_blocking_operations_complete_at_their_wait(synthetic, tmp_path):

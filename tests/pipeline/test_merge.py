@@ -11,22 +11,32 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from callid import api
 from callid_core import schema as S
 from callid_core.errors import InputError
 from callid_core.ids import Layout
 from callid_core.partlog import PartLog, combine_parts
 from callid_core.schema import file_metadata
+from callid_core.units import ranks_text
 from pipeline import clocks
+from pipeline.formatting import format_rows
 from pipeline.load import validate_log
-from pipeline.merge import CATALOG, merge
-from pipeline.query import format_rows, ranks_text, run_query
-from pipeline.stats import compute_stats, render_stats
+from pipeline.merge import merge
+from pipeline.merged import CATALOG, open_merged
+from pipeline.query import run_query
+from pipeline.stats import render_stats
 from pipeline.synth import SynthOptions, synthesize
-from tests.conftest import callid_cmd, query
+from tests.conftest import cli, query
 
 LAYOUT = "32/8"
 NONE = 0xFFFFFFFF
 A, B, C = 0x00000001, 0x01000001, 0x01000002  # rank 0 call 1, rank 1 calls 1 and 2
+
+
+def sql_of(db, query: str) -> tuple[list[str], list[tuple]]:
+    """``callid sql``'s result of ``query`` on the merged output ``db``."""
+    with open_merged(db, sandbox=True) as m:
+        return run_query(m, query)
 
 
 def _meta(kind: str, layout: str = LAYOUT, run_id: str = "run1") -> dict[bytes, bytes]:
@@ -160,7 +170,7 @@ def test_request_level_attribution_is_flagged_and_left_out_of_the_bytes(tmp_path
         ([A, B], [30, 60])]
     assert query(db, "SELECT callid, disk_ops, disk_bytes, inexact_arrows FROM fanout ORDER BY callid") == [
         (A, 4, 110, 1), (B, 3, 60, 1)]
-    stats = compute_stats(str(db))
+    stats = api.stats(db)
     assert stats["inexact_arrows"] == 2
     assert "2 arrows attributed at request level only" in render_stats(stats)
 
@@ -227,7 +237,7 @@ def test_clock_alignment_takes_the_middle_of_what_the_constraints_allow(logs, tm
     assert query(db, "SELECT quality, bound_ns FROM clocks WHERE clock IN ('io1', 'meta0')") == [
         ("failed", None)] * 2  # no constraint reaches them: identity, and said so
     assert query(db, "SELECT t_recv, t_send FROM rpcs") == [(1014, 1084)]  # on the reference clock
-    io0 = next(c for c in compute_stats(str(db))["clocks"] if c["clock"] == "io0")
+    io0 = next(c for c in api.stats(db)["clocks"] if c["clock"] == "io0")
     assert (io0["offset_us"], io0["bound_us"], io0["constraints"], io0["violations_after"]) == (
         0.004, round(bound / 1e3, 3), 3, 0)
 
@@ -274,7 +284,7 @@ def test_extra_columns_and_other_writers_list_types_are_accepted(logs, tmp_path)
 
 
 def test_statistics(merged):
-    stats = compute_stats(str(merged))
+    stats = api.stats(merged)
     assert stats["distinct_callids"] == 3  # A, B and C; the unstamped seek has none
     assert stats["arrows"] == 6
     assert stats["avg_arrows_per_callid"] == 3.0  # 6 arrows over A and B
@@ -331,14 +341,14 @@ def test_statistics_of_logs_without_arrows(tmp_path):
     server = _write(tmp_path / "s.parquet", S.SERVER_SCHEMA, [_op("io0", "meta", "create", [], 1, 0, 2)],
                     S.KIND_SERVER)
     merge(str(client), str(server), str(tmp_path / "m.duckdb"))
-    stats = compute_stats(str(tmp_path / "m.duckdb"))
+    stats = api.stats(tmp_path / "m.duckdb")
     assert (stats["arrows"], stats["avg_arrows_per_callid"], stats["distinct_callids"]) == (0, 0, 0)
     assert (stats["categories_with_callid"], stats["unattributed_server_ops"]) == (0, 1)
     assert "0 arrows" in render_stats(stats)
 
 
 def test_query_formats(merged):
-    cols, rows = run_query(str(merged), "SELECT callid_hex, size FROM fanout WHERE callid IS NOT NULL "
+    cols, rows = sql_of(merged, "SELECT callid_hex, size FROM fanout WHERE callid IS NOT NULL "
                                         "ORDER BY callid")
     assert json.loads(format_rows(cols, rows, "json")) == [
         {"callid_hex": "0x00_000001", "size": 300}, {"callid_hex": "0x01_000001", "size": 200},
@@ -352,7 +362,7 @@ def test_query_formats(merged):
         "callid_hex   size", "-----------  ----", "0x00_000001   300", "0x01_000001   200",
         "0x01_000002     0", "(3 rows)"]
     assert format_rows(["a|b"], [("x|y",)], "markdown").splitlines()[2] == "| x\\|y |"
-    cols, rows = run_query(str(merged), "SELECT callid, bytes_per_server FROM fanout WHERE callid = 1")
+    cols, rows = sql_of(merged, "SELECT callid, bytes_per_server FROM fanout WHERE callid = 1")
     assert json.loads(format_rows(cols, rows, "json")) == [
         {"callid": 1, "bytes_per_server": [{"server": "io0", "ops": 2, "bytes": 200},
                                            {"server": "io1", "ops": 1, "bytes": 60}]}]
@@ -376,10 +386,10 @@ def test_tables_for_people_cut_wide_values_and_lists_of_ranks_are_runs():
 
 def test_query_errors_are_one_line_input_errors(merged, logs, tmp_path):
     with pytest.raises(InputError, match=r"^SQL error: Binder Error: .*nope") as err:
-        run_query(str(merged), "SELECT nope FROM calls")
+        sql_of(merged, "SELECT nope FROM calls")
     assert "\n" not in str(err.value)
     with pytest.raises(InputError, match="SQL error"):
-        run_query(str(merged), "DELETE FROM calls")  # read-only
+        sql_of(merged, "DELETE FROM calls")  # read-only
     assert query(merged, "SELECT count(*) FROM calls") == [(4,)]
     with pytest.raises(InputError, match="unknown format"):
         format_rows(["a"], [], "xml")
@@ -391,14 +401,20 @@ def test_stats_and_sql_refuse_what_is_not_a_merged_database(logs, tmp_path):
     con.execute("CREATE TABLE calls (x INT)")
     con.close()
     (tmp_path / "empty.duckdb").write_bytes(b"")
+    earlier = tmp_path / "earlier.duckdb"  # (a merged output of a version before the table source_io)
+    con = duckdb.connect(str(earlier))
+    con.execute("CREATE TABLE calls (x INT); CREATE TABLE arrows (x INT); CREATE TABLE run (x INT)")
+    con.close()
     cases = [(tmp_path / "none.duckdb", "none.duckdb: no such file"),
+             (earlier, "earlier.duckdb: written by an earlier version of 'callid merge' (no table 'waits'): "
+                       "merge its logs again"),
              (other, "other.duckdb: not a database written by 'callid merge' (no table 'waits')"),
              (logs[0], "client.parquet: not a database written by 'callid merge' (a Parquet file: "
                        "merge the logs with 'callid merge' first)"),
              (tmp_path / "empty.duckdb", "empty.duckdb: not a database written by 'callid merge' "
                                          "(not a DuckDB file)")]
     for db, message in cases:
-        for call, args in ((compute_stats, (str(db),)), (run_query, (str(db), "SELECT 1"))):
+        for call, args in ((api.stats, (db,)), (sql_of, (db, "SELECT 1"))):
             with pytest.raises(InputError) as err:
                 call(*args)
             assert message in str(err.value) and "\n" not in str(err.value)
@@ -425,13 +441,13 @@ def test_parquet_output_is_one_directory_of_the_same_tables(logs, merged, tmp_pa
                    clock_sync="none")
     assert {p.name for p in out.iterdir()} == {f"{t}.parquet" for t in STORED} | {CATALOG, "client", "server"}
     assert set(counts) - STORED == {"rpcs", "server_ops"}  # views over the logs
-    assert compute_stats(str(out)) == compute_stats(str(merged))
+    assert api.stats(out) == api.stats(merged)
     for table in ("rpcs", "server_ops"):  # views in the database: their CallID text is written out
         sql = f"SELECT callid, callid_hex FROM {table} ORDER BY ALL"
-        assert run_query(str(out), sql) == run_query(str(merged), sql)
-        assert any(hex_ for _, hex_ in run_query(str(out), sql)[1])
+        assert sql_of(out, sql) == sql_of(merged, sql)
+        assert any(hex_ for _, hex_ in sql_of(out, sql)[1])
     merge(str(logs[0]), str(logs[1]), str(out), storage="parquet")  # a previous output is replaced
-    assert run_query(str(out), "SELECT count(*) FROM arrows") == (["count_star()"], [(6,)])
+    assert sql_of(out, "SELECT count(*) FROM arrows") == (["count_star()"], [(6,)])
     assert not list(tmp_path.glob(".*"))  # no temporary or spill directory left
 
 
@@ -442,16 +458,16 @@ def test_a_merged_output_moved_as_a_whole_keeps_working_without_the_logs(logs, t
     name = "m.duckdb" if storage == "duckdb" else "m"
     merge(str(logs[0]), str(logs[1]), str(here / name), storage=storage)
     sql = "SELECT server, count(*), sum(size), min(t_start), max(t_end) FROM server_ops GROUP BY 1 ORDER BY 1"
-    before = compute_stats(str(here / name)), run_query(str(here / name), sql)
+    before = api.stats(here / name), sql_of(here / name, sql)
     here.rename(there)
     for log in logs:
         log.unlink()
-    assert (compute_stats(str(there / name)), run_query(str(there / name), sql)) == before
+    assert (api.stats(there / name), sql_of(there / name, sql)) == before
     if storage == "duckdb":  # the database alone is not the output
         (there / name).rename(tmp_path / "alone.duckdb")
         with pytest.raises(InputError, match=r"alone.duckdb: its logs and tables \(alone.duckdb.data/\) are "
                                              "missing"):
-            compute_stats(str(tmp_path / "alone.duckdb"))
+            api.stats(tmp_path / "alone.duckdb")
 
 
 def test_times_are_the_same_whether_the_clock_mapping_is_inlined_or_joined(tmp_path, monkeypatch):
@@ -613,7 +629,7 @@ def test_an_event_id_repeated_in_another_part_names_both_files(logs, tmp_path):
 def test_command_line_reports_bad_values_in_one_line_with_exit_2(logs, tmp_path):
     bad = tmp_path / "server.bad.parquet"
     _with_value(logs[1], bad, 0, "size", -7)
-    result = callid_cmd("merge", logs[0], bad, "-o", tmp_path / "out.duckdb")
+    result = cli("merge", logs[0], bad, "-o", tmp_path / "out.duckdb")
     assert result.returncode == 2
     assert result.stderr.strip() == f"callid: error: {bad}: column 'size' is negative in row 0 (-7)"
     assert not (tmp_path / "out.duckdb").exists()
@@ -697,7 +713,7 @@ def test_command_line_reports_bad_input_in_one_line_with_exit_2(logs, tmp_path, 
     bad = tmp_path / "client.bad.parquet"
     _make_bad(case, bad, client, server)
     before = set(tmp_path.iterdir())
-    result = callid_cmd("merge", bad, server, "-o", tmp_path / "out.duckdb")
+    result = cli("merge", bad, server, "-o", tmp_path / "out.duckdb")
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("callid: error: ") and message in lines[0]

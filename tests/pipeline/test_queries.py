@@ -9,7 +9,7 @@ import duckdb
 import pytest
 
 from pipeline.query import named_queries
-from tests.conftest import callid_cmd
+from tests.conftest import callid_cmd, cli
 
 pytestmark = pytest.mark.mpi
 
@@ -22,9 +22,15 @@ def db(collective_fanin):
 
 
 def _run(db, query: str) -> list[dict]:
-    result = callid_cmd("sql", db, "--query", query, "--format", "json")
+    result = callid_cmd("sql", db, "--query", query, "--format", "json")  # (sql on a database: see cli)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
+
+
+@pytest.fixture(scope="module")
+def answers(db) -> dict[str, list[dict]]:
+    """Each query's rows, run once as a user would for the tests that read them."""
+    return {q: _run(db, q) for q in QUERIES}
 
 
 def test_there_are_the_six_queries():
@@ -33,15 +39,15 @@ def test_there_are_the_six_queries():
 
 
 @pytest.mark.parametrize("query", QUERIES)
-def test_each_query_says_what_it_answers_and_returns_rows(db, query):
+def test_each_query_says_what_it_answers_and_returns_rows(answers, query):
     named = named_queries()[query]
     assert named.sql.startswith("-- ") and named.question.endswith("?")
     assert named.question in named.description
-    assert _run(db, query)
+    assert answers[query]
 
 
-def test_the_answers(db):
-    rows = {q: _run(db, q) for q in QUERIES}
+def test_the_answers(db, answers):
+    rows = answers
     con = duckdb.connect(str(db), read_only=True)
     most = con.execute("SELECT max(disk_ops) FROM fanout").fetchall()[0][0]
     assert rows["top_fanout"][0]["disk_ops"] == most
@@ -60,11 +66,11 @@ def test_the_answers(db):
 
 
 def test_queries_are_listed_with_their_questions_and_a_bad_name_is_one_line():
-    listed = callid_cmd("sql", "--list-queries", "--json")
+    listed = cli("sql", "--list-queries", "--json")
     assert listed.returncode == 0, listed.stderr
     assert {r["query"]: r["question"] for r in json.loads(listed.stdout)} == {
         name: q.question for name, q in named_queries().items()}
-    bad = callid_cmd("sql", "x.duckdb", "--query", "nope")
+    bad = cli("sql", "x.duckdb", "--query", "nope")
     assert bad.returncode == 2 and bad.stderr.startswith("callid: error: no query named 'nope' (queries: ")
 
 
@@ -83,7 +89,7 @@ def test_sql_without_a_query_lists_the_tables_and_views_with_their_rows(db):
 def test_the_range_macros():
     """islands: overlapping ranges of a key share an island (touching ones do not); covered: the
     length of their union, per key."""
-    from pipeline.query import MACROS_SQL
+    from pipeline.domain import MACROS_SQL
 
     con = duckdb.connect()
     con.execute(MACROS_SQL)

@@ -14,8 +14,10 @@ from collections import Counter
 
 import pytest
 
-from pipeline.query import DATA_CALL_WHERE, DATA_CALLS_SQL
-from tests.conftest import COLLECTIVE_FANIN, callid_cmd, query, traced
+from callid import api
+from pipeline.domain import DATA_CALL_WHERE, DATA_CALLS_SQL
+from pipeline.merged import open_merged
+from tests.conftest import COLLECTIVE_FANIN, cli, query, traced
 from tests.pipeline.test_timeline import CHROMIUM, FLAGS
 
 needs_chromium = pytest.mark.skipif(CHROMIUM is None and not os.environ.get("CALLID_REQUIRE_BROWSER"),
@@ -34,7 +36,7 @@ def _log2_lo(size: int) -> int:
 def report(collective_fanin):
     from pipeline.report import compute_report
 
-    return compute_report(str(collective_fanin.db))
+    return compute_report(open_merged(str(collective_fanin.db)))
 
 
 # ----------------------------------------------------------------------------- pure helpers (no MPI)
@@ -68,7 +70,7 @@ def synthetic(tmp_path_factory):
 def test_many_ranks_share_heatmap_rows_and_every_ns_is_kept(synthetic):
     from pipeline.report import RANK_ROWS, TIME_BINS, compute_report
 
-    data = compute_report(str(synthetic))
+    data = compute_report(open_merged(str(synthetic)))
     rt = data["rank_time"]
     assert len(rt["rows"]) == RANK_ROWS and all(len(r) == TIME_BINS for r in rt["busy_ns"])
     # consecutive ranks, every rank in one row, 1 or 2 ranks per row (100 over 64)
@@ -186,8 +188,7 @@ def test_heatmaps_add_up_to_the_calls_and_disk_bytes(collective_fanin, report):
 
 @pytest.mark.mpi
 def test_files_servers_findings(collective_fanin, report):
-    from pipeline.checks import run_checks
-    from pipeline.insights import count_insights, run_insights
+    from pipeline.insights import count_insights
 
     db = collective_fanin.db
     (row,) = report["files"]["rows"]
@@ -202,10 +203,10 @@ def test_files_servers_findings(collective_fanin, report):
     servers = {r["server"]: r for r in report["servers"]}
     assert servers["meta0"]["role"] == "meta" and servers["io0"]["role"] == "io"
     assert sum(r["bytes_read"] + r["bytes_written"] for r in report["servers"]) == 16384
-    findings = run_checks(str(db)).findings
+    findings = api.check(db).findings
     assert {c["code"]: c["count"] for c in report["checks"]} == Counter(f["code"] for f in findings)
     assert all(len(c["examples"]) == min(c["count"], 3) for c in report["checks"])
-    insights = run_insights(str(db))
+    insights = api.insights(db)
     assert len(report["insights"]) == len(insights)
     assert report["overview"]["insights_high"] == count_insights(insights)["high"]
     assert all(isinstance(c, str) and c.startswith("0x") for f in report["insights"] for c in f["calls"])
@@ -258,11 +259,10 @@ def _page_in_chromium(html, tmp, name: str) -> dict:
 @pytest.mark.browser
 @needs_chromium
 def test_report_page_draws_in_chromium(collective_fanin, tmp_path_factory):
-    from pipeline.report import write_report
 
     tmp = tmp_path_factory.mktemp("report")
     html = tmp / "report.html"
-    summary = write_report([str(collective_fanin.db)], str(html))
+    summary = api.report([collective_fanin.db], html)
     text = html.read_text()
     assert summary["output"] == str(html) and summary["bytes"] == len(text.encode()) < 200_000
     assert "http://" not in text.replace("http://www.w3.org/2000/svg", "")  # self-contained
@@ -291,10 +291,10 @@ def two_aggregators(tmp_path_factory):
 @needs_chromium
 def test_comparison_page(collective_fanin, two_aggregators, tmp_path_factory):
     from pipeline.insights import compare_insights
-    from pipeline.report import FIGURES, compare_reports, compute_report, write_report
+    from pipeline.report import FIGURES, compare_reports, compute_report
 
     a, b = str(collective_fanin.db), str(two_aggregators.db)
-    datas = [compute_report(a), compute_report(b)]
+    datas = [compute_report(open_merged(a)), compute_report(open_merged(b))]
     diff = compare_reports(datas)
     assert [r["key"] for r in diff["figures"]] == [k for k, _, _, _ in FIGURES]
     rows = {r["key"]: r for r in diff["figures"]}
@@ -304,7 +304,7 @@ def test_comparison_page(collective_fanin, two_aggregators, tmp_path_factory):
     assert diff["insights"] == [compare_insights(datas[0]["insights"], datas[1]["insights"])]
     tmp = tmp_path_factory.mktemp("compare")
     html = tmp / "compare.html"
-    summary = write_report([a, b], str(html))
+    summary = api.report([a, b], html)
     assert summary["runs"] == 2
     page = _page_in_chromium(html, tmp, "compare")
     assert page["ready"] == "1" and page["errors"] == []
@@ -317,7 +317,7 @@ def test_comparison_page(collective_fanin, two_aggregators, tmp_path_factory):
 @pytest.mark.mpi
 def test_the_command(collective_fanin, tmp_path):
     out = tmp_path / "r.html"
-    res = callid_cmd("report", collective_fanin.db, "-o", out, "--json")
+    res = cli("report", collective_fanin.db, "-o", out, "--json")
     assert res.returncode == 0, res.stderr
     summary = json.loads(res.stdout)
     assert summary["output"] == str(out) and summary["bytes"] == out.stat().st_size and summary["runs"] == 1
@@ -325,6 +325,6 @@ def test_the_command(collective_fanin, tmp_path):
     for bad, says in ((("report", collective_fanin.db, collective_fanin.db, collective_fanin.db),
                        "two to compare"),
                       (("report", tmp_path / "missing.duckdb", "-o", tmp_path / "x.html"), "no such file")):
-        res = callid_cmd(*bad)
+        res = cli(*bad)
         assert res.returncode == 2 and says in res.stderr and "Traceback" not in res.stderr, res.stderr
     assert not (tmp_path / "x.html").exists()

@@ -16,7 +16,8 @@ import pytest
 
 from callid_core import schema as S
 from callid_core.tables import MERGED
-from pipeline.merge import merge, open_merged
+from pipeline.merge import merge
+from pipeline.merged import open_merged
 from tests.conftest import callid_cmd
 from tests.pipeline.test_merge import CLIENT_ROWS, NONE, SERVER_ROWS, A, B, _op, _write
 

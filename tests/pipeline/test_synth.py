@@ -7,7 +7,7 @@ import json
 import duckdb
 import pytest
 
-from tests.conftest import callid_cmd
+from tests.conftest import cli
 
 
 @pytest.mark.parametrize("ranks, calls, share", [
@@ -15,11 +15,11 @@ from tests.conftest import callid_cmd
     pytest.param(1000, 10_000, 0.3, marks=pytest.mark.slow)])
 def test_arrows_equal_the_truth(tmp_path, ranks, calls, share):
     out = tmp_path / "synth"
-    made = callid_cmd("synth", "-d", out, "--ranks", ranks, "--servers", 3, "--calls", calls, "--fanout", 7,
-                      "--collective-share", share, "--seed", ranks)
+    made = cli("synth", "-d", out, "--ranks", ranks, "--servers", 3, "--calls", calls, "--fanout", 7,
+               "--collective-share", share, "--seed", ranks)
     assert made.returncode == 0, made.stderr
     db = out / "m.duckdb"
-    merged = callid_cmd("merge", out / "client.parquet", out / "server.parquet", "-o", db)
+    merged = cli("merge", out / "client.parquet", out / "server.parquet", "-o", db)
     assert merged.returncode == 0, merged.stderr
     con = duckdb.connect(str(db), read_only=True)
     truth = f"read_parquet('{out / 'truth.parquet'}')"
@@ -71,15 +71,15 @@ def test_large_traces_are_made_in_chunks_that_join_up(tmp_path):
 
 def test_stats_of_many_ranks_show_the_busiest_and_say_so(tmp_path):
     out = tmp_path / "many"
-    assert callid_cmd("synth", "-d", out, "--ranks", 40, "--calls", 400, "--seed", 5).returncode == 0
+    assert cli("synth", "-d", out, "--ranks", 40, "--calls", 400, "--seed", 5).returncode == 0
     db = tmp_path / "m.duckdb"
-    assert callid_cmd("merge", out / "client.parquet", out / "server.parquet", "-o", db).returncode == 0
-    text = callid_cmd("stats", db).stdout
+    assert cli("merge", out / "client.parquet", out / "server.parquet", "-o", db).returncode == 0
+    text = cli("stats", db).stdout
     title = next(line for line in text.splitlines() if line.startswith("Time in MPI-IO per rank"))
     assert "the 16 of 40 ranks with the most time in MPI-IO, --json lists all" in title
     section = text.split(title + "\n", 1)[1].split("\n\n", 1)[0].splitlines()
     assert section[-1] == "(16 rows)"
-    figures = json.loads(callid_cmd("stats", db, "--json").stdout)
+    figures = json.loads(cli("stats", db, "--json").stdout)
     assert len(figures["time_by_rank"]) == 40
     busiest = sorted(r["io_ns"] for r in figures["time_by_rank"])[-16:]
     shown = [float(line.split()[2]) for line in section[2:-1]]

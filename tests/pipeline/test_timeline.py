@@ -18,10 +18,11 @@ import zlib
 import numpy as np
 import pytest
 
+from callid import api
 from callid_core.errors import BadValue
 from pipeline.selection import Selection
-from pipeline.timeline import MAX_DETAIL, _column, sublanes, write_timeline
-from tests.conftest import callid_cmd, query
+from pipeline.timeline import MAX_DETAIL, _column, sublanes
+from tests.conftest import cli, query
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -35,10 +36,10 @@ needs_chromium = pytest.mark.skipif(CHROMIUM is None and not os.environ.get("CAL
 def _synth(tmp, *args: str):
     """``callid synth`` + ``callid merge`` as a user would; the merged database's path."""
     out = tmp / "synth"
-    made = callid_cmd("synth", *args, "-d", out)
+    made = cli("synth", *args, "-d", out)
     assert made.returncode == 0, made.stderr
     db = out / "m.duckdb"
-    merged = callid_cmd("merge", out / "client.parquet", out / "server.parquet", "-o", db)
+    merged = cli("merge", out / "client.parquet", out / "server.parquet", "-o", db)
     assert merged.returncode == 0, merged.stderr
     return db
 
@@ -87,28 +88,28 @@ def test_sublanes_never_overlap():
 def test_the_detail_is_bounded_and_the_rest_summarised(small, tmp_path):
     total = _events(small)
     steps: list[str] = []
-    full = write_timeline(str(small), str(tmp_path / "all.html"), Selection(), 10**6, steps.append)
+    full = api.view(small, (tmp_path / "all.html"), Selection(), 10**6, steps.append)
     assert full["detail_events"] == total and full["summarised_events"] == 0
     assert full["detail_until_ns"] is None and full["arrow_bundles"] == 0
     assert {"choosing the detail", "detail: arrows", "writing the page"} <= set(steps)
     for detail in (5000, 0):
-        part = write_timeline(str(small), str(tmp_path / "part.html"), Selection(), detail)
+        part = api.view(small, (tmp_path / "part.html"), Selection(), detail)
         assert part["detail_events"] <= detail and part["detail_events"] >= 0.9 * detail
         assert part["detail_events"] + part["summarised_events"] == total
         assert part["summary_cells"] > 0 and part["arrow_bundles"] > 0
         page = (tmp_path / "part.html").read_text()
         assert "Summarised" in page and "--window" in page and "callid report" in page
     # the detail is the earliest events: every call before the cut, none after
-    cut = write_timeline(str(small), str(tmp_path / "p.html"), Selection(), 5000)["detail_until_ns"]
+    cut = api.view(small, (tmp_path / "p.html"), Selection(), 5000)["detail_until_ns"]
     calls = query(small, f"SELECT count(*) FROM calls WHERE t_rel_ns < {cut}")[0][0]
-    assert write_timeline(str(small), str(tmp_path / "p.html"), Selection(), 5000)["detail_calls"] == calls
+    assert api.view(small, (tmp_path / "p.html"), Selection(), 5000)["detail_calls"] == calls
 
 
 def test_a_selection_is_detailed_alone(small, tmp_path):
-    cut = write_timeline(str(small), str(tmp_path / "p.html"), Selection(), 5000)["detail_until_ns"]
+    cut = api.view(small, (tmp_path / "p.html"), Selection(), 5000)["detail_until_ns"]
     window = (cut + 10_000_000, cut + 12_000_000)
     sel = Selection(window=window, ranks=frozenset({0, 1}))
-    got = write_timeline(str(small), str(tmp_path / "w.html"), sel, 5000)
+    got = api.view(small, (tmp_path / "w.html"), sel, 5000)
     assert got["lanes"] == 2 + 4 and got["summarised_events"] == 0  # ranks 0 and 1, 2 servers x 2 layers
     calls = query(small, f"SELECT count(*) FROM calls WHERE rank IN (0, 1) AND t_rel_ns >= {window[0]} "
                       f"AND t_rel_ns < {window[1]}")[0][0]
@@ -117,8 +118,8 @@ def test_a_selection_is_detailed_alone(small, tmp_path):
 
 def test_too_much_detail_is_refused_in_one_line(small, tmp_path):
     with pytest.raises(BadValue, match="--detail"):
-        write_timeline(str(small), str(tmp_path / "x.html"), Selection(), MAX_DETAIL + 1)
-    view = callid_cmd("view", small, "-o", tmp_path / "x.html", "--detail", str(MAX_DETAIL + 1))
+        api.view(small, (tmp_path / "x.html"), Selection(), MAX_DETAIL + 1)
+    view = cli("view", small, "-o", tmp_path / "x.html", "--detail", str(MAX_DETAIL + 1))
     assert view.returncode == 2 and "Traceback" not in view.stderr
     assert len(view.stderr.strip().splitlines()) == 1 and "--window" in view.stderr
     assert not (tmp_path / "x.html").exists()
@@ -129,7 +130,7 @@ def test_a_selection_of_nothing_or_of_an_unknown_server_is_refused_in_one_line(s
                           (("view", "--servers", "io0,nope"), "--servers: no server nope"),
                           (("export", "--ranks", "5000"), "nothing to export"),
                           (("export", "--format", "otf2", "--servers", "nope"), "--servers: no server nope")):
-        res = callid_cmd(command[0], small, "-o", tmp_path / "x", *command[1:])
+        res = cli(command[0], small, "-o", tmp_path / "x", *command[1:])
         assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
         assert len(res.stderr.strip().splitlines()) == 1 and says in res.stderr, res.stderr
         assert not (tmp_path / "x").exists()
@@ -184,7 +185,7 @@ def open_page(tmp_path):
 def _view(db, out, *args) -> dict:
     import json
 
-    view = callid_cmd("view", db, "-o", out, "--json", *args)
+    view = cli("view", db, "-o", out, "--json", *args)
     assert view.returncode == 0, view.stderr
     return json.loads(view.stdout)
 

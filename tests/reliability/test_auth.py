@@ -13,7 +13,7 @@ import threading
 import pytest
 
 from callid.mpiio.sysint import SysInt
-from callid.run import RunError, ping
+from callid.server_wire import RunError, ping
 from callid_core.config import Config
 from callid_core.errors import InputError
 from server_sim import bmi

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from callid.mpiio.sysint import FsError, SysInt
-from callid.run import RunError, ping
+from callid.server_wire import RunError, ping
 from server_sim import bmi
 from server_sim import protocol as P
 from server_sim.server import SHUTDOWN_GRACE

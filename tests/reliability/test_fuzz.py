@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from callid.mpiio.sysint import SysInt
-from callid.run import ping
+from callid.server_wire import ping
 from server_sim import bmi
 from server_sim import protocol as P
 from tests.reliability.servers import call, connect, read_frame, start, status

@@ -15,7 +15,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from tests.conftest import callid_cmd
+from tests.conftest import callid_cmd, cli
 
 pytestmark = pytest.mark.mpi
 
@@ -52,7 +52,7 @@ def replay(log: Path, out: Path, *args: str) -> dict:
                      "--hint", "romio_cb_read=enable", *args)
     assert res.returncode == 0, res.stderr
     assert "Traceback" not in res.stderr
-    merged = callid_cmd("merge", out / "client.parquet", out / "server.parquet", "-o", out / "m.duckdb")
+    merged = cli("merge", out / "client.parquet", out / "server.parquet", "-o", out / "m.duckdb")
     assert merged.returncode == 0, merged.stderr
     return json.loads(res.stdout)
 
@@ -81,7 +81,7 @@ def test_a_replay_without_payload_has_the_events_arrows_and_figures_of_one_with(
     for sql in (SERVER_EVENTS, ARROWS, FANOUT):
         expected = rows(full / "m.duckdb", sql)
         assert expected and rows(none / "m.duckdb", sql) == expected, sql
-    stats = [json.loads(callid_cmd("stats", out / "m.duckdb", "--json").stdout) for out in (full, none)]
+    stats = [json.loads(cli("stats", out / "m.duckdb", "--json").stdout) for out in (full, none)]
     for key in STATS:
         assert stats[1][key] == stats[0][key], key
     for key in ("server_imbalance", "rank_imbalance"):  # (their times differ: they measure the simulator)
@@ -139,7 +139,7 @@ def test_a_replay_whose_data_does_not_fit_the_disk_is_refused_before_it_starts(t
     log = tmp_path / "big.darshan"  # 4 ranks writing 8 blocks of 1 MiB: 32 MiB, then reading them
     synthetic_dxt_log(log, ranks=4, accesses=8, size=1 << 20, collective=False)
     free = os.statvfs(tmpfs).f_bavail * os.statvfs(tmpfs).f_frsize
-    res = callid_cmd("replay", log, "-d", tmpfs / "r")
+    res = cli("replay", log, "-d", tmpfs / "r")  # (in this process: no process may start)
     line = one_line(res)
     assert f"would store {32 << 20:,} bytes" in line and f"has {free:,} bytes" in line
     assert "--payload none" in line
@@ -157,7 +157,7 @@ def test_a_disk_filling_up_is_one_line(tmp_path, tmpfs):
     line = one_line(callid_cmd("replay", log, "-d", tmpfs / "r", "--payload", "none"))
     assert "No space left on device" in line and str(tmpfs / "r") in line
     replay(log, tmp_path / "r")
-    res = callid_cmd("merge", tmp_path / "r" / "client.parquet", tmp_path / "r" / "server.parquet",
-                     "-o", tmpfs / "m.duckdb")
+    res = cli("merge", tmp_path / "r" / "client.parquet", tmp_path / "r" / "server.parquet",
+              "-o", tmpfs / "m.duckdb")
     assert one_line(res) == f"callid: error: {tmpfs / 'm.duckdb'}: cannot write the merged output " \
                             "(No space left on device)"

@@ -13,7 +13,7 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import callid_cmd
+from tests.conftest import callid_cmd, cli
 
 LOGS = Path(darshan.__file__).parent
 SIMPLE = LOGS / "tests" / "input" / "sample-dxt-simple.darshan"
@@ -53,7 +53,7 @@ def replay_and_merge(log: Path, out: Path, *args: str) -> duckdb.DuckDBPyConnect
     res = callid_cmd("replay", log, "-d", out, *args)
     assert res.returncode == 0, res.stderr
     assert "Traceback" not in res.stderr
-    res = callid_cmd("merge", out / "client.parquet", out / "server.parquet", "-o", out / "m.duckdb")
+    res = cli("merge", out / "client.parquet", out / "server.parquet", "-o", out / "m.duckdb")
     assert res.returncode == 0, res.stderr
     return duckdb.connect(str(out / "m.duckdb"), read_only=True)
 
@@ -130,7 +130,7 @@ def test_a_part_of_a_log_and_a_json_summary(tmp_path):
 
 
 def test_a_log_without_dxt_is_refused_in_one_line(tmp_path):
-    res = callid_cmd("replay", NO_DXT, "-d", tmp_path / "r")
+    res = cli("replay", NO_DXT, "-d", tmp_path / "r")  # (in this process: refused before any starts)
     assert res.returncode == 2
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and "no DXT traces" in lines[0] and "DXT_ENABLE_IO_TRACE=1" in lines[0]
@@ -142,7 +142,7 @@ def test_a_log_without_dxt_is_refused_in_one_line(tmp_path):
 def test_bad_logs_get_one_line(tmp_path, content, message):
     path = tmp_path / "bad.darshan"
     path.write_bytes(SIMPLE.read_bytes()[:3000] if content is None else content)
-    res = callid_cmd("replay", path, "-d", tmp_path / "r")
+    res = cli("replay", path, "-d", tmp_path / "r")
     assert res.returncode == 2
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0] and str(path) in lines[0], res.stderr
@@ -151,7 +151,7 @@ def test_bad_logs_get_one_line(tmp_path, content, message):
 def test_bad_options_are_usage_errors(tmp_path):
     for args, message in ((["--ranks", "7-2"], "--ranks"), (["--window", "5s"], "--window"),
                           (["--hint", "cb_nodes"], "--hint"), (["--timing", "later"], "timing")):
-        res = callid_cmd("replay", SIMPLE, "-d", tmp_path / "r", *args)
+        res = cli("replay", SIMPLE, "-d", tmp_path / "r", *args)
         assert res.returncode == 2 and message in res.stderr, res.stderr
 
 
@@ -189,7 +189,7 @@ def test_collective_calls_inferred_from_the_counters_replay_two_phase(tmp_path):
                                                 WHERE op IN ('trove_write', 'trove_read') GROUP BY 1) a
             USING (callid)
         WHERE c.origin = 'DXT_MPIIO' AND coalesce(a.b, 0) <> c.size""").fetchall()[0][0] == 0
-    stats = json.loads(callid_cmd("stats", tmp_path / "r" / "m.duckdb", "--json").stdout)
+    stats = json.loads(cli("stats", tmp_path / "r" / "m.duckdb", "--json").stdout)
     assert stats["inferred_calls"] == {"aggregation": 48, "collective": 48, "open": 1}
     assert stats["replayed_calls"] == 49
 
@@ -237,16 +237,17 @@ def test_a_replay_that_did_not_keep_the_pace_computes_no_per_rank_time_figure(tm
     lag = con.execute("""SELECT quantile_disc(lag, 0.95), quantile_disc(t_end - t_start, 0.5) FROM calls
                          WHERE lag IS NOT NULL""").fetchall()[0]
     assert lag[0] > max(1e6, 0.05 * lag[1])  # (each waited for about 7 calls of the others)
-    stats = json.loads(callid_cmd("stats", tmp_path / "r" / "m.duckdb", "--json").stdout)
+    stats = json.loads(cli("stats", tmp_path / "r" / "m.duckdb", "--json").stdout)
     assert stats["replay_lag"]["faithful"] is False and stats["replay_lag"]["p95_ns"] == lag[0]
     assert stats["rank_imbalance"]["io_ns"] is None
     assert stats["rank_time_note"].startswith("not computed: the replay did not keep the ranks' pace")
-    found = json.loads(callid_cmd("insights", tmp_path / "r" / "m.duckdb", "--json").stdout)["findings"]
+    found = json.loads(cli("insights", tmp_path / "r" / "m.duckdb", "--json").stdout)["findings"]
     assert [(f["severity"], f["detail"]) for f in found if f["code"] == "P706"] == [
         ("info", stats["rank_time_note"])]
+    from pipeline.merged import open_merged
     from pipeline.report import compute_report
 
-    report = compute_report(str(tmp_path / "r" / "m.duckdb"))
+    report = compute_report(open_merged(str(tmp_path / "r" / "m.duckdb")))
     assert report["overview"]["write_mib_per_s_by_slowest"] is None
     assert report["source"]["pace_note"] == stats["rank_time_note"]
 
@@ -283,7 +284,7 @@ def test_the_jobs_aggregators_and_buffer_size_come_from_its_posix_layer(tmp_path
                                 GROUP BY 1) s USING (callid)
         WHERE c.origin = 'DXT_MPIIO'""").fetchall() == [(32, 32, 0)]
     # P709: 2 aggregators on 4 nodes, fewer than ROMIO's default
-    found = json.loads(callid_cmd("insights", tmp_path / "r" / "m.duckdb", "--code", "P709", "--json").stdout)
+    found = json.loads(cli("insights", tmp_path / "r" / "m.duckdb", "--code", "P709", "--json").stdout)
     assert [(f["severity"], f["numbers"]["aggregators"], f["numbers"]["nodes"], f["ranks"])
             for f in found["findings"]] == [("warning", 2, 4, [0, 8])]
     other = replay_and_merge(log, tmp_path / "h", "--hint", "romio_cb_write=enable", "--hint", "cb_nodes=4")
@@ -332,26 +333,27 @@ def test_a_truncated_log_is_said_to_be_incomplete(tmp_path):
         "incomplete log: DXT_MPIIO holds 0 of the 16 operations its counters count on 1 file (e.g. 0 of 16 "
         f"reads of {trace['files'][0]}); the replay has only those it holds"]
     assert int(np.sum(kept)) == 16
-    merged = callid_cmd("merge", tmp_path / "r" / "client.parquet", tmp_path / "r" / "server.parquet", "-o",
-                        tmp_path / "m.duckdb")
+    merged = cli("merge", tmp_path / "r" / "client.parquet", tmp_path / "r" / "server.parquet", "-o",
+                 tmp_path / "m.duckdb")
     assert merged.returncode == 0, merged.stderr
     run = dict(duckdb.connect(str(tmp_path / "m.duckdb"), read_only=True).execute(
         "SELECT key, value FROM run").fetchall())
     assert [n for n in json.loads(run["client.source_notes"]) if n.startswith("incomplete")] == notes
     # stats, insights and the report say it too, and on how much of the job's I/O they were computed
     sample = "on 0 of the 16 reads the job made (the log holds only those)"
-    stats = callid_cmd("stats", tmp_path / "m.duckdb", "--json")
+    stats = cli("stats", tmp_path / "m.duckdb", "--json")
     assert stats.returncode == 0, stats.stderr
     stats = json.loads(stats.stdout)
     assert stats["sample"] == sample and stats["source_notes"][:2] == notes
-    assert f"every figure of the replay is {sample}" in callid_cmd("stats", tmp_path / "m.duckdb").stdout
-    found = json.loads(callid_cmd("insights", tmp_path / "m.duckdb", "--json").stdout)["findings"]
+    assert f"every figure of the replay is {sample}" in cli("stats", tmp_path / "m.duckdb").stdout
+    found = json.loads(cli("insights", tmp_path / "m.duckdb", "--json").stdout)["findings"]
     client = [f for f in found if f["family"] == "client"]
     assert client and all(f["detail"].endswith(f"({sample})") for f in client)
     assert all(sample not in f["detail"] for f in found if f["family"] == "server")
+    from pipeline.merged import open_merged
     from pipeline.report import compute_report
 
-    source = compute_report(str(tmp_path / "m.duckdb"))["source"]
+    source = compute_report(open_merged(str(tmp_path / "m.duckdb")))["source"]
     assert source["sample"] == sample and source["notes"][:2] == notes and source["layer"] == "MPI-IO"
     side = {r["label"]: (r["job"], r["replay"]) for r in source["side_by_side"]}
     assert side["reads"] == (16, 0) and side["writes"] == (16, 16)

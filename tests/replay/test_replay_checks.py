@@ -10,14 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.checks import all_checks
-from pipeline.query import connect
+from pipeline.checks import CHECKS
+from pipeline.merged import open_merged
 from pipeline.report import compute_report
-from tests.conftest import ROOT, callid_cmd
+from tests.conftest import ROOT, callid_cmd, cli
 
 pytestmark = pytest.mark.mpi
 
-CODES = [c.code for c in all_checks()]
+CODES = [c.code for c in CHECKS.rules()]
 
 
 def raced_log(path: Path, ranks: int = 4, files: int = 3, size: int = 65536) -> Path:
@@ -37,15 +37,15 @@ def raced_log(path: Path, ranks: int = 4, files: int = 3, size: int = 65536) -> 
 def merged(source: Path, out: Path, *args: str) -> Path:
     res = callid_cmd("replay", source, "-d", out, *args)
     assert res.returncode == 0, res.stderr
-    res = callid_cmd("merge", out / "client.parquet", out / "server.parquet", "-o", out / "m.duckdb")
+    res = cli("merge", out / "client.parquet", out / "server.parquet", "-o", out / "m.duckdb")
     assert res.returncode == 0, res.stderr
     return out / "m.duckdb"
 
 
 def raw_findings(db: Path, code: str) -> list[tuple]:
     """What check ``code``'s query alone returns on ``db`` (as if it were decidable)."""
-    check = next(c for c in all_checks() if c.code == code)
-    con = connect(str(db))
+    check = next(c for c in CHECKS.rules() if c.code == code)
+    con = open_merged(str(db)).con
     try:
         con.execute((ROOT / "pipeline" / "check_sql" / "_views.sql").read_text())
         return con.execute(check.sql).fetchall()
@@ -65,7 +65,7 @@ def test_a_darshan_replay_has_no_finding_its_log_cannot_support(tmp_path):
     assert sorted((f[3], f[0]) for f in left_open) == [(f, [0]) for f in files]
     assert raw_findings(db, "D502") and raw_findings(db, "H301")
 
-    res = callid_cmd("check", db, "--json")
+    res = cli("check", db, "--json")
     assert res.returncode == 0, res.stdout
     out = json.loads(res.stdout)
     assert out["findings"] == [] and out["counts"] == {"error": 0, "warning": 0}
@@ -77,19 +77,19 @@ def test_a_darshan_replay_has_no_finding_its_log_cannot_support(tmp_path):
     assert {"syncs", "barriers", "closes"} <= set(undecidable["D502"]["missing"])
     assert undecidable["H301"]["reason"] == f"not recorded in {label}: hints"
 
-    text = callid_cmd("check", db)
+    text = cli("check", db)
     assert text.returncode == 0, text.stdout
     assert text.stdout.startswith(f"callid check: no findings (0 checks; {len(CODES)} not decidable from "
                                   "this source)")
     assert "  F102 a file still open when the rank ended (needs opens, closes)" in text.stdout
     assert "\n  D502 " in text.stdout
-    one = callid_cmd("check", db, "--code", "F102", "--json")
+    one = cli("check", db, "--code", "F102", "--json")
     assert one.returncode == 0 and [u["code"] for u in json.loads(one.stdout)["undecidable"]] == ["F102"]
 
-    stats = json.loads(callid_cmd("stats", db, "--json").stdout)
+    stats = json.loads(cli("stats", db, "--json").stdout)
     assert stats["findings"] == {"error": 0, "warning": 0} and stats["checks_undecidable"] == CODES
-    assert f"{len(CODES)} checks not decidable from this source" in callid_cmd("stats", db).stdout
-    report = compute_report(str(db))
+    assert f"{len(CODES)} checks not decidable from this source" in cli("stats", db).stdout
+    report = compute_report(open_merged(db))
     assert report["checks"] == [] and report["overview"]["check_errors"] == 0
     assert report["overview"]["checks_undecidable"] == len(CODES)
     assert [u["code"] for u in report["checks_undecidable"]] == CODES
@@ -97,10 +97,10 @@ def test_a_darshan_replay_has_no_finding_its_log_cannot_support(tmp_path):
 
 @pytest.mark.slow
 def test_a_replay_of_a_traced_run_decides_no_more_than_its_client_log_records(collective_fanin, tmp_path):
-    traced = json.loads(callid_cmd("check", collective_fanin.db, "--json").stdout)
+    traced = json.loads(cli("check", collective_fanin.db, "--json").stdout)
     assert traced["undecidable"] == [] and traced["source"]["label"] == "a traced run"
     db = merged(collective_fanin.out / "client.parquet", tmp_path / "again")
-    res = callid_cmd("check", db, "--json")
+    res = cli("check", db, "--json")
     assert res.returncode == 0, res.stdout
     out = json.loads(res.stdout)
     # (the replay makes no closes, syncs, views, ... of its own)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import callid_cmd
+from tests.conftest import callid_cmd, cli
 
 pytestmark = pytest.mark.mpi
 
@@ -56,9 +56,9 @@ def test_what_if_another_layout_compared_side_by_side(collective_fanin, tmp_path
     assert [c[:3] for c in data_calls(out)] == [c[:3] for c in data_calls(collective_fanin.out)]
     servers = {k[0] for k in trove(out)}
     assert servers == {"io0", "io1", "io2", "io3"}
-    res = callid_cmd("merge", out / "client.parquet", out / "server.parquet", "-o", out / "m.duckdb")
+    res = cli("merge", out / "client.parquet", out / "server.parquet", "-o", out / "m.duckdb")
     assert res.returncode == 0, res.stderr
-    res = callid_cmd("stats", collective_fanin.out / "m.duckdb", out / "m.duckdb")
+    res = cli("stats", collective_fanin.out / "m.duckdb", out / "m.duckdb")
     assert res.returncode == 0, res.stderr
     aggregators = next(line for line in res.stdout.splitlines() if line.startswith("aggregators"))
     assert aggregators.endswith("0-1 (2 ranks)")  # cb_nodes=2 in the replay, 1 in the original
@@ -75,7 +75,7 @@ def test_the_demo_replays_with_its_reads_after_its_writes(demo, tmp_path):
 
 
 def test_a_server_log_is_not_a_source(collective_fanin, tmp_path):
-    res = callid_cmd("replay", collective_fanin.out / "server.parquet", "-d", tmp_path / "r")
+    res = cli("replay", collective_fanin.out / "server.parquet", "-d", tmp_path / "r")
     assert res.returncode == 2
     assert res.stderr.strip().splitlines() == [
         f"callid: error: {collective_fanin.out / 'server.parquet'}: is a server log, expected a client log"]

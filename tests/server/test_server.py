@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from callid.mpiio.call import CallContext
 from callid.mpiio.sysint import FsError, SysInt
-from callid.run import RunError, log_parts, ping, take_log_parts
+from callid.server_wire import RunError, log_parts, ping, take_log_parts
 from server_sim import bmi
 from server_sim import protocol as P
 from server_sim.distribution import SimpleStripe

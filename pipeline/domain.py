@@ -1,0 +1,32 @@
+"""The domain's sets as SQL over a merged output's tables: the calls that move data, the servers' disk
+data operations, and the table macros every reader's connection has."""
+
+from __future__ import annotations
+
+#: a call that moves data (a split collective's data is its _begin's): a condition on a row of calls
+DATA_CALL_WHERE = ("size > 0 AND (func LIKE 'MPI_File_%read%' OR func LIKE 'MPI_File_%write%') "
+                   "AND func NOT LIKE '%\\_end' ESCAPE '\\'")
+#: the calls that move data, with their direction
+DATA_CALLS_SQL = ("SELECT *, CASE WHEN func LIKE '%read%' THEN 'read' ELSE 'write' END AS direction "
+                  f"FROM calls WHERE {DATA_CALL_WHERE}")
+#: the Trove data operations (the servers' disk reads and writes), with their direction
+DISK_DATA_SQL = ("SELECT *, CASE op WHEN 'trove_read' THEN 'read' ELSE 'write' END AS direction "
+                 "FROM server_ops WHERE op IN ('trove_read', 'trove_write')")
+
+#: Table macros every connection has.  ``islands(t)``: the rows of the table, view or CTE named ``t``
+#: (columns ``k``, ``lo``, ``hi``: a key and a range [lo, hi), times or bytes; any others kept), each
+#: with ``island``: ranges of one key that overlap share an island, numbered from 1 by ``lo``.
+#: ``covered(t)``: per key, the length of the union of its ranges (e.g. a server's busy time).
+MACROS_SQL = """
+CREATE OR REPLACE TEMP MACRO islands(t) AS TABLE
+    SELECT * EXCLUDE (before),
+           sum(CASE WHEN before IS NULL OR lo >= before THEN 1 ELSE 0 END)
+               OVER (PARTITION BY k ORDER BY lo, hi ROWS UNBOUNDED PRECEDING) AS island
+    FROM (SELECT *, max(hi) OVER (PARTITION BY k ORDER BY lo, hi
+                                  ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before
+          FROM query_table(t));
+CREATE OR REPLACE TEMP MACRO covered(t) AS TABLE
+    SELECT k, sum(e - s)::BIGINT AS covered
+    FROM (SELECT k, island, min(lo) AS s, max(hi) AS e FROM islands(t) GROUP BY k, island)
+    GROUP BY k;
+"""

@@ -1,0 +1,283 @@
+"""A merged output: its layout on disk, and :class:`Merged`, the one handle every reader takes.
+
+``callid merge`` (:mod:`pipeline.merge`, the writer) writes the layout declared here; the readers
+(stats, checks, insights, report, timeline, exports, queries) open it once with :func:`open_merged`
+and share the handle, so the writer and the readers are siblings that meet only in this module.
+
+Two packagings of one layout:
+
+- ``--storage duckdb``, ``-o merged.duckdb``: the DuckDB file ``merged.duckdb`` (the views,
+  ``clocks``, ``run``) and beside it the directory ``merged.duckdb.data`` (the logs in
+  ``client/`` and ``server/``, the stored tables as ``arrows.parquet``, ...);
+- ``--storage parquet``, ``-o merged``: one directory holding all of it, every table as Parquet
+  and the views in ``callid.duckdb``.
+
+The views find their files through the DuckDB variable ``callid_dir``, which :func:`open_merged`
+sets to where they are now, so an output moved as a whole keeps working.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import cached_property
+from pathlib import Path
+from typing import Any, TypeVar
+
+import duckdb
+
+from callid_core import schema as S
+from callid_core.choices import Storage
+from callid_core.errors import InputError
+from callid_core.ids import Layout
+from callid_core.tables import MERGED
+from pipeline.dialect import literal
+from pipeline.domain import DISK_DATA_SQL, MACROS_SQL
+
+__all__ = ["CATALOG", "DATA_SUFFIX", "DIR_VARIABLE", "LOG_DIRS", "TABLES", "VIEWS", "Merged", "data_dir",
+           "open_merged"]
+
+VIEWS = ("events",)
+TABLES = tuple(name for name in MERGED if name not in VIEWS)
+#: beside a merged DuckDB file ``X``, the directory ``X.data`` holds the logs and the stored tables
+DATA_SUFFIX = ".data"
+#: in a merged Parquet directory, the database of the views
+CATALOG = "callid.duckdb"
+#: the subdirectories of the logs in an output's data directory
+LOG_DIRS = (S.KIND_CLIENT, S.KIND_SERVER)
+#: the DuckDB variable naming the directory of the logs and of a Parquet output's tables
+DIR_VARIABLE = "callid_dir"
+
+T = TypeVar("T")
+
+
+def data_dir(out: Path, storage: str) -> Path:
+    """Where a merged output at ``out`` keeps its logs and its stored tables."""
+    return out if storage == Storage.PARQUET else Path(str(out) + DATA_SUFFIX)
+
+
+class Merged:
+    """An open merged output (read-only): its connection, run metadata and tables.
+
+    Every table and view is an attribute, a DuckDB relation (``m.arrows.df()``, ``.to_arrow_table()``,
+    ``.pl()``); :meth:`sql` runs any query.  Use it as a context manager, or :meth:`close` it.
+    """
+
+    def __init__(self, path: str, con: duckdb.DuckDBPyConnection) -> None:
+        self.path = path
+        self.con = con
+        self._memo: dict[object, Any] = {}
+
+    def sql(self, query: str, params: object = None) -> duckdb.DuckDBPyRelation:
+        """The relation of ``query`` (``.fetchall()``, ``.df()``, ``.arrow()``, ``.pl()``)."""
+        self.con.abort()  # (an analysis may have left a result of execute() unread: DuckDB then refuses)
+        return self.con.sql(query, params=params)
+
+    def rows(self, query: str, params: object = None) -> list[tuple]:
+        """The rows of ``query``."""
+        return self.con.execute(query, params).fetchall()
+
+    def table(self, name: str) -> duckdb.DuckDBPyRelation:
+        """The table or view ``name`` (see :data:`callid_core.tables.MERGED`) as a relation."""
+        if name not in MERGED:
+            raise AttributeError(f"no table {name!r} (tables: {', '.join(MERGED)})")
+        self.con.abort()
+        return self.con.table(name)
+
+    def __getattr__(self, name: str) -> duckdb.DuckDBPyRelation:
+        if name.startswith("_") or name not in MERGED:
+            raise AttributeError(name)
+        return self.table(name)
+
+    def __dir__(self) -> list[str]:
+        return [*super().__dir__(), *MERGED]
+
+    @cached_property
+    def run(self) -> dict[str, str]:
+        """The ``run`` table: the run's metadata, key -> value."""
+        return dict(self.rows("SELECT key, value FROM run"))
+
+    @cached_property
+    def config(self) -> dict:
+        """The run's configuration (the client log's, else the server log's; {} if none)."""
+        for key in ("client.config", "server.config"):
+            try:
+                config = json.loads(self.run.get(key) or "{}")
+            except ValueError:
+                continue
+            if isinstance(config, dict) and config:
+                return config
+        return {}
+
+    @cached_property
+    def layout(self) -> Layout:
+        """The CallID layout of the run."""
+        return Layout.parse(self.run.get("layout") or "64/23")
+
+    @cached_property
+    def roles(self) -> dict[str, list[str]]:
+        """Server names by role ('io', 'meta'): from the run's configuration, else from the events they
+        logged (disk data: an I/O server; metadata operations: a metadata server)."""
+        listed = self.config.get("servers")
+        servers = [s for s in listed if isinstance(s, dict)] if isinstance(listed, list) else []
+        roles = {r: sorted(s["name"] for s in servers if r in s.get("roles", ())) for r in ("io", "meta")}
+        found = {"io": f"SELECT DISTINCT server FROM ({DISK_DATA_SQL})",
+                 "meta": "SELECT DISTINCT server FROM server_ops WHERE layer = 'meta'"}
+        for role, sql in found.items():
+            if not roles[role]:
+                roles[role] = sorted(s for (s,) in self.rows(sql))
+        return roles
+
+    def once(self, key: object, compute: Callable[[], T]) -> T:
+        """``compute()``'s result, computed once per handle (an analysis that several others read)."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
+
+    @contextmanager
+    def settings(self, **values: str) -> Iterator[None]:
+        """DuckDB settings (``memory_limit``, ``temp_directory``, ...) for the duration of a block, put
+        back after it (the handle is shared by the analyses of a command)."""
+        before = {k: self.rows(f"SELECT current_setting('{k}')")[0][0] for k in values}
+        try:
+            for k, v in values.items():
+                self.con.execute(f"SET {k} = {literal(v)}")
+            yield
+        finally:
+            for k, v in before.items():
+                self.con.execute(f"SET {k} = {literal(str(v))}")
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.con.close()
+
+    def __enter__(self) -> Merged:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Merged({self.path!r})"
+
+
+def open_merged(db: str | os.PathLike, sandbox: bool = False) -> Merged:
+    """Open the merged output at ``db`` (a DuckDB file, or a directory from ``--storage parquet``)
+    read-only, its views pointed at its files wherever the output now is, and only its files readable;
+    :class:`InputError` if it is missing, damaged or not a complete one.
+
+    ``sandbox`` (``callid sql``): the queries reach no file but the output's own (no ``COPY ... TO``,
+    ``ATTACH``, ``INSTALL``/``LOAD``, file readers), and the configuration is locked.
+    """
+    db = str(db)
+    con = _connect(db)
+    try:
+        con.execute("SET enable_progress_bar = false")  # (DuckDB would draw it into stdout, amid the results)
+        con.execute(MACROS_SQL)
+        _check_complete(con, db)
+        if sandbox:
+            con.execute("SET enable_external_access = false")
+            con.execute("SET lock_configuration = true")
+    except BaseException:
+        con.close()
+        raise
+    return Merged(db, con)
+
+
+def _connect(db: str) -> duckdb.DuckDBPyConnection:
+    """A read-only connection to the output at ``db``, ``callid_dir`` set and only its files allowed."""
+    path = Path(db)
+    if path.is_dir():
+        data = path
+        con = _open_file(path / CATALOG, db) if (path / CATALOG).is_file() else _parquet_views(path)
+    elif not path.is_file():
+        raise InputError(f"{db}: no such file")
+    else:
+        _check_magic(path, db)
+        con = _open_file(path, db)
+        data = data_dir(path, Storage.DUCKDB)
+        if not data.is_dir() and _reads_logs(con):
+            con.close()
+            raise InputError(f"{db}: its logs and tables ({data.name}/) are missing: a merged output is "
+                             "the database and that directory, moved or copied together")
+    data = data.resolve()
+    con.execute(f"SET VARIABLE {DIR_VARIABLE} = {literal(str(data))}")
+    files = [*data.glob("*.parquet"), *data.glob("*/*.parquet")]  # (one by one: not the directories)
+    con.execute("SET allowed_paths = $files", {"files": [str(f) for f in files]})
+    present = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    for name in (t for t in TABLES if t in present):  # (a missing or damaged file: said now, not later)
+        try:
+            con.execute(f'SELECT * FROM "{name}" LIMIT 0').fetchall()
+        except duckdb.Error as exc:
+            con.close()
+            raise InputError(f"{db}: damaged ({str(exc).splitlines()[0]})") from None
+    return con
+
+
+def _parquet_views(path: Path) -> duckdb.DuckDBPyConnection:
+    """An output of an earlier version, every table a Parquet file: a view of each."""
+    con = duckdb.connect()
+    for name in MERGED:
+        table = path / f"{name}.parquet"
+        if table.is_file():
+            try:
+                con.execute(f'CREATE VIEW "{name}" AS SELECT * FROM read_parquet({literal(str(table))})')
+            except duckdb.Error as exc:
+                con.close()
+                raise InputError(f"{table}: not a table written by 'callid merge' "
+                                 f"({str(exc).splitlines()[0]})") from None
+    return con
+
+
+def _check_magic(path: Path, db: str) -> None:
+    """:class:`InputError` unless ``path`` is a DuckDB file (DuckDB's own error names something else)."""
+    with open(path, "rb") as f:
+        head = f.read(12)
+    if head[8:12] != b"DUCK":
+        what = "a Parquet file: merge the logs with 'callid merge' first" if head[:4] == b"PAR1" \
+            else "not a DuckDB file"
+        raise InputError(f"{db}: not a database written by 'callid merge' ({what})")
+
+
+def _open_file(path: Path, db: str) -> duckdb.DuckDBPyConnection:
+    try:
+        return duckdb.connect(str(path), read_only=True)
+    except duckdb.Error as exc:
+        raise InputError(f"{db}: not a database written by 'callid merge' "
+                         f"({str(exc).splitlines()[0]})") from None
+
+
+def _reads_logs(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the database's views read files kept beside it (not so in earlier versions)."""
+    return bool(con.execute("SELECT count(*) FROM duckdb_views() WHERE sql LIKE ?",
+                            [f"%getvariable('{DIR_VARIABLE}')%"]).fetchall()[0][0])
+
+
+def _check_complete(con: duckdb.DuckDBPyConnection, db: str) -> None:
+    """:class:`InputError` unless every declared table and view is there with its columns, readable."""
+    have: dict[str, set[str]] = {}
+    columns = con.execute("SELECT table_name, column_name FROM information_schema.columns").fetchall()
+    for table, column in columns:
+        have.setdefault(table, set()).add(column)
+    missing = [name for name in (*TABLES, *VIEWS) if name not in have]
+    if missing and {"calls", "arrows", "run"} <= have.keys():
+        raise InputError(f"{db}: written by an earlier version of 'callid merge' (no table '{missing[0]}'): "
+                         "merge its logs again")
+    if missing:
+        raise InputError(f"{db}: not a database written by 'callid merge' (no table '{missing[0]}')")
+    for name in (*TABLES, *VIEWS):
+        absent = [c.name for c in MERGED[name].columns if c.name not in have[name]]
+        if absent:
+            raise InputError(f"{db}: not a database written by this version of 'callid merge' (table "
+                             f"'{name}' has no column '{absent[0]}')")
+    try:
+        con.execute("SELECT count(*) FROM run").fetchall()
+    except duckdb.Error as exc:
+        raise InputError(f"{db}: damaged ({str(exc).splitlines()[0]})") from None
+    if Path(db).is_file():  # (a cut file opens, and fails only when a query reaches its end)
+        ((blocks,),) = con.execute("SELECT block_size * total_blocks FROM pragma_database_size()").fetchall()
+        if Path(db).stat().st_size < blocks:
+            raise InputError(f"{db}: damaged (the file is {Path(db).stat().st_size} bytes, its database "
+                             f"{blocks}: cut short?)")
