@@ -17,9 +17,9 @@ from tests.docs import console
 
 DOCS = ROOT / "docs"
 #: the pages with console sessions (a page that gains one must be listed: test_every_session_is_run)
-PAGES = ["index.md", "tutorial.md", "concepts.md", "tools.md", "c-programs.md"]
+PAGES = ["index.md", "tutorial.md", "guide.md", "concepts.md", "tools.md", "c-programs.md", "architecture.md"]
 #: the README's sections whose ```sh blocks are run in order (set-up: CI runs it; the docs' build: test_build)
-README_SECTIONS = ["Using it", "Replaying a Darshan log"]
+README_SECTIONS = ["A five-minute tour", "The other commands"]
 #: the Darshan log the README's replay commands take (app.darshan): a small DXT log made by the checkout
 DARSHAN_LOG = ("python -m bench.darshan_log app.darshan --ranks 8 --accesses 4 --size 256KiB "
                "--ranks-per-node 4")
