@@ -7,7 +7,7 @@ that one call)::
 
     import callid
     with callid.open("callid-out/merged.duckdb") as m:
-        m.arrows.df()                      # any table as a DuckDB relation: .df(), .to_arrow_table(), .pl()
+        m.arrows.limit(5)                  # any table as a DuckDB relation: .to_arrow_table(), .df(), .pl()
         m.sql("SELECT func, count(*) FROM calls GROUP BY func").fetchall()
         figures = callid.stats(m)          # what `callid stats --json` prints
         findings = callid.insights(m)      # the checks and insights run once per handle

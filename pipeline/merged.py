@@ -205,7 +205,12 @@ def _connect(db: str) -> duckdb.DuckDBPyConnection:
     data = data.resolve()
     con.execute(f"SET VARIABLE {DIR_VARIABLE} = {literal(str(data))}")
     files = [*data.glob("*.parquet"), *data.glob("*/*.parquet")]  # (one by one: not the directories)
-    con.execute("SET allowed_paths = $files", {"files": [str(f) for f in files]})
+    try:
+        con.execute("SET allowed_paths = $files", {"files": [str(f) for f in files]})
+    except duckdb.InvalidInputException:  # (DuckDB shares one database per file among a process' handles)
+        con.close()
+        raise InputError(f"{db}: open in this process with sandbox=True, which locks its settings for every "
+                         "handle: close that one first") from None
     present = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
     for name in (t for t in TABLES if t in present):  # (a missing or damaged file: said now, not later)
         try:

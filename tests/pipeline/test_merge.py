@@ -718,3 +718,18 @@ def test_command_line_reports_bad_input_in_one_line_with_exit_2(logs, tmp_path, 
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("callid: error: ") and message in lines[0]
     assert set(tmp_path.iterdir()) == before
+
+
+def test_the_handle_of_a_python_session(merged):
+    """callid.open: tables as relations after an analysis left a result unread; a sandboxed handle
+    locks the settings DuckDB shares among a process' handles on one file, and says so."""
+    with open_merged(merged) as m:
+        assert api.stats(m)["calls"] == m.calls.count("*").fetchall()[0][0] == 4
+        assert api.insights(m) is api.insights(m) and m.arrows.to_arrow_table().num_rows == 6
+        with pytest.raises(AttributeError, match="no table 'nope'"):
+            m.table("nope")
+    with open_merged(merged, sandbox=True):
+        with pytest.raises(InputError, match="sandbox=True"):
+            open_merged(merged)
+    with open_merged(merged) as m:
+        assert m.sql("SELECT count(*) FROM calls").fetchall() == [(4,)]
