@@ -74,7 +74,7 @@ class RequestContext:
         self.layout: tuple[SimpleStripe, int] | None = None
         self.attribution: Attribution | None = None
 
-    def record(self, event_id: int, layer: str, op: str, parent: int, handle: int, offset: int, size: int,
+    def record(self, *, event_id: int, layer: str, op: str, parent: int, handle: int, offset: int, size: int,
                t_start: int, t_end: int, callids: list[int] | None = None,
                callid_bytes: list[int] | None = None, file_range: tuple[int, int] = (-1, -1),
                holes: int = 0) -> None:
@@ -82,8 +82,10 @@ class RequestContext:
         CallIDs it serves, if not all; ``callid_bytes``: their bytes, see
         :meth:`ServerEvents.record`; ``file_range``: a data operation's range in the file; ``holes``:
         its bytes no call owns)."""
-        self.state.events.record(event_id, layer, op, self.who, parent, handle, offset, size, t_start, t_end,
-                                 callids, callid_bytes, file_range, holes)
+        self.state.events.record(event_id=event_id, layer=layer, op=op, who=self.who, parent=parent,
+                                 handle=handle, offset=offset, size=size, t_start=t_start, t_end=t_end,
+                                 callids=callids, callid_bytes=callid_bytes, file_range=file_range,
+                                 holes=holes)
 
     def request_bytes(self) -> list[int] | None:
         """The bytes per CallID of an aggregated request's disk operations so far (None: the
@@ -98,7 +100,8 @@ class RequestContext:
         event_id = self.new_id()
         t0 = now()
         result = fn()
-        self.record(event_id, layer, op, self.event_id, handle, offset, size, t0, now())
+        self.record(event_id=event_id, layer=layer, op=op, parent=self.event_id, handle=handle, offset=offset,
+                    size=size, t_start=t0, t_end=now())
         return result
 
     def frame(self, msg: P.Response) -> list[memoryview]:
@@ -112,5 +115,6 @@ class RequestContext:
     def finish(self) -> None:
         """Record the request's own event (layer ``req``), ending now."""
         if self.op is not None:
-            self.state.events.record(self.event_id, "req", self.op, self.who, -1, self.handle, 0, self.nbytes,
-                                     self.t_recv, now(), None, self.request_bytes())
+            self.state.events.record(event_id=self.event_id, layer="req", op=self.op, who=self.who, parent=-1,
+                                     handle=self.handle, offset=0, size=self.nbytes, t_start=self.t_recv,
+                                     t_end=now(), callid_bytes=self.request_bytes())

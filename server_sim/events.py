@@ -59,7 +59,7 @@ class ServerEvents:
         return callids[0] if len(callids) == 1 else self.sentinel
 
     def record(
-        self, event_id: int, layer: str, op: str, who: Who, parent: int, handle: int,
+        self, *, event_id: int, layer: str, op: str, who: Who, parent: int, handle: int,
         offset: int, size: int, t_start: int, t_end: int, callids: list[int] | None = None,
         callid_bytes: list[int] | None = None, file_range: tuple[int, int] = (-1, -1), holes: int = 0,
     ) -> None:

@@ -58,8 +58,9 @@ def _trove_op(ctx: RequestContext, handle: int, flow_id: int, op: str,
     t1 = now()
     callids, nbytes, holes = ctx.attribution.share(k, size)
     dist, dfile = ctx.layout
-    ctx.record(event_id, "trove", op, flow_id, handle, pieces[0][0], size, t0, t1, callids, nbytes,
-               dist.logical_extent(dfile, pieces), holes)
+    ctx.record(event_id=event_id, layer="trove", op=op, parent=flow_id, handle=handle, offset=pieces[0][0],
+               size=size, t_start=t0, t_end=t1, callids=callids, callid_bytes=nbytes,
+               file_range=dist.logical_extent(dfile, pieces), holes=holes)
     return n
 
 
@@ -79,8 +80,9 @@ def _sizes_only(ctx: RequestContext, handle: int, segments: Segments, op: str,
         if ahead:
             bmi.send_buffers(ctx.sock, ahead)
     finally:
-        ctx.record(flow_id, "flow", f"flow_{op}", ctx.event_id, handle, segments[0][0] if segments else 0,
-                   total, t0, now(), None, ctx.request_bytes())
+        ctx.record(event_id=flow_id, layer="flow", op=f"flow_{op}", parent=ctx.event_id, handle=handle,
+                   offset=segments[0][0] if segments else 0, size=total, t_start=t0, t_end=now(),
+                   callid_bytes=ctx.request_bytes())
     return total
 
 
@@ -120,8 +122,9 @@ def write_flow(ctx: RequestContext, handle: int, segments: Segments) -> int:
             raise failure
     finally:
         _give(scratch)
-        ctx.record(flow_id, "flow", "flow_write", ctx.event_id, handle, segments[0][0] if segments else 0,
-                   total, t0, now(), None, ctx.request_bytes())
+        ctx.record(event_id=flow_id, layer="flow", op="flow_write", parent=ctx.event_id, handle=handle,
+                   offset=segments[0][0] if segments else 0, size=total, t_start=t0, t_end=now(),
+                   callid_bytes=ctx.request_bytes())
     return total
 
 
@@ -158,6 +161,7 @@ def read_flow(ctx: RequestContext, handle: int, segments: Segments, ahead: list[
             bmi.send_buffers(sock, out)
     finally:
         _give(scratch)
-        ctx.record(flow_id, "flow", "flow_read", ctx.event_id, handle, segments[0][0] if segments else 0,
-                   total, t0, now(), None, ctx.request_bytes())
+        ctx.record(event_id=flow_id, layer="flow", op="flow_read", parent=ctx.event_id, handle=handle,
+                   offset=segments[0][0] if segments else 0, size=total, t_start=t0, t_end=now(),
+                   callid_bytes=ctx.request_bytes())
     return total

@@ -21,9 +21,12 @@ def test_events_carry_the_request_s_callids_or_the_part_they_serve(tmp_path):
     who = events.who({"callid": [5, 6], "rank": 3, "request_id": 9})
     assert (who.callid, who.callids, who.rank, who.req_id) == (SENTINEL, [5, 6], 3, 9)
     req = events.new_id()
-    events.record(events.new_id(), "trove", "trove_write", who, req, 7, 4096, 100, 10, 20, callids=[6])
-    events.record(req, "req", "io_write", who, -1, 7, 0, 200, 5, 30)
-    events.record(events.new_id(), "req", "getsize", events.who({}), -1, 8, 0, 0, 40, 41)
+    events.record(event_id=events.new_id(), layer="trove", op="trove_write", who=who, parent=req, handle=7,
+                  offset=4096, size=100, t_start=10, t_end=20, callids=[6])
+    events.record(event_id=req, layer="req", op="io_write", who=who, parent=-1, handle=7, offset=0, size=200,
+                  t_start=5, t_end=30)
+    events.record(event_id=events.new_id(), layer="req", op="getsize", who=events.who({}), parent=-1,
+                  handle=8, offset=0, size=0, t_start=40, t_end=41)
     events.close()
     rows = pq.read_table(sorted(tmp_path.glob("server-io0.*.parquet"))).to_pylist()
     assert [(r["layer"], r["callid"], r["callids"], r["rank"], r["req_id"], r["parent"]) for r in rows] == [
@@ -34,6 +37,7 @@ def test_events_carry_the_request_s_callids_or_the_part_they_serve(tmp_path):
 
 def test_events_switched_off_log_nothing(tmp_path):
     events = _events(tmp_path, on=False)
-    events.record(events.new_id(), "req", "io_write", events.who({"callid": [5]}), -1, 1, 0, 10, 1, 2)
+    events.record(event_id=events.new_id(), layer="req", op="io_write", who=events.who({"callid": [5]}),
+                  parent=-1, handle=1, offset=0, size=10, t_start=1, t_end=2)
     events.close()
     assert list(tmp_path.glob("*.parquet")) == []
