@@ -797,7 +797,7 @@ def sql(
     fmt = RowFormat.JSON if as_json else fmt
     if list_queries:
         rows = [(q.name, q.question) for q in named_queries().values()]
-        typer.echo(format_rows(["query", "question"], rows, fmt))
+        typer.echo(format_rows(["query", "question"], rows, fmt, cut=False))
         return
     if db is None:
         raise BadValue("no database: give DB (or --list-queries)")
@@ -848,7 +848,7 @@ def _shell(m, fmt: RowFormat) -> None:
             return
         if not text and line.strip() == ".queries":
             rows = [(q.name, q.question) for q in named_queries().values()]
-            typer.echo(format_rows(["query", "question"], rows, fmt))
+            typer.echo(format_rows(["query", "question"], rows, fmt, cut=False))
             continue
         text += line + "\n"
         if not text.rstrip().endswith(";"):

@@ -617,8 +617,10 @@ def _rank_failures(parts: Path, status: int) -> list[str]:
     msgs = [f"rank {rank} failed: {text}{traceback_of(rank)}" for rank, text in by_rank("failed")]
     msgs += [f"rank {rank} ended without saying why (killed by a signal or crashed; mpiexec's exit "
              f"status {status})" for rank, _ in by_rank("running")]
-    for sig in sorted({text for _, text in by_rank("stopped")}):
-        ranks = ranks_phrase([rank for rank, text in by_rank("stopped") if text == sig])
+    failed = {rank for rank, _ in by_rank("failed")}  # (a failed rank stopped too: its failure says why)
+    stopped = [(rank, text) for rank, text in by_rank("stopped") if rank not in failed]
+    for sig in sorted({text for _, text in stopped}):
+        ranks = ranks_phrase([rank for rank, text in stopped if text == sig])
         cause = "after another rank ended" if sig == signal.SIGUSR1.name else f"by {sig}"
         msgs.append(f"{ranks} stopped {cause}, flushing {'their logs' if ranks[4] == 's' else 'its log'}")
     if status and not msgs:

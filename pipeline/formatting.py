@@ -21,20 +21,24 @@ MAX_CELL = 60
 
 
 def _fit(text: str) -> str:
-    """One line of at most :data:`MAX_CELL` characters: a longer value is cut with its length said."""
+    """One line of at most :data:`MAX_CELL` characters: a longer value is cut in the middle (its start
+    and its end kept: values that differ at their end, as paths do, stay apart), saying how many
+    characters are left out."""
     text = text.replace("\n", " ")
     if len(text) <= MAX_CELL:
         return text
-    more = f"… ({len(text)} chars)"
-    return text[:MAX_CELL - len(more)] + more
+    keep = MAX_CELL - len(f"…{len(text)} chars more…")
+    head = keep // 2
+    return f"{text[:head]}…{len(text) - keep} chars more…{text[len(text) - (keep - head):]}"
 
 
 def _widths(columns: list[str], cells: list[list[str]]) -> list[int]:
     return [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
 
 
-def format_rows(columns: list[str], rows: list[tuple], fmt: str = "table") -> str:
-    """Render a result for people (``table``, ``markdown``) or programs (``csv``, ``json``)."""
+def format_rows(columns: list[str], rows: list[tuple], fmt: str = "table", cut: bool = True) -> str:
+    """Render a result for people (``table``, ``markdown``) or programs (``csv``, ``json``); ``cut``: a
+    table's wide values are cut to :data:`MAX_CELL` characters."""
     if fmt == "json":  # (integers beyond 2^53 as strings: exact for JavaScript readers)
         return jsonout.dumps([dict(zip(columns, row)) for row in rows])
     cells = [[_cell(v) for v in row] for row in rows]
@@ -52,7 +56,7 @@ def format_rows(columns: list[str], rows: list[tuple], fmt: str = "table") -> st
                           *map(line, cells)])
     if fmt != "table":
         raise InputError(f"unknown format {fmt!r}: choose {listed(RowFormat)}")
-    cells = [[_fit(v) for v in row] for row in cells]
+    cells = [[_fit(v) if cut else v.replace("\n", " ") for v in row] for row in cells]
     widths = _widths(columns, cells)
     line = lambda vals: "  ".join(v.rjust(w) if _numeric(v) else v.ljust(w)  # noqa: E731
                                   for v, w in zip(vals, widths)).rstrip()

@@ -12,6 +12,7 @@ from callid_core.choices import Payload
 from callid_core.evidence import REPLAY_ORIGIN
 from callid_core.units import ranks_text
 from pipeline.checks import count_findings, run_checks
+from pipeline.domain import DATA_CALL_WHERE
 from pipeline.formatting import format_rows
 from pipeline.insights import compare_insights, count_insights, run_insights
 from pipeline.lag import ReplayLag
@@ -87,6 +88,11 @@ def _imbalance(rows: list[dict], key: str) -> float | None:
     return round(max(values) / mean, 3) if mean else None
 
 
+#: the imbalances (max / mean) of ``stats``: figure -> what it compares (a column of its rows)
+IMBALANCE = {"server_imbalance": {"ops": "ops", "bytes": "bytes", "busy_time": "busy_ns"},
+             "rank_imbalance": {"io_time": "io_ns", "bytes": "bytes"}}
+
+
 def compute_stats(m: Merged) -> dict:
     """All figures of ``callid stats`` as one JSON-ready dict (the checks and insights counted are those
     of :func:`run_checks` and :func:`run_insights` on ``m``, computed once per handle)."""
@@ -131,12 +137,13 @@ def compute_stats(m: Merged) -> dict:
         "aggregators": [r for (r,) in con.execute(f"""
             SELECT DISTINCT s.rank FROM server_ops s, unnest(s.callids) AS u(id)
             WHERE (u.id >> {counter_bits}) <> s.rank ORDER BY 1""").fetchall()],
-        "fanout_by_func": _rows(con, """
+        "fanout_by_func": _rows(con, f"""
             SELECT func, count(*) AS calls,
                    min(disk_ops) AS disk_ops_min, round(avg(disk_ops), 2) AS disk_ops_mean,
                    max(disk_ops) AS disk_ops_max,
                    min(servers) AS servers_min, round(avg(servers), 2) AS servers_mean,
-                   max(servers) AS servers_max, sum(size)::BIGINT AS bytes_requested,
+                   max(servers) AS servers_max,
+                   coalesce(sum(size) FILTER (WHERE {DATA_CALL_WHERE}), 0)::BIGINT AS bytes_requested,
                    sum(disk_bytes)::BIGINT AS disk_bytes, sum(inexact_arrows)::BIGINT AS inexact_arrows
             FROM fanout GROUP BY func ORDER BY func"""),
         "bytes_per_server": _rows(con, f"""
@@ -160,8 +167,10 @@ def compute_stats(m: Merged) -> dict:
     }
     # among the servers that moved bytes (the I/O servers; the metadata server moves none)
     io = [r for r in stats["servers"] if r["bytes"]]
-    stats["server_imbalance"] = {k: _imbalance(io, k) for k in ("ops", "bytes", "busy_ns")}
-    stats["rank_imbalance"] = {k: _imbalance(stats["time_by_rank"], k) for k in ("io_ns", "bytes")}
+    # (ratios max / mean: keyed by what they compare, no unit)
+    stats["server_imbalance"] = {k: _imbalance(io, col) for k, col in IMBALANCE["server_imbalance"].items()}
+    stats["rank_imbalance"] = {k: _imbalance(stats["time_by_rank"], col)
+                               for k, col in IMBALANCE["rank_imbalance"].items()}
     # a replay: its source's job and notes, the share of the job's I/O the log holds, the lag
     lag = gate(m).lag
     job = job_of(run)
@@ -171,7 +180,7 @@ def compute_stats(m: Merged) -> dict:
               "job_side": job_side(job, origin), "replay_lag": lag.as_dict() if lag else None,
               "rank_time_note": lag.why_not() if lag else None}
     if stats["rank_time_note"]:
-        stats["rank_imbalance"]["io_ns"] = None
+        stats["rank_imbalance"]["io_time"] = None
     checks = run_checks(m)
     stats["findings"] = count_findings(checks.findings)
     # the checks this source cannot decide (a replay), apart from the findings
@@ -233,14 +242,14 @@ def render_stats(stats: dict) -> str:
     sections = (
         ("Time per MPI function (ms; MiB/s: bytes over the calls' time)", "time_by_func", None),
         (f"Time in MPI-IO per rank ({which}; imbalance max/mean: time "
-         f"{stats['rank_imbalance']['io_ns'] or stats['rank_time_note']}, "
+         f"{stats['rank_imbalance']['io_time'] or stats['rank_time_note']}, "
          f"bytes {stats['rank_imbalance']['bytes']})", "time_by_rank", shown),
         (f"Slowest calls and where their time went (ms; at most {SLOWEST})", "slowest_calls", None),
         ("Fan-out per MPI function (disk operations and servers per call)", "fanout_by_func", None),
         ("Disk operations and bytes per server", "bytes_per_server", None),
         ("Disk time per server (busy: the union of its disk operations; imbalance max/mean over the "
          f"I/O servers: ops {stats['server_imbalance']['ops']}, bytes {stats['server_imbalance']['bytes']}, "
-         f"busy {stats['server_imbalance']['busy_ns']})", "servers", None),
+         f"busy {stats['server_imbalance']['busy_time']})", "servers", None),
         (clocks_title, "clocks", None),
     )
     for title, key, rows in sections:
@@ -284,15 +293,21 @@ def _scalar_rows(all_stats: list[dict]) -> list[tuple]:
 
 
 def _func_rows(all_stats: list[dict]) -> list[tuple]:
-    """Per MPI function: its time and fan-out figures ('-' where a run has no such call)."""
+    """Per MPI function: its time (ms) and fan-out figures ('-' where a run has no such call)."""
     rows = []
     for func in sorted({r["func"] for s in all_stats for r in s["fanout_by_func"]}):
         for part, key in (("time_by_func", "mean_ns"), ("time_by_func", "total_ns"),
                           ("time_by_func", "mib_per_s"), ("fanout_by_func", "disk_ops_mean"),
                           ("fanout_by_func", "servers_mean")):
-            rows.append((f"{func}.{key}", *(next((r[key] for r in s[part] if r["func"] == func), "-")
-                                            for s in all_stats)))
+            values = [next((r[key] for r in s[part] if r["func"] == func), None) for s in all_stats]
+            if key.endswith("_ns"):
+                key, values = key.removesuffix("_ns") + "_ms", [_ms(v) for v in values]
+            rows.append((f"{func}.{key}", *("-" if v is None else v for v in values)))
     return rows
+
+
+def _ms(ns: int | float | None) -> float | None:
+    return None if ns is None else round(ns / 1e6, 3)
 
 
 def _insight_changes(a: str, b: str, sa: dict, sb: dict) -> list[str]:

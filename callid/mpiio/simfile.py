@@ -239,9 +239,8 @@ class SimFile:
         self._rank0(grow)
 
     def Get_size(self, rec: Record) -> int:
-        self._check_open()
-        rec.size = self._fs(self.sysint.getsize, self.attrs, CallContext.of(rec))
-        return rec.size
+        self._check_open()  # (the size it returns is no size it requested: its record's stays null)
+        return self._fs(self.sysint.getsize, self.attrs, CallContext.of(rec))
 
     def Sync(self, rec: Record) -> None:
         self._check_open()

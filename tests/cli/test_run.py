@@ -222,6 +222,9 @@ def test_file_calls_on_the_simulated_file_system(tmp_path, ranks):
     assert ops["MPI_File_set_size"] == ["trove_truncate"]
     assert ops["MPI_File_sync"] == ["trove_flush"]
     assert ops["MPI_File_get_size"] == ["trove_getattr"]
+    # only calls that move data have requested bytes (get_size's result is no request)
+    sizes = con.execute("SELECT DISTINCT size FROM calls WHERE func = 'MPI_File_get_size'").fetchall()
+    assert sizes == [(None,)]
     assert ops["MPI_File_delete"] == ["keyval_write", "trove_remove"]
     assert ops["MPI_File_write"] == ["trove_write"]  # 10000 bytes over 2 datafiles: small I/O
     # striping_factor=2 of 3 servers, strip 4096: each write touches exactly two datafiles
@@ -230,3 +233,13 @@ def test_file_calls_on_the_simulated_file_system(tmp_path, ranks):
     assert con.execute("SELECT count(*) FROM server_ops WHERE layer = 'req' AND op LIKE 'small_io%'"
                        ).fetchall()[0][0] >= ranks
     con.close()
+
+
+def test_a_failed_rank_is_not_also_said_to_have_been_stopped(tmp_path):
+    from callid.run import _rank_failures
+
+    for name, text in (("rank-1.failed", "exited with status 2"), ("rank-1.stopped", "SIGUSR1"),
+                       ("rank-0.stopped", "SIGUSR1")):
+        (tmp_path / name).write_text(text)
+    assert _rank_failures(tmp_path, 2) == ["rank 1 failed: exited with status 2",
+                                           "rank 0 stopped after another rank ended, flushing its log"]

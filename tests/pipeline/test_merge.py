@@ -311,12 +311,12 @@ def test_statistics(merged):
     assert {r["func"]: r["mib_per_s"] for r in stats["time_by_func"]}["MPI_File_write_at"] == 2861.0
     assert stats["time_by_rank"] == [{"rank": 0, "calls": 1, "io_ns": 100, "bytes": 300},
                                      {"rank": 1, "calls": 3, "io_ns": 300, "bytes": 200}]
-    assert stats["rank_imbalance"] == {"io_ns": 1.5, "bytes": 1.2}
+    assert stats["rank_imbalance"] == {"io_time": 1.5, "bytes": 1.2}
     # busy: the union of the disk operations (io0: 1010-1020 and 1020-1030; io1: 1110-1140)
     assert stats["servers"] == [{"server": "io0", "ops": 2, "bytes": 200, "busy_ns": 20},
                                 {"server": "io1", "ops": 3, "bytes": 300, "busy_ns": 30},
                                 {"server": "meta0", "ops": 1, "bytes": 0, "busy_ns": 10}]
-    assert stats["server_imbalance"] == {"ops": 1.2, "bytes": 1.2, "busy_ns": 1.2}
+    assert stats["server_imbalance"] == {"ops": 1.2, "bytes": 1.2, "busy_time": 1.2}
     # A (1000-1100): its request (rank 0, req 1) is out 1001-1090; of that request's server events
     # (every one here says rank 0, req 1) those inside 1001-1090 count: the disk 1010-1030 (20 ns), the
     # queue from its arrival (1002) to its first disk operation (8 ns); the rest of the request is I/O
@@ -376,8 +376,14 @@ def test_query_formats(merged):
 
 def test_tables_for_people_cut_wide_values_and_lists_of_ranks_are_runs():
     table = format_rows(["key", "value"], [("config", "x" * 500), ("two", "a\nb")], "table").splitlines()
-    assert table[2] == "config  " + "x" * 47 + "… (500 chars)" and table[3] == "two     a b"
+    assert table[2] == "config  " + "x" * 22 + "…456 chars more…" + "x" * 22 and table[3] == "two     a b"
     assert max(map(len, table)) == len("config  ") + 60
+    # two paths that differ at their end stay apart, and say what is left out
+    paths = [(f"/pvfs2/tmp/ompi.sn362.28751/jf.47773/{rank}/output/step-000123/test.out.{rank:04d}",)
+             for rank in (1, 2)]
+    one, two = format_rows(["file"], paths, "table").splitlines()[2:4]
+    assert one != two and one.endswith("test.out.0001") and "chars more" in one and len(one) == 60
+    assert format_rows(["v"], [("x" * 500,)], "table", cut=False).splitlines()[2] == "x" * 500
     assert format_rows(["v"], [("x" * 500,)], "csv").splitlines()[1] == "x" * 500  # (programs get it all)
     assert ranks_text(list(range(170))) == "0-169 (170 ranks)"
     assert ranks_text([9, 0, 2, 3, 4, 7, 8]) == "0, 2-4, 7-9 (7 ranks)"
@@ -733,3 +739,16 @@ def test_the_handle_of_a_python_session(merged):
             open_merged(merged)
     with open_merged(merged) as m:
         assert m.sql("SELECT count(*) FROM calls").fetchall() == [(4,)]
+
+
+def test_compared_runs_show_times_in_ms_and_ratios_without_a_unit(merged):
+    from pipeline.stats import render_comparison
+
+    figures = api.stats(merged)
+    table = render_comparison(["a", "b"], [figures, figures]).split("\n\n")[0].splitlines()[2:-1]
+    labels = [ln.split()[0] for ln in table]
+    assert "MPI_File_write_at.mean_ms" in labels and "server_imbalance.busy_time" in labels
+    assert not [label for label in labels if label.endswith("_ns")]
+    times = {r["func"]: r["mean_ns"] for r in figures["time_by_func"]}
+    row = next(ln for ln in table if ln.startswith("MPI_File_write_at.mean_ms"))
+    assert row.split()[1:] == [str(round(times["MPI_File_write_at"] / 1e6, 3))] * 2
