@@ -12,10 +12,11 @@ returning one finding per row:
 ``severity`` ('high', 'warning', 'ok' or 'info', as Drishti grades them), ``detail`` (one line),
 ``recommendation`` (one line naming the option or hint to change; null for ok and info),
 ``numbers`` (a struct: the numbers behind the finding, key names ending in their unit),
-``ranks``, ``callids``, ``files``, ``servers`` (lists: at most :data:`DETAILS_MAX` each, the most
-significant first).  The thresholds are :data:`THRESHOLDS`, read in SQL as ``getvariable(name)``;
-``insight_sql/_views.sql`` defines what several insights share.  On a replay of an incomplete log
-the client-side findings say on how much of the job's I/O they were computed (``pipeline.source``).
+``ranks``, ``callids``, ``files``, ``servers`` (lists, the most significant first: a finding names
+at most :data:`DETAILS_MAX` of each, and its ``more`` says how many of each it leaves out).  The
+thresholds are :data:`THRESHOLDS`, read in SQL as ``getvariable(name)``; ``insight_sql/_views.sql``
+defines what several insights share.  On a replay of an incomplete log the client-side findings say
+on how much of the job's I/O they were computed (``pipeline.source``).
 ``python -m pipeline.insights`` prints the table of insights (docs/insights.md).
 """
 
@@ -148,7 +149,7 @@ def _run(m: Merged, codes: list[str] | None) -> list[dict]:
             out[insight.code] = [_not_computed(insight, runs.reason(missing))]
         else:
             ready.append(insight)
-    for insight, names, rows in INSIGHTS.run(m, ready):
+    for insight, names, rows in INSIGHTS.run(m, ready, _named):
         found = out.setdefault(insight.code, [])
         for row in rows:
             f = dict(zip(names, row))
@@ -156,16 +157,28 @@ def _run(m: Merged, codes: list[str] | None) -> list[dict]:
             found.append({"code": insight.code, "family": insight.family, "severity": f["severity"],
                           "title": insight.title, "detail": detail,
                           "recommendation": f["recommendation"], "numbers": _plain(f["numbers"] or {}),
-                          **{k: list(f[k] or [])[:DETAILS_MAX] for k in ("ranks", "callids", "files",
-                                                                         "servers")}})
+                          **{k: list(f[k] or []) for k in NAMED},
+                          "more": {k: n - len(f[k] or []) for k, n in f["listed"].items()
+                                   if n > len(f[k] or [])}})
     return [f for i in insights for f in out.get(i.code, [])]
+
+
+#: the lists a finding names its subjects in
+NAMED = ("ranks", "callids", "files", "servers")
+
+
+def _named(sql: str) -> str:
+    """An insight's query, each list cut to :data:`DETAILS_MAX` (in SQL: a long list never reaches
+    Python), with ``listed``: how long each list was."""
+    cut = ", ".join(f"{k}[:{DETAILS_MAX}] AS {k}" for k in NAMED)
+    listed = ", ".join(f"'{k}': coalesce(len({k}), 0)" for k in NAMED)
+    return f"SELECT * REPLACE ({cut}), {{{listed}}} AS listed FROM (\n{sql}\n)"
 
 
 def _not_computed(insight: Rule, why: str) -> dict:
     """The 'info' finding of an insight that is not computed, saying why."""
     return {"code": insight.code, "family": insight.family, "severity": "info", "title": insight.title,
-            "detail": why, "recommendation": None, "numbers": {},
-            **{k: [] for k in ("ranks", "callids", "files", "servers")}}
+            "detail": why, "recommendation": None, "numbers": {}, **{k: [] for k in NAMED}, "more": {}}
 
 
 def _plain(numbers: dict) -> dict:
@@ -195,10 +208,13 @@ _ORDER = {s: i for i, s in enumerate(SEVERITIES)}
 
 
 def _line(f: dict, layout: Layout | None) -> list[str]:
-    where = [("files", f["files"]), ("servers", f["servers"]), ("ranks", [str(r) for r in f["ranks"]]),
-             ("calls", [layout.format(c) if layout else str(c) for c in f["callids"]])]
+    where = [("files", "files", f["files"]), ("servers", "servers", f["servers"]),
+             ("ranks", "ranks", [str(r) for r in f["ranks"]]),
+             ("calls", "callids", [layout.format(c) if layout else str(c) for c in f["callids"]])]
+    more = {k: f" and {n} more" for k, n in f.get("more", {}).items()}
     lines = [f"  [{f['severity'].upper()}] {f['code']} {f['detail']}"]
-    lines += [f"      {name}: {', '.join(map(str, items))}" for name, items in where if items]
+    lines += [f"      {name}: {', '.join(map(str, items))}{more.get(key, '')}"
+              for name, key, items in where if items]
     if f["recommendation"]:
         lines.append(f"      -> {f['recommendation']}")
     return lines

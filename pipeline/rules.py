@@ -103,12 +103,14 @@ class Catalogue:
             raise BadValue(f"no {self.what} {', '.join(unknown)} ({self.what}s: {', '.join(sorted(known))})")
         return [r for r in rules if r.code in codes]
 
-    def run(self, m: Merged, rules: list[Rule]) -> Iterator[tuple[Rule, list[str], list[tuple]]]:
-        """Each rule's column names and rows on ``m`` (after the catalogue's shared views)."""
+    def run(self, m: Merged, rules: list[Rule], wrap: Callable[[str], str] = lambda sql: sql,
+            ) -> Iterator[tuple[Rule, list[str], list[tuple]]]:
+        """Each rule's column names and rows on ``m`` (after the catalogue's shared views); ``wrap``: the
+        query run of a rule's query (e.g. a selection of its rows and columns)."""
         m.once((self.directory, "views"), lambda: m.con.execute(self._file("_views.sql").read_text()))
         for rule in rules:
             try:
-                cur = m.con.execute(rule.sql)
+                cur = m.con.execute(wrap(rule.sql))
                 names = [d[0] for d in cur.description]
                 rows = cur.fetchall()
             except duckdb.Error as exc:

@@ -8,11 +8,11 @@ WITH d AS (
     SELECT direction, count(*) AS calls, count(*) FILTER (WHERE size < getvariable('small_bytes')) AS small
     FROM data_calls GROUP BY direction
 ), top_files AS (
-    SELECT direction, list(file ORDER BY n DESC, file)[:10] AS files
+    SELECT direction, list(file ORDER BY n DESC, file) AS files
     FROM (SELECT direction, file, count(*) AS n FROM data_calls WHERE size < getvariable('small_bytes')
           GROUP BY ALL) GROUP BY direction
 ), top_ranks AS (
-    SELECT direction, list(rank ORDER BY n DESC, rank)[:10] AS ranks
+    SELECT direction, list(rank ORDER BY n DESC, rank) AS ranks
     FROM (SELECT direction, rank, count(*) AS n FROM data_calls WHERE size < getvariable('small_bytes')
           GROUP BY ALL) GROUP BY direction
 )

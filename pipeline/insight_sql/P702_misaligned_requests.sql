@@ -22,10 +22,10 @@ SELECT 'high' AS severity,
        || 'of it), or set striping_unit to the record size' AS recommendation,
        {'requests': requests, 'misaligned': misaligned, 'misaligned_share': round(misaligned / requests, 4),
         'strip_size_bytes': strips[1]} AS numbers,
-       (SELECT list(rank ORDER BY n DESC, rank)[:10] FROM (
+       (SELECT list(rank ORDER BY n DESC, rank) FROM (
             SELECT rank, count(*) AS n FROM d WHERE misaligned GROUP BY rank)) AS ranks,
-       (SELECT list(callid ORDER BY t_start)[:10] FROM d WHERE misaligned AND callid IS NOT NULL) AS callids,
-       (SELECT list(file ORDER BY n DESC, file)[:10] FROM (
+       (SELECT list(callid ORDER BY t_start) FROM d WHERE misaligned AND callid IS NOT NULL) AS callids,
+       (SELECT list(file ORDER BY n DESC, file) FROM (
             SELECT file, count(*) AS n FROM d WHERE misaligned GROUP BY file)) AS files,
        []::VARCHAR[] AS servers
 FROM totals

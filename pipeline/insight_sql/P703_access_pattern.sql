@@ -31,13 +31,13 @@ SELECT CASE WHEN high THEN 'high' ELSE 'ok' END AS severity,
                            || 'file view and one collective call)' END AS recommendation,
        {'direction': direction, 'requests': requests, 'random': random, 'sequential': sequential,
         'consecutive': consecutive, 'random_share': round(random / requests, 4)} AS numbers,
-       CASE WHEN high THEN (SELECT list(rank ORDER BY n DESC, rank)[:10] FROM (
+       CASE WHEN high THEN (SELECT list(rank ORDER BY n DESC, rank) FROM (
             SELECT rank, count(*) AS n FROM k WHERE k.direction = f.direction AND NOT sequential GROUP BY rank))
             ELSE [] END AS ranks,
-       CASE WHEN high THEN (SELECT list(callid ORDER BY t_start)[:10] FROM k
+       CASE WHEN high THEN (SELECT list(callid ORDER BY t_start) FROM k
                             WHERE k.direction = f.direction AND NOT sequential AND callid IS NOT NULL)
             ELSE [] END AS callids,
-       CASE WHEN high THEN (SELECT list(file ORDER BY n DESC, file)[:10] FROM (
+       CASE WHEN high THEN (SELECT list(file ORDER BY n DESC, file) FROM (
             SELECT file, count(*) AS n FROM k WHERE k.direction = f.direction AND NOT sequential GROUP BY file))
             ELSE [] END AS files,
        []::VARCHAR[] AS servers

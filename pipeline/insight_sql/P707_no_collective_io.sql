@@ -27,7 +27,7 @@ SELECT severity,
        {'direction': direction, 'requests': requests, 'independent': independent,
         'independent_share': round(independent / requests, 4), 'ranks': ranks} AS numbers,
        []::INTEGER[] AS ranks, []::UBIGINT[] AS callids,
-       CASE WHEN severity = 'high' THEN (SELECT list(file ORDER BY n DESC, file)[:10] FROM (
+       CASE WHEN severity = 'high' THEN (SELECT list(file ORDER BY n DESC, file) FROM (
             SELECT file, count(*) AS n FROM d WHERE d.direction = flagged.direction
                                                 AND NOT coalesce(collective, false) GROUP BY file))
             ELSE [] END AS files,

@@ -27,7 +27,7 @@ SELECT CASE WHEN slow_ranks > 0 THEN 'high' ELSE 'info' END AS severity,
             || 'avoid repeated open/close, sync and set_size' END AS recommendation,
        {'calls': calls, 'meta_ns': meta_ns, 'io_ns': io_ns, 'meta_share': round(meta_ns / io_ns, 4),
         'slow_ranks': slow_ranks, 'top_rank': top_rank, 'top_rank_ns': top_ns} AS numbers,
-       (SELECT list(rank ORDER BY meta_ns DESC, rank)[:10] FROM per_rank
+       (SELECT list(rank ORDER BY meta_ns DESC, rank) FROM per_rank
         WHERE meta_ns > getvariable('metadata_rank_ns') OR rank = top_rank) AS ranks,
        []::UBIGINT[] AS callids, []::VARCHAR[] AS files, []::VARCHAR[] AS servers
 FROM t WHERE calls > 0 AND io_ns > 0

@@ -24,6 +24,6 @@ SELECT CASE WHEN len(aggregators) < nodes THEN 'warning' ELSE 'info' END AS seve
                         nodes, nodes) END AS recommendation,
        {'aggregators': len(aggregators), 'nodes': nodes, 'max_piece_bytes': max_piece, 'calls': calls,
         'bytes': bytes} AS numbers,
-       aggregators[:10] AS ranks, []::UBIGINT[] AS callids, [file] AS files, []::VARCHAR[] AS servers
+       aggregators AS ranks, []::UBIGINT[] AS callids, [file] AS files, []::VARCHAR[] AS servers
 FROM a, nodes
 ORDER BY file, io

@@ -23,7 +23,7 @@ WITH spans AS (SELECT server AS k, t_start AS lo, t_end AS hi FROM disk_data
            max(busy_ns) AS max_t, min(busy_ns) AS min_t,
            list(server ORDER BY bytes DESC, ops DESC, busy_ns DESC, server)[1] AS busiest,
            list(server ORDER BY bytes, ops, busy_ns, server)[1] AS idlest,
-           list(server ORDER BY bytes DESC, ops DESC, busy_ns DESC, server)[:10] AS servers
+           list(server ORDER BY bytes DESC, ops DESC, busy_ns DESC, server) AS servers
     FROM per_server
 ), imb AS (
     SELECT *, (max_b - min_b) / max_b AS b_imb, (max_o - min_o) / max_o AS o_imb,
@@ -44,7 +44,7 @@ WITH spans AS (SELECT server AS k, t_start AS lo, t_end AS hi FROM disk_data
                 ELSE 'access' END AS why
     FROM files f, imb i WHERE f.used < i.n
 ), worst AS (
-    SELECT count(*) AS narrow_files, list(file ORDER BY bytes DESC, file)[:10] AS files,
+    SELECT count(*) AS narrow_files, list(file ORDER BY bytes DESC, file) AS files,
            list({'file': file, 'used': used, 'n': n, 'extent': extent, 'strip': strip, 'factor': factor,
                  'why': why} ORDER BY bytes DESC, file)[1] AS w
     FROM narrow

@@ -24,7 +24,7 @@ WITH c AS (
 ), x AS (
     SELECT direction, count(*) AS crossing, sum(touched)::BIGINT AS touched, sum(needed)::BIGINT AS needed,
            coalesce(sum(disk_ops), 0)::BIGINT AS disk_ops,
-           (list(callid ORDER BY disk_ops DESC NULLS LAST, callid) FILTER (WHERE callid IS NOT NULL))[:10] AS callids,
+           (list(callid ORDER BY disk_ops DESC NULLS LAST, callid) FILTER (WHERE callid IS NOT NULL)) AS callids,
            mode(strip) AS strip
     FROM crossing GROUP BY direction
 ), aligned AS (  -- aligned calls of the sizes that cross
@@ -32,10 +32,10 @@ WITH c AS (
     FROM c WHERE c.aligned AND c.size IN (SELECT k.size FROM crossing k WHERE k.direction = c.direction)
     GROUP BY c.direction
 ), top_files AS (
-    SELECT direction, list(file ORDER BY n DESC, file)[:10] AS files
+    SELECT direction, list(file ORDER BY n DESC, file) AS files
     FROM (SELECT direction, file, count(*) AS n FROM crossing GROUP BY ALL) GROUP BY direction
 ), top_ranks AS (
-    SELECT direction, list(rank ORDER BY n DESC, rank)[:10] AS ranks
+    SELECT direction, list(rank ORDER BY n DESC, rank) AS ranks
     FROM (SELECT direction, rank, count(*) AS n FROM crossing GROUP BY ALL) GROUP BY direction
 )
 SELECT CASE WHEN x.crossing > getvariable('crossing_share') * p.calls THEN 'high' ELSE 'info' END AS severity,

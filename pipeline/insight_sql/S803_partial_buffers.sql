@@ -37,23 +37,23 @@ WITH flows AS (
     SELECT direction, sum(extra)::BIGINT AS extra, count(*) FILTER (WHERE extra > 0) AS split_groups FROM groups
     GROUP BY direction
 ), top_servers AS (
-    SELECT direction, list(server ORDER BY n DESC, server)[:10] AS servers
+    SELECT direction, list(server ORDER BY n DESC, server) AS servers
     FROM (SELECT direction, server, sum(partial) AS n FROM big WHERE partial > 0 GROUP BY ALL) GROUP BY direction
 ), top_ranks AS (
-    SELECT direction, list(rank ORDER BY n DESC, rank)[:10] AS ranks
+    SELECT direction, list(rank ORDER BY n DESC, rank) AS ranks
     FROM (SELECT b.direction, r.rank, sum(b.partial) AS n
           FROM big b JOIN server_ops r ON r.server = b.server AND r.event_id = b.parent AND r.layer = 'req'
           WHERE b.partial > 0 AND r.rank >= 0 GROUP BY ALL)
     GROUP BY direction
 ), top_calls AS (
-    SELECT direction, list(callid ORDER BY n DESC, callid)[:10] AS callids
+    SELECT direction, list(callid ORDER BY n DESC, callid) AS callids
     FROM (SELECT b.direction, u.callid, sum(b.partial) AS n
           FROM big b JOIN server_ops r ON r.server = b.server AND r.event_id = b.parent AND r.layer = 'req',
                unnest(r.callids) AS u(callid)
           WHERE b.partial > 0 GROUP BY ALL)
     GROUP BY direction
 ), top_files AS (
-    SELECT direction, list(file ORDER BY n DESC, file)[:10] AS files
+    SELECT direction, list(file ORDER BY n DESC, file) AS files
     FROM (SELECT b.direction, c.file, sum(b.partial) AS n
           FROM big b JOIN server_ops r ON r.server = b.server AND r.event_id = b.parent AND r.layer = 'req'
           JOIN calls c ON c.callid = r.callids[1]

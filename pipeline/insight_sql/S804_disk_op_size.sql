@@ -14,10 +14,10 @@ WITH req AS (
     SELECT direction, count(*) AS ops, avg(size) AS mean, median(size) AS med, sum(size)::BIGINT AS bytes
     FROM disk_data GROUP BY direction
 ), top_files AS (
-    SELECT direction, list(file ORDER BY n DESC, file)[:10] AS files
+    SELECT direction, list(file ORDER BY n DESC, file) AS files
     FROM (SELECT direction, file, sum(size) AS n FROM data_calls GROUP BY ALL) GROUP BY direction
 ), top_servers AS (
-    SELECT direction, list(server ORDER BY n DESC, server)[:10] AS servers
+    SELECT direction, list(server ORDER BY n DESC, server) AS servers
     FROM (SELECT direction, server, count(*) AS n FROM disk_data GROUP BY ALL) GROUP BY direction
 ), g AS (
     SELECT r.direction, r.calls, r.mean AS r_mean, r.med AS r_med, d.ops, d.mean AS d_mean, d.med AS d_med,

@@ -72,9 +72,9 @@ SELECT CASE WHEN file IS NULL THEN 'info' ELSE 'warning' END AS severity,
         'ranks_per_aggregator': round(fanin_mean, 4), 'max_ranks_per_aggregator': fanin_max,
         'max_bytes': w.max_b, 'min_bytes': w.min_b, 'max_ops': w.max_o, 'min_ops': w.min_o,
         'imbalance_share': round(w.imbalance, 4)} AS numbers,
-       CASE WHEN file IS NULL THEN []::INTEGER[] ELSE w.aggs[:10]::INTEGER[] END AS ranks,
-       CASE WHEN file IS NULL THEN []::UBIGINT[] ELSE list_sort(w.hot_ids)[:10] END AS callids,
-       CASE WHEN file IS NULL THEN list_sort(files)[:10] ELSE [file] END AS files,
+       CASE WHEN file IS NULL THEN []::INTEGER[] ELSE w.aggs::INTEGER[] END AS ranks,
+       CASE WHEN file IS NULL THEN []::UBIGINT[] ELSE list_sort(w.hot_ids) END AS callids,
+       CASE WHEN file IS NULL THEN list_sort(files) ELSE [file] END AS files,
        []::VARCHAR[] AS servers
 FROM summary s LEFT JOIN agg_ranks a ON a.a_file IS NOT DISTINCT FROM s.file
 WHERE s.collectives > 0 AND (s.file IS NULL OR s.hot > 0)

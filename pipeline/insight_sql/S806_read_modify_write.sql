@@ -28,16 +28,16 @@ WITH rmw AS (  -- arrows from write calls to disk reads
             WHERE callid IN (SELECT callid FROM rmw)) AS funcs
     FROM ops
 ), top_calls AS (
-    SELECT list(callid ORDER BY b DESC, callid)[:10] AS callids
+    SELECT list(callid ORDER BY b DESC, callid) AS callids
     FROM (SELECT callid, sum(coalesce(bytes, size)) AS b FROM rmw GROUP BY callid)
 ), top_ranks AS (
-    SELECT list(aggregator ORDER BY b DESC, aggregator)[:10] AS ranks
+    SELECT list(aggregator ORDER BY b DESC, aggregator) AS ranks
     FROM (SELECT aggregator, sum(size) AS b FROM ops GROUP BY aggregator)
 ), top_files AS (
-    SELECT list(file ORDER BY b DESC, file)[:10] AS files
+    SELECT list(file ORDER BY b DESC, file) AS files
     FROM (SELECT file, sum(size) AS b FROM ops GROUP BY file)
 ), top_servers AS (
-    SELECT list(server ORDER BY b DESC, server)[:10] AS servers
+    SELECT list(server ORDER BY b DESC, server) AS servers
     FROM (SELECT server, sum(size) AS b FROM ops GROUP BY server)
 )
 SELECT CASE WHEN read_back > getvariable('rmw_share') * written THEN 'warning' ELSE 'info' END AS severity,

@@ -30,16 +30,16 @@ WITH rmw AS (
     SELECT a.callid, a.rank, a.file, coalesce(a.bytes, a.size) AS bytes
     FROM arrows a JOIN shared s USING (server, event_id)
 ), top_ranks AS (
-    SELECT list(rank ORDER BY b DESC, rank)[:10] AS ranks
+    SELECT list(rank ORDER BY b DESC, rank) AS ranks
     FROM (SELECT rank, sum(bytes) AS b FROM who GROUP BY rank)
 ), top_calls AS (
-    SELECT list(callid ORDER BY b DESC, callid)[:10] AS callids
+    SELECT list(callid ORDER BY b DESC, callid) AS callids
     FROM (SELECT callid, sum(bytes) AS b FROM who GROUP BY callid)
 ), top_files AS (
-    SELECT list(file ORDER BY b DESC, file)[:10] AS files
+    SELECT list(file ORDER BY b DESC, file) AS files
     FROM (SELECT file, sum(bytes) AS b FROM who GROUP BY file)
 ), top_servers AS (
-    SELECT list(server ORDER BY b DESC, server)[:10] AS servers
+    SELECT list(server ORDER BY b DESC, server) AS servers
     FROM (SELECT server, sum(read - once) AS b FROM per_island WHERE ops > 1 GROUP BY server)
 )
 SELECT CASE WHEN read_bytes - unique_bytes > getvariable('redundant_share') * read_bytes THEN 'warning'

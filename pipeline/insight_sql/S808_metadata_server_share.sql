@@ -27,14 +27,14 @@ WITH reqs AS (
             FROM (SELECT op, count(*) AS n FROM reqs WHERE meta GROUP BY op)) AS by_op
     FROM reqs
 ), top_ranks AS (
-    SELECT list(rank ORDER BY n DESC, rank)[:10] AS ranks
+    SELECT list(rank ORDER BY n DESC, rank) AS ranks
     FROM (SELECT rank, count(*) AS n FROM reqs WHERE meta AND rank >= 0 GROUP BY rank)
 ), top_files AS (  -- the files of the metadata servers' operations
-    SELECT list(file ORDER BY n DESC, file)[:10] AS files
+    SELECT list(file ORDER BY n DESC, file) AS files
     FROM (SELECT file, count(DISTINCT (server, event_id)) AS n FROM arrows
           WHERE server IN (SELECT server FROM meta_servers) AND file IS NOT NULL GROUP BY file)
 ), top_servers AS (
-    SELECT list(server ORDER BY n DESC, server)[:10] AS servers
+    SELECT list(server ORDER BY n DESC, server) AS servers
     FROM (SELECT server, count(*) AS n FROM reqs WHERE meta GROUP BY server)
 )
 SELECT CASE WHEN flagged THEN 'warning' ELSE 'info' END AS severity,

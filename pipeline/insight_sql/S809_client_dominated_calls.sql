@@ -38,13 +38,13 @@ WITH c AS (
            count(*) AS client_calls, count(*) FILTER (WHERE server_ns = 0) AS idle_calls,
            sum(call_ns)::BIGINT AS client_calls_ns, sum(client_ns)::BIGINT AS client_ns,
            sum(server_ns)::BIGINT AS server_ns,
-           list(callid ORDER BY call_ns DESC, callid)[:10] AS callids
+           list(callid ORDER BY call_ns DESC, callid) AS callids
     FROM flagged
 ), top_ranks AS (
-    SELECT list(rank ORDER BY ns DESC, rank)[:10] AS ranks
+    SELECT list(rank ORDER BY ns DESC, rank) AS ranks
     FROM (SELECT rank, sum(call_ns) AS ns FROM flagged GROUP BY rank)
 ), top_files AS (
-    SELECT list(file ORDER BY ns DESC, file)[:10] AS files
+    SELECT list(file ORDER BY ns DESC, file) AS files
     FROM (SELECT file, sum(call_ns) AS ns FROM flagged WHERE file IS NOT NULL GROUP BY file)
 )
 SELECT CASE WHEN client_calls_ns > getvariable('client_share') * data_ns THEN 'warning' ELSE 'info' END

@@ -51,7 +51,7 @@ WITH units AS (  -- what is timed: an independent call, or a whole collective
            any_value(peers_ns)::BIGINT AS peers_ns, count(*) AS stragglers,
            count(*) FILTER (WHERE on_disk) AS disk_stragglers, sum(ns - median_ns)::BIGINT AS lost_ns,
            coalesce(sum(ns - median_ns) FILTER (WHERE on_disk), 0)::BIGINT AS disk_lost_ns,
-           arg_min(r, pos) AS w, flatten(list(callids ORDER BY pos))[:10] AS callids
+           arg_min(r, pos) AS w, flatten(list(callids ORDER BY pos)) AS callids
     FROM ranked r GROUP BY func, size
 ), named AS (  -- ranks, files and servers (of the longest disk operation) of each group's stragglers
     SELECT func, size, 'rank' AS what, rank, NULL AS name, min(pos) AS pos
@@ -90,8 +90,8 @@ SELECT CASE WHEN flagged THEN 'warning' ELSE 'info' END AS severity,
         'disk_ops': w.disk_ops, 'median_disk_ops': w.median_disk_ops::DOUBLE, 'disk_ns': w.disk_ns,
         'median_disk_ns': w.median_disk_ns::BIGINT, 'slow_op_ns': w.slow.dur_ns,
         'slow_op_event_id': w.slow.event_id} AS numbers,
-       coalesce(l.ranks, [])[:10] AS ranks, callids::UBIGINT[] AS callids, coalesce(l.files, [])[:10] AS files,
-       coalesce(l.servers, [])[:10] AS servers
+       coalesce(l.ranks, []) AS ranks, callids::UBIGINT[] AS callids, coalesce(l.files, []) AS files,
+       coalesce(l.servers, []) AS servers
 FROM (SELECT *, disk_lost_ns > getvariable('rank_imbalance') * peers_ns AS flagged FROM per_group)
      LEFT JOIN lists l USING (func, size)
 ORDER BY flagged DESC, disk_lost_ns DESC, lost_ns DESC, func, size

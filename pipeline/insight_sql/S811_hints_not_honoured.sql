@@ -102,9 +102,9 @@ SELECT CASE WHEN honoured IS NULL THEN 'info' WHEN honoured THEN 'ok' ELSE 'warn
         'aggregated_writes': agg_w, 'collective_reads': coll_r, 'aggregated_reads': agg_r,
         'servers': servers, 'strip_size_bytes': getvariable('strip_size')::BIGINT,
         'largest_cycle_bytes': cycle} AS numbers,
-       CASE WHEN key = 'cb_nodes' THEN coalesce(list_sort(agg_ranks), [])[:10] ELSE [] END::INTEGER[] AS ranks,
-       list_sort(callids)[:10] AS callids,
+       CASE WHEN key = 'cb_nodes' THEN coalesce(list_sort(agg_ranks), []) ELSE [] END::INTEGER[] AS ranks,
+       list_sort(callids) AS callids,
        [file] AS files,
-       CASE WHEN key = 'striping_factor' THEN list_sort(server_names)[:10] ELSE [] END::VARCHAR[] AS servers
+       CASE WHEN key = 'striping_factor' THEN list_sort(server_names) ELSE [] END::VARCHAR[] AS servers
 FROM judged
 ORDER BY file, key

@@ -28,7 +28,7 @@ WITH ops AS (  -- each disk data operation of an independent call once, with its
     GROUP BY o.dir
 ), data AS (
     SELECT CASE WHEN c.func LIKE '%write%' THEN 'write' ELSE 'read' END AS dir, count(*) AS calls,
-           sum(c.size)::BIGINT AS data, list(c.callid ORDER BY c.size DESC, c.callid)[:10] AS callids
+           sum(c.size)::BIGINT AS data, list(c.callid ORDER BY c.size DESC, c.callid) AS callids
     FROM calls c JOIN sieved USING (callid) GROUP BY 1
 )
 SELECT CASE WHEN t.holes > getvariable('rmw_share') * t.disk THEN 'warning' ELSE 'info' END AS severity,
@@ -46,7 +46,7 @@ SELECT CASE WHEN t.holes > getvariable('rmw_share') * t.disk THEN 'warning' ELSE
        {'calls': d.calls, 'data_bytes': d.data, 'disk_bytes': t.disk, 'disk_ops': t.ops, 'hole_bytes': t.holes,
         'read_back_bytes': t.read_back, 'read_back_ns': t.read_back_ns, 'disk_ns': t.disk_ns,
         'hole_share': round(t.holes / nullif(t.disk, 0), 4)} AS numbers,
-       list_sort(t.ranks)[:10]::INTEGER[] AS ranks, d.callids, list_sort(t.files)[:10] AS files,
-       list_sort(t.servers)[:10]::VARCHAR[] AS servers
+       list_sort(t.ranks)::INTEGER[] AS ranks, d.callids, list_sort(t.files) AS files,
+       list_sort(t.servers)::VARCHAR[] AS servers
 FROM t JOIN data d USING (dir)
 ORDER BY t.dir DESC

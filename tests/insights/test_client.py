@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from pipeline.insights import INSIGHTS, THRESHOLDS, reference_markdown, thresholds_of
+from callid import api
+from pipeline.insights import DETAILS_MAX, INSIGHTS, THRESHOLDS, reference_markdown, thresholds_of
 from tests.conftest import ROOT, cli
 from tests.insights import insights_of, of_code
 
@@ -83,3 +84,15 @@ def test_the_command(demo, collective_fanin):
                       (("insights",), "give one merged database")):
         res = cli(*bad)
         assert res.returncode == 2 and says in res.stderr and "Traceback" not in res.stderr, res.stderr
+
+
+def test_a_finding_says_how_many_of_its_subjects_it_does_not_name(tmp_path):
+    made = cli("synth", "--ranks", "16", "--servers", "4", "--calls", "400", "--fanout", "4", "--seed", "3",
+               "-d", tmp_path)
+    assert made.returncode == 0, made.stderr
+    db = tmp_path / "m.duckdb"
+    assert cli("merge", tmp_path / "client.parquet", tmp_path / "server.parquet", "-o", db).returncode == 0
+    small = [f for f in api.insights(db) if f["code"] == "P701"]  # (every rank makes small requests)
+    assert small and all(len(f["ranks"]) == DETAILS_MAX and f["more"] == {"ranks": 16 - DETAILS_MAX}
+                         for f in small)
+    assert f"and {16 - DETAILS_MAX} more" in cli("insights", db, "--code", "P701").stdout
