@@ -3,6 +3,8 @@ data operations, and the table macros every reader's connection has."""
 
 from __future__ import annotations
 
+from callid_core.schema import DISK_LAYERS_SQL
+
 #: a call that moves data (a split collective's data is its _begin's): a condition on a row of calls
 DATA_CALL_WHERE = ("size > 0 AND (func LIKE 'MPI_File_%read%' OR func LIKE 'MPI_File_%write%') "
                    "AND func NOT LIKE '%\\_end' ESCAPE '\\'")
@@ -12,6 +14,14 @@ DATA_CALLS_SQL = ("SELECT *, CASE WHEN func LIKE '%read%' THEN 'read' ELSE 'writ
 #: the Trove data operations (the servers' disk reads and writes), with their direction
 DISK_DATA_SQL = ("SELECT *, CASE op WHEN 'trove_read' THEN 'read' ELSE 'write' END AS direction "
                  "FROM server_ops WHERE op IN ('trove_read', 'trove_write')")
+
+#: A server's busy time, the one definition stats, insights and the report use: the length of the union
+#: of the intervals of its disk operations (every Trove and metadata operation: data, flush, remove,
+#: getattr, keyval), per server (``server``, ``busy_ns``; servers without disk operations absent).
+SERVER_BUSY_SQL = f"""
+    WITH busy_spans AS (SELECT server AS k, t_start AS lo, t_end AS hi FROM server_ops
+                        WHERE layer IN ({DISK_LAYERS_SQL}))
+    SELECT k AS server, covered AS busy_ns FROM covered('busy_spans')"""
 
 #: Table macros every connection has.  ``islands(t)``: the rows of the table, view or CTE named ``t``
 #: (columns ``k``, ``lo``, ``hi``: a key and a range [lo, hi), times or bytes; any others kept), each

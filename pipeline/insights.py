@@ -31,7 +31,7 @@ from decimal import Decimal
 from callid_core import config as C
 from callid_core.choices import MpiIo
 from callid_core.ids import Layout
-from pipeline.domain import DATA_CALLS_SQL, DISK_DATA_SQL
+from pipeline.domain import DATA_CALLS_SQL, DISK_DATA_SQL, SERVER_BUSY_SQL
 from pipeline.merged import Merged
 from pipeline.rules import Catalogue, Rule, gate
 from pipeline.source import job_of, sample_text
@@ -116,7 +116,7 @@ INSIGHTS = Catalogue("insight", "insight_sql", re.compile(r"^[PS]\d{3}$"), ("fam
 
 def _prepare(m: Merged) -> None:
     """What the insights read besides the merged tables: the thresholds and the run's layout figures
-    as variables, the servers by role, the data calls and disk data operations."""
+    as variables, the servers by role, the data calls and disk data operations, the servers' busy time."""
     config = m.config
     values = {name: t.value for name, t in THRESHOLDS.items()} | {
         "strip_size": config.get("strip_size") or C.DEFAULT_STRIP_SIZE,
@@ -130,6 +130,7 @@ def _prepare(m: Merged) -> None:
         m.con.execute(f"CREATE TEMP TABLE {role}_servers AS SELECT unnest(?::VARCHAR[]) AS server", [servers])
     m.con.execute(f"CREATE TEMP VIEW data_calls AS {DATA_CALLS_SQL}")
     m.con.execute(f"CREATE TEMP VIEW disk_data AS {DISK_DATA_SQL}")
+    m.con.execute(f"CREATE TEMP VIEW server_busy AS {SERVER_BUSY_SQL}")
 
 
 def run_insights(m: Merged, codes: list[str] | None = None) -> list[dict]:

@@ -12,7 +12,7 @@ from callid_core.choices import Payload
 from callid_core.evidence import REPLAY_ORIGIN
 from callid_core.units import ranks_text
 from pipeline.checks import count_findings, run_checks
-from pipeline.domain import DATA_CALL_WHERE
+from pipeline.domain import DATA_CALL_WHERE, SERVER_BUSY_SQL
 from pipeline.formatting import format_rows
 from pipeline.insights import compare_insights, count_insights, run_insights
 from pipeline.lag import ReplayLag
@@ -58,11 +58,9 @@ TIME_BY_RANK_SQL = """
 
 # per server: disk operations, bytes and busy time (the union of its disk operations' intervals)
 SERVERS_SQL = f"""
-    WITH ops AS (
-        SELECT server, t_start, t_end, size FROM server_ops WHERE layer IN ({S.DISK_LAYERS_SQL})
-    ), spans AS (SELECT server AS k, t_start AS lo, t_end AS hi FROM ops)
-    SELECT server, count(*) AS ops, sum(size)::BIGINT AS bytes, any_value(b.covered) AS busy_ns
-    FROM ops JOIN covered('spans') b ON b.k = ops.server GROUP BY server ORDER BY server"""
+    SELECT server, count(*) AS ops, sum(size)::BIGINT AS bytes, any_value(b.busy_ns) AS busy_ns
+    FROM server_ops JOIN ({SERVER_BUSY_SQL}) b USING (server)
+    WHERE layer IN ({S.DISK_LAYERS_SQL}) GROUP BY server ORDER BY server"""
 
 def slowest_sql(limit: int) -> str:
     """The shipped query ``latency_breakdown`` (where each call's time went, in parts that never

@@ -3,15 +3,14 @@
 -- thresholds: server_imbalance
 -- columns: server_ops.server, server_ops.size, server_ops.t_start, server_ops.t_end, server_ops.handle, arrows.file, calls.hints
 -- Over the I/O servers (those without data count, with zeros): each one's disk bytes, disk operations and
--- busy time (the union of its disk operations' intervals); imbalance = (max - min) / max per measure.
+-- busy time (server_busy: the union of its disk operations' intervals); imbalance = (max - min) / max.
 -- High when the bytes' imbalance is above server_imbalance, warning when only the operations' is; info
 -- when only the busy time's is (on the same work a busy time varies from run to run by more than that:
 -- a few operations stalled by the scheduler), ok when none is.  Why: the files whose data landed on
 -- fewer I/O servers than exist (a striping_factor hint below the server count, a file smaller than
 -- one stripe, else its accesses); none: the access pattern.
-WITH spans AS (SELECT server AS k, t_start AS lo, t_end AS hi FROM disk_data
-), busy AS (
-    SELECT k AS server, covered AS busy_ns FROM covered('spans')
+WITH busy AS (
+    SELECT server, busy_ns FROM server_busy
 ), load AS (
     SELECT server, count(*) AS ops, sum(size)::BIGINT AS bytes FROM disk_data GROUP BY server
 ), per_server AS (

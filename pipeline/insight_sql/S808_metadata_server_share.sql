@@ -4,18 +4,17 @@
 -- columns: server_ops.layer, server_ops.op, server_ops.server, server_ops.rank, server_ops.t_start, server_ops.t_end, arrows.file
 -- The requests (layer 'req' events) the metadata servers served (lookup, getattr, create, remove,
 -- shared_fp: opens, deletes, shared file pointers, views) against those of all servers, and their busy
--- time (the union of their requests' intervals) against all servers'.  Warning when both shares are
+-- time (server_busy: the union of each server's disk operations' intervals) against all servers' (summed).  Warning when both shares are
 -- above meta_share; info otherwise.  Both, because each alone misleads: a collective moves its data in
 -- a few large requests (one create is then a third of the requests), and on a short run one slow
 -- sqlite commit of the metadata server is a large part of the busy time.
 WITH reqs AS (
     SELECT server, op, rank, t_start, t_end, server IN (SELECT server FROM meta_servers) AS meta
     FROM server_ops WHERE layer = 'req'
-), spans AS (SELECT server AS k, t_start AS lo, t_end AS hi FROM reqs
-), busy AS (  -- busy time: per server, the union of its requests' intervals
-    SELECT coalesce(sum(covered) FILTER (WHERE k IN (SELECT server FROM meta_servers)), 0)::BIGINT AS meta_busy,
-           coalesce(sum(covered), 0)::BIGINT AS busy
-    FROM covered('spans')
+), busy AS (
+    SELECT coalesce(sum(busy_ns) FILTER (WHERE server IN (SELECT server FROM meta_servers)), 0)::BIGINT
+               AS meta_busy, coalesce(sum(busy_ns), 0)::BIGINT AS busy
+    FROM server_busy
 ), t AS (
     SELECT count(*) AS requests, count(*) FILTER (WHERE meta) AS meta_requests,
            count(*) FILTER (WHERE meta AND op = 'lookup') AS lookup,
@@ -39,7 +38,7 @@ WITH reqs AS (
 )
 SELECT CASE WHEN flagged THEN 'warning' ELSE 'info' END AS severity,
        printf('the metadata server served %d of the %d requests (%s: %s) and %s of the servers'' busy time '
-              || '(%s of %s)', meta_requests, requests, fmt_pct(meta_requests / requests), by_op,
+              || '(%s of %s summed over the servers)', meta_requests, requests, fmt_pct(meta_requests / requests), by_op,
               fmt_pct(meta_busy / nullif(busy, 0)), fmt_ns(meta_busy), fmt_ns(busy)) AS detail,
        CASE WHEN flagged
             THEN 'open, create and delete fewer files: one shared file instead of a file per process, open '

@@ -96,3 +96,17 @@ def test_a_finding_says_how_many_of_its_subjects_it_does_not_name(tmp_path):
     assert small and all(len(f["ranks"]) == DETAILS_MAX and f["more"] == {"ranks": 16 - DETAILS_MAX}
                          for f in small)
     assert f"and {16 - DETAILS_MAX} more" in cli("insights", db, "--code", "P701").stdout
+
+
+@pytest.mark.mpi
+def test_a_servers_busy_time_is_one_figure_everywhere(demo):
+    """stats, S801 and S808 (and the report, from stats) read one busy time: the union of a server's disk
+    operations, flushes and removes included."""
+    busy = {s["server"]: s["busy_ns"] for s in api.stats(demo.db)["servers"]}
+    found = api.insights(demo.db)
+    (s801,) = of_code(found, "S801")
+    io = [busy.get(s, 0) for s in s801["servers"]]
+    assert (s801["numbers"]["max_busy_ns"], s801["numbers"]["min_busy_ns"]) == (max(io), min(io))
+    (s808,) = of_code(found, "S808")
+    assert s808["numbers"]["busy_ns"] == sum(busy.values())
+    assert s808["numbers"]["meta_busy_ns"] == sum(v for s, v in busy.items() if s.startswith("meta"))
