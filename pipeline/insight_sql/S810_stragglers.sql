@@ -5,9 +5,10 @@
 -- Peers: independent data calls of the same function and size; a collective counts as one (its
 -- calls' sizes summed), timed from its last rank's arrival to its last return (so that waiting for
 -- late ranks, P706, does not count).  A straggler takes more than straggler_factor x its peers' median
--- time.  Its disk work: the disk operations of its calls (arrows), each once, their durations summed.
--- A straggler is slow on the disks when its disk work beyond its peers' median alone makes it a
--- straggler (median time + extra disk work > straggler_factor x median time).  Warning when the time
+-- time.  Its disk time: the union of the intervals of the disk operations of its calls (arrows; operations
+-- that overlap, on several servers, count once).  The one rule for "slow on the disks": a straggler whose
+-- disk time beyond its peers' median alone makes it a straggler (median time + extra disk time >
+-- straggler_factor x median time).  Warning when the time
 -- those lost (their time - the median) is more than rank_imbalance (Drishti's straggler margin) of the
 -- time of all the peers; info otherwise (a few slow calls, or time lost outside the servers: client,
 -- network, scheduling).  One row per function and size (the 10 that lost the most time), naming the
@@ -30,11 +31,12 @@ WITH units AS (  -- what is timed: an independent call, or a whole collective
 ), ops AS (  -- their disk operations, each once per unit
     SELECT DISTINCT g.unit, a.server, a.event_id, a.op, a.dur_ns, a.t_end
     FROM (SELECT unit, unnest(callids) AS callid FROM grouped) g JOIN arrows a USING (callid)
+), spans AS (SELECT unit AS k, t_end - dur_ns AS lo, t_end AS hi FROM ops
 ), work AS (
-    SELECT unit, count(*) AS disk_ops, sum(dur_ns)::BIGINT AS disk_ns,
+    SELECT unit, count(*) AS disk_ops, any_value(c.covered)::BIGINT AS disk_ns,
            arg_max({'server': server, 'event_id': event_id, 'op': op, 'dur_ns': dur_ns}, (dur_ns, t_end))
                AS slow
-    FROM ops GROUP BY unit
+    FROM ops JOIN covered('spans') c ON c.k = ops.unit GROUP BY unit
 ), judged AS (
     SELECT g.*, coalesce(w.disk_ops, 0) AS disk_ops, coalesce(w.disk_ns, 0) AS disk_ns, w.slow,
            median(coalesce(w.disk_ops, 0)) OVER p AS median_disk_ops,
@@ -67,10 +69,11 @@ WITH units AS (  -- what is timed: an independent call, or a whole collective
 )
 SELECT CASE WHEN flagged THEN 'warning' ELSE 'info' END AS severity,
        printf('%s of %s: %d of %d calls took more than %gx their median %s; %s. Slowest%s: %s, %s, %d disk '
-              || 'operations (median %g) taking %s (median %s)%s', func, format_bytes(size), stragglers, peers,
+              || 'operations (median %g), disk time %s (median %s; overlapping operations once)%s', func, format_bytes(size), stragglers, peers,
               getvariable('straggler_factor'), fmt_ns(median_ns),
-              CASE WHEN disk_stragglers = 0 THEN 'none slow on the disks (the time went to the client, the '
-                                                 || 'network or scheduling)'
+              CASE WHEN disk_stragglers = 0 THEN 'none slow on the disks (the disk time beyond the median '
+                                                 || 'would not alone make one a straggler: the time went to the '
+                                                 || 'client, the network or scheduling)'
                    ELSE printf('%d slow on the disks lost %s (%s of the peers'' %s)', disk_stragglers,
                                fmt_ns(disk_lost_ns), fmt_pct(disk_lost_ns / nullif(peers_ns, 0)), fmt_ns(peers_ns))
                    END,

@@ -101,6 +101,7 @@ def test_stragglers(tmp_path):
     assert n["peers"] == 17 and n["disk_stragglers"] >= 1
     assert (n["disk_ops"], n["median_disk_ops"]) == (256, 1.0)
     assert n["call_ns"] > 2 * n["median_ns"] and n["disk_ns"] > 2 * n["median_disk_ns"]
+    assert n["disk_ns"] <= n["call_ns"]  # (its disk time: the operations' union, within the call)
     assert n["disk_lost_ns"] > 0.15 * n["peers_ns"]
     assert slow["callids"][0] == sparse and slow["ranks"][0] == 1
     assert slow["files"] == ["/pvfs2/straggler"] and slow["servers"] == ["io0"]
