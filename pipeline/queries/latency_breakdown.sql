@@ -2,7 +2,9 @@
 -- of the call counts in the first part that explains it): disk (the disk operations of the rank's
 -- requests for the call), server queue (a request's arrival to its first disk operation), I/O (the
 -- rank's requests outstanding and an aggregator's I/O cycles), exchange (a collective's plan and data
--- exchange between ranks), wait (a collective waiting for its aggregators), other (the rest).
+-- exchange between ranks), wait (a collective call waiting for the other ranks of its collective: until
+-- the last of them arrives, and while their requests, I/O cycles or exchanges for it go on), other
+-- (the rest).
 -- A call's requests are its rank's rpcs carrying its CallID, or for a collective any CallID of the
 -- same collective (an aggregator's); their server events are those of the same (rank, req_id),
 -- clipped to the request. `callid stats` lists the slowest calls with this query (its first CTE
@@ -25,6 +27,17 @@ WITH c AS (
                greatest(s.t_start, q.t_start) AS t_start, least(s.t_end, q.t_end) AS t_end
         FROM reqs q JOIN server_ops s ON s.rank = q.rank AND s.req_id = q.req_seq)
     WHERE t_start < t_end
+), coll_work AS (  -- the work of each collective's ranks: their requests, I/O cycles and exchanges
+    SELECT o.coll_seq AS k, r.t_start AS lo, r.t_end AS hi
+    FROM calls o JOIN (SELECT rank, t_start, t_end, unnest(callids) AS id FROM rpcs) r
+         ON r.id = o.callid AND r.rank = o.rank
+    WHERE o.coll_seq IS NOT NULL
+    UNION ALL
+    SELECT o.coll_seq, p.t_start, p.t_end FROM calls o JOIN phases p ON p.callid = o.callid
+    WHERE o.coll_seq IS NOT NULL AND p.phase <> 'wait'
+), coll_busy AS (  -- ... merged into islands: few per collective, whatever its ranks
+    SELECT k AS coll_seq, min(lo) AS t_start, max(hi) AS t_end FROM islands('coll_work') GROUP BY k, island
+), arrived AS (SELECT coll_seq, max(t_start) AS last FROM calls WHERE coll_seq IS NOT NULL GROUP BY coll_seq
 ), spans AS (  -- part: 1 disk, 2 server queue, 3 I/O, 4 exchange, 5 wait
     SELECT call, 1 AS part, t_start, t_end FROM ops WHERE disk
     UNION ALL
@@ -35,6 +48,10 @@ WITH c AS (
     UNION ALL
     SELECT p.callid, CASE p.phase WHEN 'io' THEN 3 WHEN 'wait' THEN 5 ELSE 4 END, p.t_start, p.t_end
     FROM phases p SEMI JOIN c ON c.callid = p.callid
+    UNION ALL  -- the other ranks of its collective: until the last arrives, and while they work on it
+    SELECT c.callid, 5, c.t_start, a.last FROM c JOIN arrived a USING (coll_seq) WHERE c.callid IS NOT NULL
+    UNION ALL
+    SELECT c.callid, 5, b.t_start, b.t_end FROM c JOIN coll_busy b USING (coll_seq) WHERE c.callid IS NOT NULL
 ), clipped AS (
     SELECT x.call, x.part, greatest(x.t_start, c.t_start) AS s, least(x.t_end, c.t_end) AS e
     FROM spans x JOIN c ON c.callid = x.call

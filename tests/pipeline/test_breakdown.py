@@ -76,12 +76,14 @@ SERVER_ROWS = [
 
 # By hand (ns).  Rank 0: disk = 1450-1550, 1600-1650, 1700-1750 = 200; queue = 1420-1450 (30) and
 # 1520-1600 minus the disk 1520-1550 (50) = 80; I/O = the io phase and the requests (1300-1800, 500)
-# minus disk and queue = 220; exchange = plan 90 + exchange 200 = 290; wait 150; other 10 + 50 = 60.
+# minus disk and queue = 220; exchange = plan 90 + exchange 200 = 290; wait: its wait phase 150 and
+# 1000-1010 before rank 1 arrived (1050) = 160; other 1950-2000 = 50 (rank 1 only waits then).
 # Rank 1: its requests are none (the aggregator's carry X1 but are rank 0's): exchange 40 + 190 = 230,
-# wait 710, other 10 + 10 = 20.  Y1: queue 3020-3080 = 60, I/O 80 - 60 = 20, other 20.
+# wait 710 and 1050-1060 while rank 0 plans = 720, other 2000-2010 = 10.  Y1 (no collective): queue
+# 3020-3080 = 60, I/O 80 - 60 = 20, other 20.
 EXPECTED = [  # callid_hex, rank, func, call, exchange, wait, io, queue, disk, other, accounted %
-    ("0x00_000005", 0, WRITE_ALL, 1000, 290, 150, 220, 80, 200, 60, 94.0),
-    ("0x01_000005", 1, WRITE_ALL, 960, 230, 710, 0, 0, 0, 20, 97.9),
+    ("0x00_000005", 0, WRITE_ALL, 1000, 290, 160, 220, 80, 200, 50, 95.0),
+    ("0x01_000005", 1, WRITE_ALL, 960, 230, 720, 0, 0, 0, 10, 99.0),
     ("0x01_000006", 1, "MPI_File_write_at", 100, 0, 0, 20, 60, 0, 20, 80.0),
 ]
 
