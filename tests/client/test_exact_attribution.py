@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.query import named_query
+from pipeline.merged import open_merged
+from pipeline.query import named_query, run_query
 from tests.conftest import EXAMPLES, traced
 
 pytestmark = pytest.mark.mpi
@@ -101,10 +102,11 @@ def _subarray_owners(callids: dict[int, int]):
 
 
 def _breakdown(run) -> dict[str, dict]:
-    """the shipped query ``latency_breakdown`` on the run: per CallID (hex), its row."""
-    cur = run.con.execute(named_query("latency_breakdown").sql)
-    names = [d[0] for d in cur.description]
-    return {row[0]: dict(zip(names, row)) for row in cur.fetchall()}
+    """the shipped query ``latency_breakdown`` on the run (as ``callid sql --query`` runs it): per CallID
+    (hex), its row."""
+    with open_merged(run.db) as m:
+        names, rows = run_query(m, named_query("latency_breakdown").sql)
+    return {row[0]: dict(zip(names, row)) for row in rows}
 
 
 PARTS = ("exchange_ns", "wait_ns", "io_ns", "server_queue_ns", "disk_ns")

@@ -13,7 +13,6 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from pipeline.query import named_query
 from tests.client import test_exact_attribution as exact
 from tests.conftest import callid_cmd, traced
 from tests.romio.conftest import needs_fuse
@@ -298,8 +297,6 @@ def test_subarray_phases_seen_through_the_mpi_librarys_own_calls(subarray):
         outside = run.q(f"""SELECT count(*) FROM phases p JOIN calls c USING (callid)
                             WHERE p.func = '{func}' AND (p.t_start < c.t_start OR p.t_end > c.t_end)""")
         assert outside == [(0,)]
-    rows = run.con.execute(named_query("latency_breakdown").sql).fetchall()
-    cols = [d[0] for d in run.con.description]
-    for row in map(lambda r: dict(zip(cols, r)), rows):
+    for row in exact._breakdown(run).values():
         if row["func"] == "MPI_File_write_all":
             assert row["accounted_pct"] >= 90, row
