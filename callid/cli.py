@@ -693,8 +693,8 @@ def check(
 @app.command(cls=_Command)
 def insights(
     dbs: Annotated[list[Path] | None, typer.Argument(
-        metavar="DB...", help="merged output of 'callid merge'; two are compared (what appeared, what "
-        "disappeared)", show_default=False)] = None,
+        metavar="DB...", help="merged output of 'callid merge'; two are compared (what appeared, "
+        "disappeared, changed)", show_default=False)] = None,
     code: Annotated[list[str] | None, typer.Option(
         "--code", metavar="CODE", help="run only this insight (repeatable), e.g. S801",
         show_default="all")] = None,
@@ -711,7 +711,7 @@ def insights(
     disk-operation size, aggregator hot spots, read-modify-write, redundant reads, the
     metadata server's share, client-dominated calls, stragglers with the slow disk operation).
     Severities are Drishti's: high, warning, ok, info.  docs/insights.md lists them all with
-    their thresholds.  With two databases, prints the insights that appeared or disappeared.
+    their thresholds.  With two databases, prints the insights that appeared, disappeared or changed.
 
     Exit status: 0 done (whatever was found), 2 bad usage or input.
 

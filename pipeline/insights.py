@@ -193,16 +193,47 @@ def count_insights(findings: list[dict]) -> dict[str, int]:
     return {s: counts.get(s, 0) for s in SEVERITIES}
 
 
-def _key(f: dict) -> tuple:
-    return f["code"], f["severity"], tuple(f["files"]), tuple(f["servers"])
+#: two runs' numbers within this share of each other are the same: on the same work, timing figures
+#: (busy times, call times) vary from run to run by about this much, and a severity that flips on such
+#: a difference alone is noise, not a change
+NOISE_MARGIN = 0.1
+
+
+def _subject(f: dict) -> tuple:
+    """What a finding is about: its code, files and the words among its numbers (direction, function);
+    not its severity, servers or text, which may differ between runs on the same subject."""
+    words = sorted((k, v) for k, v in f.get("numbers", {}).items() if isinstance(v, str))
+    return f["code"], tuple(sorted(f["files"])), tuple(words)
+
+
+def _differ(x: object, y: object) -> bool:
+    if isinstance(x, bool) or isinstance(y, bool) or not isinstance(x, int | float) \
+            or not isinstance(y, int | float):
+        return x != y
+    return abs(x - y) > NOISE_MARGIN * max(abs(x), abs(y))
 
 
 def compare_insights(a: list[dict], b: list[dict]) -> dict[str, list[dict]]:
-    """The findings of run ``b`` that run ``a`` does not have ('appeared') and those it loses
-    ('disappeared'), matched by code, severity, files and servers."""
-    ka, kb = {_key(f) for f in a}, {_key(f) for f in b}
-    return {"appeared": [f for f in b if _key(f) not in ka],
-            "disappeared": [f for f in a if _key(f) not in kb]}
+    """What changed from run ``a``'s findings to run ``b``'s, matched by subject (:func:`_subject`; of
+    several findings of one subject, in order): ``appeared`` (only in ``b``), ``disappeared`` (only in
+    ``a``) and ``changed`` (``b``'s finding, with ``was``: ``a``'s severity, and ``changes``: the
+    numbers that differ by more than :data:`NOISE_MARGIN`, as [a's, b's]).  A finding whose numbers
+    all stay within the margin is unchanged, whatever its severity and text."""
+    left: dict[tuple, list[dict]] = {}
+    for f in a:
+        left.setdefault(_subject(f), []).append(f)
+    appeared, changed = [], []
+    for f in b:
+        same = left.get(_subject(f))
+        if not same:
+            appeared.append(f)
+            continue
+        was = same.pop(0)
+        nb, na = f.get("numbers", {}), was.get("numbers", {})
+        changes = {k: [na.get(k), nb.get(k)] for k in {**na, **nb} if _differ(na.get(k), nb.get(k))}
+        if changes:
+            changed.append({**f, "was": was["severity"], "changes": dict(sorted(changes.items()))})
+    return {"appeared": appeared, "disappeared": [f for fs in left.values() for f in fs], "changed": changed}
 
 
 _ORDER = {s: i for i, s in enumerate(SEVERITIES)}
@@ -239,16 +270,26 @@ def render_insights(findings: list[dict], ran: int, layout: Layout | None = None
 
 
 def render_comparison(names: list[str], a: list[dict], b: list[dict], layout: Layout | None = None) -> str:
-    """What changed from run ``names[0]`` to run ``names[1]``: the insights that appeared and disappeared."""
+    """What changed from run ``names[0]`` to run ``names[1]``: the insights that appeared, disappeared
+    and changed (:func:`compare_insights`)."""
     diff = compare_insights(a, b)
     lines = [f"insights from {names[0]} to {names[1]}: {len(diff['appeared'])} appeared, "
-             f"{len(diff['disappeared'])} disappeared"]
-    for what in ("appeared", "disappeared"):
+             f"{len(diff['disappeared'])} disappeared, {len(diff['changed'])} changed (numbers within "
+             f"{NOISE_MARGIN:.0%} of each other are the same)"]
+    for what in ("appeared", "disappeared", "changed"):
         if diff[what]:
-            lines += ["", f"{what} in {names[1] if what == 'appeared' else names[0]}:"]
+            lines += ["", f"{what} in {names[0] if what == 'disappeared' else names[1]}:"]
             for f in sorted(diff[what], key=lambda f: (_ORDER[f["severity"]], f["code"])):
-                lines += _line(f, layout)
+                lines += _line(f, layout) + _changes(f)
     return "\n".join(lines)
+
+
+def _changes(f: dict) -> list[str]:
+    """A changed finding's severity and numbers, before -> after."""
+    if "changes" not in f:
+        return []
+    severity = [f"      severity: {f['was']} -> {f['severity']}"] if f["was"] != f["severity"] else []
+    return severity + [f"      {k}: {x} -> {y}" for k, (x, y) in f["changes"].items()]
 
 
 def reference_markdown() -> str:

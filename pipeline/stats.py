@@ -185,7 +185,7 @@ def compute_stats(m: Merged) -> dict:
     stats["checks_undecidable"] = [u["code"] for u in checks.undecidable]
     found = run_insights(m)
     stats["insights"] = count_insights(found)
-    kept = ("code", "severity", "title", "detail", "files", "servers")
+    kept = ("code", "severity", "title", "detail", "files", "servers", "numbers")
     stats["insight_findings"] = [{k: f[k] for k in kept} for f in found]
     return stats
 
@@ -309,9 +309,10 @@ def _ms(ns: int | float | None) -> float | None:
 
 
 def _insight_changes(a: str, b: str, sa: dict, sb: dict) -> list[str]:
-    """The insights that appeared and disappeared from run ``a`` to run ``b``."""
+    """The insights that appeared, disappeared and changed from run ``a`` to run ``b``."""
     diff = compare_insights(sa["insight_findings"], sb["insight_findings"])
     lines = ["", f"Insights from {a} to {b}: {len(diff['appeared'])} appeared, "
-             f"{len(diff['disappeared'])} disappeared"]
+             f"{len(diff['disappeared'])} disappeared, {len(diff['changed'])} changed"]
     return lines + [f"  {sign} [{f['severity'].upper()}] {f['code']} {f['detail']}"
-                     for sign, what in (("+", "appeared"), ("-", "disappeared")) for f in diff[what]]
+                     for sign, what in (("+", "appeared"), ("-", "disappeared"), ("~", "changed"))
+                     for f in diff[what]]

@@ -98,7 +98,7 @@ SELECT CASE WHEN honoured IS NULL THEN 'info' WHEN honoured THEN 'ok' ELSE 'warn
                  || 'none): set it on the file system itself (callid run --servers and --strip-size; lfs setstripe '
                  || 'on Lustre), or use a driver that passes it'
        END AS recommendation,
-       {'declared': try_cast(value AS BIGINT), 'aggregators': aggregators, 'collective_writes': coll_w,
+       {'hint': key, 'declared': try_cast(value AS BIGINT), 'aggregators': aggregators, 'collective_writes': coll_w,
         'aggregated_writes': agg_w, 'collective_reads': coll_r, 'aggregated_reads': agg_r,
         'servers': servers, 'strip_size_bytes': getvariable('strip_size')::BIGINT,
         'largest_cycle_bytes': cycle} AS numbers,

@@ -110,3 +110,26 @@ def test_a_servers_busy_time_is_one_figure_everywhere(demo):
     (s808,) = of_code(found, "S808")
     assert s808["numbers"]["busy_ns"] == sum(busy.values())
     assert s808["numbers"]["meta_busy_ns"] == sum(v for s, v in busy.items() if s.startswith("meta"))
+
+
+def test_comparisons_match_findings_by_subject_and_leave_noise_alone():
+    from pipeline.insights import compare_insights
+
+    def finding(code, severity, numbers, servers=(), files=("/pvfs2/f",), advice="x"):
+        return {"code": code, "severity": severity, "files": list(files), "servers": list(servers),
+                "recommendation": advice, "detail": advice, "numbers": numbers}
+
+    # S804 of reads on both sides, other servers (2 and 8 of them) and other advice: the same subject
+    a = [finding("S804", "warning", {"direction": "read", "disk_ops": 100}, ["io0", "io1"], advice="a"),
+         finding("S801", "info", {"busy_imbalance_share": 0.16}),  # a severity flip on 12 % noise
+         finding("S807", "warning", {"redundant_bytes": 1000}),
+         finding("P701", "info", {"direction": "write", "small": 5})]
+    b = [finding("S804", "warning", {"direction": "read", "disk_ops": 104}, [f"io{i}" for i in range(8)]),
+         finding("S801", "ok", {"busy_imbalance_share": 0.145}),
+         finding("S807", "high", {"redundant_bytes": 3000}),
+         finding("P701", "info", {"direction": "read", "small": 5})]
+    diff = compare_insights(a, b)
+    assert [(f["code"], f["numbers"]["direction"]) for f in diff["appeared"]] == [("P701", "read")]
+    assert [f["numbers"]["direction"] for f in diff["disappeared"]] == ["write"]
+    assert [(f["code"], f["was"], f["severity"], f["changes"]) for f in diff["changed"]] == [
+        ("S807", "warning", "high", {"redundant_bytes": [1000, 3000]})]
