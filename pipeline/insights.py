@@ -122,6 +122,10 @@ def _prepare(m: Merged) -> None:
         "strip_size": config.get("strip_size") or C.DEFAULT_STRIP_SIZE,
         "flow_buffer": config.get("flow_buffer") or C.DEFAULT_FLOW_BUFFER,
         "cb_buffer_size": C.DEFAULT_CB_BUFFER_SIZE,
+        # the bounds of what callid run takes: advice stays within them
+        "min_strip_size": C.MIN_STRIP_SIZE, "max_strip_size": C.MAX_STRIP_SIZE,
+        "min_flow_buffer": C.MIN_FLOW_BUFFER, "max_flow_buffer": C.MAX_FLOW_BUFFER,
+        "max_buffers_per_strip": C.MAX_BUFFERS_PER_STRIP,
         # 1: the files were made by callid's MPI-IO, which passes the striping hints on at create
         "striping_hints": config.get("mpi_io", MpiIo.CALLID) == MpiIo.CALLID}
     for name, value in values.items():

@@ -89,18 +89,24 @@ SELECT g.severity,
        CASE WHEN g.severity IN ('ok', 'info') THEN NULL
             WHEN g.w.why = 'factor' THEN printf('open %s with striping_factor=%d (the number of I/O servers) or '
                                                 || 'without the hint (default: all)', g.w.file, g.n)
+            WHEN g.w.why = 'small' AND g.w.extent // g.n < getvariable('min_strip_size')
+                 THEN printf('leave the striping as it is: files of %s are too small to spread over %d I/O servers (a strip is at '
+                             || 'least %s)', format_bytes(g.w.extent), g.n,
+                             format_bytes(getvariable('min_strip_size')::BIGINT))
             WHEN g.w.why = 'small' THEN printf('a smaller striping_unit (hint, or --strip-size), e.g. %s, so that '
                                                || 'files of %s spread over all %d I/O servers',
-                                               format_bytes(pow(2, floor(log2(greatest(1, g.w.extent // g.n))))::BIGINT),
-                                               format_bytes(g.w.extent),
-                                               g.n)
+                                               format_bytes(strip_advice(g.w.extent // g.n)),
+                                               format_bytes(g.w.extent), g.n)
             ELSE 'spread the accesses over the strips of every I/O server: offsets and access sizes in whole '
                  || 'stripes (striping_unit x striping_factor), or a striping_unit the accesses divide evenly' END
            AS recommendation,
        {'io_servers': g.n, 'max_bytes': g.max_b, 'min_bytes': g.min_b, 'bytes_imbalance_share': round(g.b_imb, 4),
         'max_ops': g.max_o, 'min_ops': g.min_o, 'ops_imbalance_share': round(g.o_imb, 4),
         'max_busy_ns': g.max_t, 'min_busy_ns': g.min_t, 'busy_imbalance_share': round(g.t_imb, 4),
-        'narrow_files': g.narrow_files} AS numbers,
+        'narrow_files': g.narrow_files,
+        'advised_strip_bytes': CASE WHEN g.severity IN ('high', 'warning') AND g.w.why = 'small'
+                                         AND g.w.extent // g.n >= getvariable('min_strip_size')
+                                    THEN strip_advice(g.w.extent // g.n) END} AS numbers,
        []::INTEGER[] AS ranks, []::UBIGINT[] AS callids,
        CASE WHEN g.severity IN ('high', 'warning') THEN coalesce(g.files, []) ELSE []::VARCHAR[] END AS files,
        g.servers AS servers

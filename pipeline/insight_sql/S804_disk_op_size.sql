@@ -6,13 +6,18 @@
 -- servers' disk data operations (trove_read, trove_write); ratio = disk / requested.  Warning when the
 -- ratio is disk_size_ratio or less (each request costs that many disk operations or more: flow buffers
 -- or strips smaller than the accesses); ok when it is 1 or more (aggregation, e.g. collective
--- buffering, made the disk operations at least as large as the requests); info in between.
+-- buffering, made the disk operations at least as large as the requests); info in between.  The advice
+-- (a warning's): a strip and a flow buffer as large as the mean access, at most the largest file's size
+-- over the I/O servers (so that files still spread over all of them: S801), within callid run's bounds.
 WITH req AS (
     SELECT direction, count(*) AS calls, avg(size) AS mean, median(size) AS med, sum(size)::BIGINT AS bytes
     FROM data_calls GROUP BY direction
 ), disk AS (
     SELECT direction, count(*) AS ops, avg(size) AS mean, median(size) AS med, sum(size)::BIGINT AS bytes
     FROM disk_data GROUP BY direction
+), extent AS (  -- the largest file's size, over the I/O servers: a strip at most that spreads it over all
+    SELECT direction, max(size) // greatest(1, (SELECT count(*) FROM io_servers)) AS per_server
+    FROM (SELECT direction, file, max(file_offset + size) AS size FROM data_calls GROUP BY ALL) GROUP BY direction
 ), top_files AS (
     SELECT direction, list(file ORDER BY n DESC, file) AS files
     FROM (SELECT direction, file, sum(size) AS n FROM data_calls GROUP BY ALL) GROUP BY direction
@@ -21,10 +26,11 @@ WITH req AS (
     FROM (SELECT direction, server, count(*) AS n FROM disk_data GROUP BY ALL) GROUP BY direction
 ), g AS (
     SELECT r.direction, r.calls, r.mean AS r_mean, r.med AS r_med, d.ops, d.mean AS d_mean, d.med AS d_med,
-           d.mean / r.mean AS ratio,
+           d.mean / r.mean AS ratio, strip_advice(least(r.mean, e.per_server)) AS strip,
            CASE WHEN d.mean / r.mean <= getvariable('disk_size_ratio') THEN 'warning'
                 WHEN d.mean / r.mean >= 1 THEN 'ok' ELSE 'info' END AS severity
-    FROM req r JOIN disk d USING (direction)
+    FROM req r JOIN disk d USING (direction) LEFT JOIN extent e USING (direction)
+), advised AS (SELECT *, flow_advice(least(r_mean, strip), strip) AS flow FROM g
 )
 SELECT g.severity,
        printf('%s: %d calls request %s on average (median %s); the servers'' %d disk ops move %s on average '
@@ -36,15 +42,19 @@ SELECT g.severity,
               WHEN 'ok' THEN ' (the disk operations are as large as the requests or larger)'
               ELSE '' END AS detail,
        CASE WHEN g.severity = 'warning'
-            THEN printf('a --flow-buffer and a striping_unit (hint, or --strip-size) at least the access size (%s; '
-                        || 'now %s and %s), or collective buffering (cb_buffer_size) to combine requests',
-                        format_bytes(round(g.r_mean)::BIGINT), format_bytes(getvariable('flow_buffer')::BIGINT),
+            THEN printf('--flow-buffer %s and a striping_unit (hint, or --strip-size) of %s: as large as the accesses '
+                        || '(%s) allow while a file still spreads over every I/O server (now %s and %s); or '
+                        || 'collective buffering (cb_buffer_size) to combine requests', format_bytes(g.flow),
+                        format_bytes(g.strip), format_bytes(round(g.r_mean)::BIGINT),
+                        format_bytes(getvariable('flow_buffer')::BIGINT),
                         format_bytes(getvariable('strip_size')::BIGINT)) END AS recommendation,
        {'direction': g.direction, 'calls': g.calls, 'mean_request_bytes': round(g.r_mean)::BIGINT,
         'median_request_bytes': round(g.r_med)::BIGINT, 'disk_ops': g.ops,
         'mean_disk_op_bytes': round(g.d_mean)::BIGINT, 'median_disk_op_bytes': round(g.d_med)::BIGINT,
-        'size_ratio': round(g.ratio, 4)} AS numbers,
+        'size_ratio': round(g.ratio, 4),
+        'advised_strip_bytes': CASE WHEN g.severity = 'warning' THEN g.strip END,
+        'advised_flow_buffer_bytes': CASE WHEN g.severity = 'warning' THEN g.flow END} AS numbers,
        []::INTEGER[] AS ranks, []::UBIGINT[] AS callids, coalesce(f.files, []) AS files,
        coalesce(s.servers, []) AS servers
-FROM g LEFT JOIN top_files f USING (direction) LEFT JOIN top_servers s USING (direction)
+FROM advised g LEFT JOIN top_files f USING (direction) LEFT JOIN top_servers s USING (direction)
 ORDER BY g.direction

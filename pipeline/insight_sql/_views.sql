@@ -13,6 +13,17 @@ CREATE TEMP MACRO fmt_ns(ns) AS
          ELSE printf('%d ns', ns::BIGINT) END;
 CREATE TEMP MACRO fmt_pct(share) AS printf('%.1f%%', 100 * share);
 
+-- advice callid run takes: the largest power of 2 at most x, within the bounds of a strip size or a
+-- flow buffer (min_strip_size ... set by the runner from callid_core.config); a flow buffer also cuts
+-- its strip into at most max_buffers_per_strip buffers
+CREATE TEMP MACRO pow2_within(x, lo, hi) AS
+    greatest(lo, least(hi, pow(2, floor(log2(greatest(1, x))))))::BIGINT;
+CREATE TEMP MACRO strip_advice(x) AS
+    pow2_within(x, getvariable('min_strip_size'), getvariable('max_strip_size'));
+CREATE TEMP MACRO flow_advice(x, strip) AS
+    greatest(pow2_within(x, getvariable('min_flow_buffer'), getvariable('max_flow_buffer')),
+             strip // getvariable('max_buffers_per_strip'))::BIGINT;
+
 -- file_layout: each file's layout as its opens asked for it: the striping_unit and striping_factor hints of
 -- its first open that gives each (NULL: not asked, or the run's MPI-IO did not pass them on to the file
 -- system, striping_hints 0; factor NULL: all I/O servers); strip_size: the unit, else the run's strip_size

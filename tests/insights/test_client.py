@@ -133,3 +133,34 @@ def test_comparisons_match_findings_by_subject_and_leave_noise_alone():
     assert [f["numbers"]["direction"] for f in diff["disappeared"]] == ["write"]
     assert [(f["code"], f["was"], f["severity"], f["changes"]) for f in diff["changed"]] == [
         ("S807", "warning", "high", {"redundant_bytes": [1000, 3000]})]
+
+
+def _advice_is_taken(finding: dict) -> None:
+    """The strip size and flow buffer an insight advises are options callid run takes."""
+    from callid.run import RunOptions, check_options
+
+    numbers = finding["numbers"]
+    options = {"strip_size": numbers.get("advised_strip_bytes"),
+               "flow_buffer": numbers.get("advised_flow_buffer_bytes")}
+    check_options(RunOptions(target=["program.py"], **{k: v for k, v in options.items() if v is not None}))
+
+
+def test_advised_strips_and_flow_buffers_are_options_callid_run_takes(tmp_path):
+    made = cli("synth", "--ranks", "16", "--servers", "4", "--calls", "400", "--fanout", "4", "--seed", "3",
+               "-d", tmp_path)
+    assert made.returncode == 0, made.stderr
+    db = tmp_path / "m.duckdb"
+    assert cli("merge", tmp_path / "client.parquet", tmp_path / "server.parquet", "-o", db).returncode == 0
+    advised = [f for f in of_code(api.insights(db), "S804") if f["severity"] == "warning"]
+    assert advised and all(f["numbers"]["advised_strip_bytes"] for f in advised)
+    for f in advised:
+        _advice_is_taken(f)
+
+
+@pytest.mark.mpi
+def test_a_file_too_small_to_spread_gets_no_strip_advice(tmp_path):
+    found = insights_of(tmp_path / "out", "S801_tiny_file.py", np=1, run=("--servers", "4"))
+    (s801,) = of_code(found, "S801")
+    assert s801["severity"] == "high" and s801["numbers"]["advised_strip_bytes"] is None
+    assert s801["recommendation"].startswith("leave the striping as it is: files of 512 bytes are too small")
+    _advice_is_taken(s801)

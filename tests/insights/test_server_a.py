@@ -32,7 +32,8 @@ def test_s801_file_on_one_server(tmp_path):
     n = f["numbers"]
     assert {k: v for k, v in n.items() if "busy" not in k} == {
         "io_servers": 4, "max_bytes": 1280 * KIB, "min_bytes": 256 * KIB, "bytes_imbalance_share": 0.8,
-        "max_ops": 20, "min_ops": 4, "ops_imbalance_share": 0.8, "narrow_files": 1}
+        "max_ops": 20, "min_ops": 4, "ops_imbalance_share": 0.8, "narrow_files": 1,
+        "advised_strip_bytes": None}  # (the narrow file's is a striping_factor hint, not a strip)
     assert n["max_busy_ns"] >= n["min_busy_ns"] > 0
     busiest = f"io{len('/pvfs2/s801_narrow') % 4}"
     assert f["servers"][0] == busiest and sorted(f["servers"]) == ["io0", "io1", "io2", "io3"]
@@ -82,7 +83,9 @@ def test_s804_disk_ops_smaller_than_requests(tmp_path):
     assert f["severity"] == "warning"
     assert f["numbers"] == {"direction": "write", "calls": 16, "mean_request_bytes": MIB,
                             "median_request_bytes": MIB, "disk_ops": 256, "mean_disk_op_bytes": 64 * KIB,
-                            "median_disk_op_bytes": 64 * KIB, "size_ratio": 0.0625}
+                            "median_disk_op_bytes": 64 * KIB, "size_ratio": 0.0625,
+                            # 16 MiB over 2 servers: a strip of 1 MiB (the access) still spreads it
+                            "advised_strip_bytes": MIB, "advised_flow_buffer_bytes": MIB}
     assert f["files"] == ["/pvfs2/s804"] and sorted(f["servers"]) == ["io0", "io1"]
     assert "--flow-buffer" in f["recommendation"]
 
