@@ -134,3 +134,28 @@ def test_phases_and_the_aggregators_callids_are_merged(db):
             (0, 1, None, [X0, X1]), (0, 2, None, [X0, X1]), (1, 1, "0x01_000006", [Y1])]
     finally:
         con.close()
+
+
+def test_a_stragglers_disk_time_is_the_union_of_its_operations(tmp_path):
+    """S810 on a hand-made log: five writes of 100 ns and one of 1000 ns whose four disk operations of
+    400 ns run two at a time on two servers: its disk time is their union (800 ns), not their sum
+    (1600 ns, more than the call)."""
+    func = "MPI_File_write_at"
+    ids = [0x00000001 + i for i in range(6)]
+    client = [_call(i, 0, func, 10_000 * k, 10_000 * k + 100) for k, i in enumerate(ids[:5])]
+    slow = ids[5]
+    client += [_call(slow, 0, func, 60_000, 61_000), _rpc([slow], 0, 1, "io0", 60_050, 60_950, func=func),
+               _rpc([slow], 0, 2, "io1", 60_050, 60_950, func=func)]
+    client = [r._replace(size=100, bytes=100) if r.kind == "call" else r for r in client]
+    server = [_op(srv, "req", 0, seq, 1, 60_060, 60_940, [slow]) for srv, seq in (("io0", 1), ("io1", 2))]
+    event = 2
+    for srv, seq in (("io0", 1), ("io1", 2)):
+        for t in (60_100, 60_500):
+            server.append(_op(srv, "trove", 0, seq, event, t, t + 400, [slow]))
+            event += 1
+    c = _write(tmp_path / "client.parquet", S.CLIENT_SCHEMA, client, S.KIND_CLIENT)
+    s = _write(tmp_path / "server.parquet", S.SERVER_SCHEMA, server, S.KIND_SERVER)
+    merge(str(c), str(s), str(tmp_path / "m.duckdb"), clock_sync="none")
+    (found,) = api.insights(tmp_path / "m.duckdb", ["S810"])
+    assert (found["numbers"]["disk_ops"], found["numbers"]["disk_ns"]) == (4, 800)
+    assert found["numbers"]["disk_ns"] <= found["numbers"]["call_ns"] == 1000
