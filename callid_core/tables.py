@@ -36,7 +36,8 @@ def _client(*names: str) -> list[Column]:
 CALLID = Column("callid", pa.uint64(), "CallID (null: the call was not stamped)")
 CALLID_HEX = Column("callid_hex", pa.string(), "the CallID as hex digits, rank_counter "
                     "(both hex: 0x000001_0000000001a is rank 1, call 26)")
-DUR = Column("dur_ns", pa.int64(), "duration: t_end - t_start", NS)
+DUR = Column("dur_ns", pa.int64(), "duration: t_end - t_start (of this row alone: a sum over rows that "
+             "overlap in time is work, not elapsed time)", NS)
 T_REL = Column("t_rel_ns", pa.int64(), "t_start relative to the run's start (run.start_ns)", NS)
 #: columns a merged table shows but does not store: computed when read from the stored ones
 DERIVED = {"callid_hex": "callid_hex(callid)", "dur_ns": "t_end - t_start",
@@ -134,9 +135,11 @@ ARROWS = Table("arrows", "one row per call -> disk operation (Trove and metadata
     FILE_OFFSET, FILE_END,
     Column("size", pa.int64(), "the disk operation's whole size: the bytes it moved for every call it "
            "serves (summed over arrows it counts an operation once per call: sum bytes instead)", BYTES),
-    Column("bytes", pa.int64(), "the bytes of the disk operation that are this call's (server_ops."
-           "callid_bytes): over the arrows of an operation they add up to its size (null: not known, "
-           "exact = false)", BYTES),
+    Column("bytes", pa.int64(), "this call's share of the disk operation (server_ops.callid_bytes), "
+           "apportioned: the bytes only it owns, and a share of the bytes several calls own (the same bytes "
+           "read by several calls) and of the holes, in proportion; over the arrows of an operation they add "
+           "up to its size, so sums count each disk byte once (a call that shares bytes received more than "
+           "its share) (null: not known, exact = false)", BYTES),
     Column("holes", pa.int64(), "the disk operation's bytes no call owns (server_ops.holes): the gaps a "
            "read-modify-write reads and writes back unchanged, apportioned among its calls' bytes", BYTES),
     Column("rmw", pa.bool_(), "the operation is a read the call's write caused: a read-modify-write "
@@ -153,9 +156,10 @@ FANOUT = Table("fanout", "per call: its disk operations, servers touched and byt
     CALLID, CALLID_HEX, *_client("rank", "func", "size"),
     Column("disk_ops", pa.int64(), "disk operations the call caused"),
     Column("servers", pa.int64(), "servers whose disks the call touched"),
-    Column("disk_bytes", pa.int64(), "the call's bytes of its disk operations (sum of arrows.bytes): over "
-           "all calls they add up to the bytes the disk operations moved, each counted once, so disk_bytes "
-           "/ size is the true amplification; operations of inexact arrows are left out", BYTES),
+    Column("disk_bytes", pa.int64(), "the call's apportioned share of its disk operations (sum of "
+           "arrows.bytes): over all calls they add up to the bytes the disk operations moved, each counted "
+           "once; disk_bytes / size is the amplification of a call that shares no bytes with another; "
+           "operations of inexact arrows are left out", BYTES),
     Column("inexact_arrows", pa.int64(), "disk operations attributed to the call at request level only "
            "(arrows.exact = false): their bytes are not in disk_bytes"),
     Column("bytes_per_server", pa.list_(pa.struct([("server", pa.string()), ("ops", pa.int64()),
