@@ -86,12 +86,21 @@ def test_the_command(demo, collective_fanin):
         assert res.returncode == 2 and says in res.stderr and "Traceback" not in res.stderr, res.stderr
 
 
-def test_a_finding_says_how_many_of_its_subjects_it_does_not_name(tmp_path):
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory):
+    """A synthetic run of 16 ranks on 4 servers, merged (every rank makes small requests; large reads
+    and writes in 64 KiB disk operations)."""
+    out = tmp_path_factory.mktemp("synth16")
     made = cli("synth", "--ranks", "16", "--servers", "4", "--calls", "400", "--fanout", "4", "--seed", "3",
-               "-d", tmp_path)
+               "-d", out)
     assert made.returncode == 0, made.stderr
-    db = tmp_path / "m.duckdb"
-    assert cli("merge", tmp_path / "client.parquet", tmp_path / "server.parquet", "-o", db).returncode == 0
+    db = out / "m.duckdb"
+    assert cli("merge", out / "client.parquet", out / "server.parquet", "-o", db).returncode == 0
+    return db
+
+
+def test_a_finding_says_how_many_of_its_subjects_it_does_not_name(synthetic):
+    db = synthetic
     small = [f for f in api.insights(db) if f["code"] == "P701"]  # (every rank makes small requests)
     assert small and all(len(f["ranks"]) == DETAILS_MAX and f["more"] == {"ranks": 16 - DETAILS_MAX}
                          for f in small)
@@ -145,12 +154,8 @@ def _advice_is_taken(finding: dict) -> None:
     check_options(RunOptions(target=["program.py"], **{k: v for k, v in options.items() if v is not None}))
 
 
-def test_advised_strips_and_flow_buffers_are_options_callid_run_takes(tmp_path):
-    made = cli("synth", "--ranks", "16", "--servers", "4", "--calls", "400", "--fanout", "4", "--seed", "3",
-               "-d", tmp_path)
-    assert made.returncode == 0, made.stderr
-    db = tmp_path / "m.duckdb"
-    assert cli("merge", tmp_path / "client.parquet", tmp_path / "server.parquet", "-o", db).returncode == 0
+def test_advised_strips_and_flow_buffers_are_options_callid_run_takes(synthetic):
+    db = synthetic
     advised = [f for f in of_code(api.insights(db), "S804") if f["severity"] == "warning"]
     assert advised and all(f["numbers"]["advised_strip_bytes"] for f in advised)
     for f in advised:
