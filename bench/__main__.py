@@ -13,6 +13,7 @@ BENCHMARKS = {
                 "and C), and the C path's FUSE client's bandwidth",
     "fs": "simulated file system bandwidth against raw socket + pwrite, its protocol floor and plain MPI-IO",
     "replay": "callid replay of a traced run against the run, and of Darshan DXT logs of 384 and 4096 ranks",
+    "analysis": "callid stats, check, insights and report: time and peak memory against callid merge",
 }
 
 

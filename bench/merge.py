@@ -65,28 +65,34 @@ calls = (client.filter(pl.col("kind") == "call")  # (an unstamped call: no CallI
          .with_columns(callid=pl.when(pl.col("callid") != SENTINEL).then(pl.col("callid"))))
 ops = (server.filter(pl.col("layer").is_in(["trove", "meta"]) & (pl.col("callids").list.len() > 0))
        .select("server", "layer", "op", "handle", "offset", "file_offset", "file_end", "size", "t_start",
-               "t_end", "event_id", "callids", "callid_bytes", n_callids=pl.col("callids").list.len(),
-               n_bytes=pl.col("callid_bytes").list.len()))
-links = (ops.explode("callids", "callid_bytes")
-         .with_columns(bytes=pl.when(pl.col("n_callids") == 1).then(pl.col("size"))
+               "t_end", "event_id", "holes", "callids", "callid_bytes", "callid_own",
+               n_callids=pl.col("callids").list.len(), n_bytes=pl.col("callid_bytes").list.len(),
+               n_own=pl.col("callid_own").list.len()))
+links = (ops.explode("callids", "callid_bytes", "callid_own")
+         .with_columns(share_bytes=pl.when(pl.col("n_callids") == 1).then(pl.col("size"))
                        .when(pl.col("n_bytes") == pl.col("n_callids")).then(pl.col("callid_bytes"))
+                       .when(pl.col("size") == 0).then(0),
+                       own_bytes=pl.when(pl.col("n_own") == pl.col("n_callids")).then(pl.col("callid_own"))
+                       .when(pl.col("n_callids") == 1).then(pl.col("size") - pl.col("holes"))
                        .when(pl.col("size") == 0).then(0)))
 arrows = (links.rename({{"callids": "callid", "offset": "disk_offset"}})
           .with_columns(pl.col("file_offset", "file_end").replace(-1, None))
           .join(calls.select("callid", "rank", "func", "file", call_t_start="t_start", call_t_end="t_end"),
                 on="callid")
           .select("callid", "rank", "func", "file", "call_t_start", "call_t_end", "server", "layer", "op",
-                  "handle", "disk_offset", "file_offset", "file_end", "size", "bytes", "t_start", "t_end",
-                  "event_id", "n_callids", exact=pl.col("bytes").is_not_null()))
+                  "handle", "disk_offset", "file_offset", "file_end", "size", "share_bytes", "own_bytes",
+                  "t_start", "t_end", "event_id", "n_callids", exact=pl.col("share_bytes").is_not_null()))
 arrows.sink_parquet(d + "/polars_arrows.parquet")
 per_server = (pl.scan_parquet(d + "/polars_arrows.parquet").group_by("callid", "server")
-              .agg(ops=pl.len(), bytes=pl.col("bytes").sum(), inexact=(~pl.col("exact")).sum()))
+              .agg(ops=pl.len(), share_bytes=pl.col("share_bytes").sum(), own_bytes=pl.col("own_bytes").sum(),
+                   inexact=(~pl.col("exact")).sum()))
 per_call = (per_server.sort("callid", "server").group_by("callid")
-            .agg(disk_ops=pl.col("ops").sum(), servers=pl.len(), disk_bytes=pl.col("bytes").sum(),
-                 inexact_arrows=pl.col("inexact").sum(),
-                 bytes_per_server=pl.struct("server", "ops", "bytes")))
+            .agg(disk_ops=pl.col("ops").sum(), servers=pl.len(), share_bytes=pl.col("share_bytes").sum(),
+                 own_bytes=pl.col("own_bytes").sum(), inexact_arrows=pl.col("inexact").sum(),
+                 bytes_per_server=pl.struct("server", "ops", "share_bytes", "own_bytes")))
 fanout = (calls.select("callid", "rank", "func", "size").join(per_call, on="callid", how="left")
-          .with_columns(pl.col("disk_ops", "servers", "disk_bytes", "inexact_arrows").fill_null(0)))
+          .with_columns(pl.col("disk_ops", "servers", "share_bytes", "own_bytes", "inexact_arrows")
+                        .fill_null(0)))
 fanout.sink_parquet(d + "/polars_fanout.parquet")
 print(time.perf_counter() - t, {_PEAK})
 """
@@ -131,9 +137,12 @@ from pipeline.merged import open_merged
 d = sys.argv[1]
 con = open_merged(d + "/m.duckdb").con
 ARROWS = ("callid, rank, func, file, call_t_start, call_t_end, server, layer, op, handle, disk_offset, "
-          "file_offset, file_end, size, bytes, event_id, n_callids::BIGINT, exact")  # (times: see the doc)
-FANOUT = ("callid, rank, func, size, disk_ops::BIGINT, servers::BIGINT, disk_bytes::BIGINT, "
-          "inexact_arrows::BIGINT, bytes_per_server::STRUCT(server VARCHAR, ops BIGINT, bytes BIGINT)[]")
+          "file_offset, file_end, size, share_bytes, own_bytes, event_id, n_callids::BIGINT, exact")
+# (times: see the doc)
+FANOUT = ("callid, rank, func, size, disk_ops::BIGINT, servers::BIGINT, share_bytes::BIGINT, "
+          "own_bytes::BIGINT, "
+          "inexact_arrows::BIGINT, bytes_per_server::STRUCT(server VARCHAR, ops BIGINT, share_bytes BIGINT, "
+          "own_bytes BIGINT)[]")
 def digest(table, columns):
     return con.execute(f"SELECT count(*), sum(hash({columns})::HUGEINT) FROM {table}").fetchall()[0]
 same = all(digest(table, cols) == digest(f"read_parquet('{d}/polars_{table}.parquet')", cols)

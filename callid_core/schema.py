@@ -37,7 +37,10 @@ __all__ = [
 #: the atomicity set, and the non-I/O MPI collectives (kind 'mpi', e.g. MPI_Barrier).
 #: 5: the server log says an event's bytes no call owns (``holes``: read-modify-write gaps); the
 #: client log's ``origin`` 'posix' (a POSIX call on the FUSE mount outside any MPI-IO call).
-SCHEMA_VERSION = "6"
+#: 6: a replayed call says when it ran in the source (``src_t_start``, ``src_t_end``) and how late it
+#: started (``lag``); the source's job in the metadata (``callid.job.*``).
+#: 7: the server log says each call's own bytes of an event (``callid_own``) beside its share.
+SCHEMA_VERSION = "7"
 
 # Key/value metadata every log file carries (bytes keys, as Parquet stores them).
 META_SCHEMA_VERSION = "callid.schema_version"
@@ -231,11 +234,16 @@ SERVER = Table("server", "one row per server event (request, flow, Trove and met
     Column("callids", pa.list_(pa.uint64()), "the CallIDs the event serves: all of the request's, or "
            "for a disk operation of an aggregated request the calls whose bytes it moves",
            nullable=False, default=()),
-    Column("callid_bytes", pa.list_(pa.int64()), "bytes of the event per CallID, aligned with callids: "
-           "each call's owned bytes, with bytes no call owns (read-modify-write holes, see holes) split "
-           "among the owners in proportion to theirs (integers, largest remainder) so they add up to size; "
-           "empty: not known per call (several CallIDs without ownership: request-level attribution)",
-           BYTES, nullable=False, default=()),
+    Column("callid_bytes", pa.list_(pa.int64()), "each CallID's apportioned share of the event's bytes, "
+           "aligned with callids: the event's size split among the calls in proportion to their own bytes "
+           "(callid_own; integers, largest remainder) so the shares add up to size: bytes no call owns "
+           "(read-modify-write holes, see holes) and bytes several calls own (the same bytes read by "
+           "several calls) are split among them; empty: not known per call (several CallIDs without "
+           "ownership: request-level attribution)", BYTES, nullable=False, default=()),
+    Column("callid_own", pa.list_(pa.int64()), "each CallID's own bytes of the event, aligned with "
+           "callids: the bytes of its data the event read or wrote (every call reading the same bytes "
+           "owns them all; holes are no call's); empty: not known per call", BYTES, nullable=False,
+           default=()),
     Column("holes", pa.int64(), "bytes of the event no call owns: the gaps a read-modify-write (ROMIO's "
            "data sieving, an aggregator's cycle with holes) reads and writes back unchanged, counted in "
            "callid_bytes (0: none, or not known: a request that did not say whose bytes are where)",

@@ -114,13 +114,16 @@ SERVER_OPS = Table("server_ops", "one row per server event (request, flow, Trove
     Column("callids", pa.list_(pa.uint64()), "the CallIDs the event serves: all of the request's, or for "
            "a disk operation of an aggregated request the calls whose bytes it moves (the unstamped "
            "left out)"),
-    Column("callid_bytes", pa.list_(pa.int64()), "bytes of the event per CallID, aligned with callids: "
-           "each call's owned bytes, bytes no call owns (read-modify-write holes: holes) split among the "
-           "owners in proportion (integers: they add up to size); empty: not known per call (request-level "
-           "attribution)", BYTES),
+    Column("callid_bytes", pa.list_(pa.int64()), "each CallID's apportioned share of the event's bytes, "
+           "aligned with callids: size split among the calls in proportion to their own bytes (callid_own), "
+           "so the shares add up to size (bytes no call owns, holes, and bytes several calls own split among "
+           "them); empty: not known per call (request-level attribution)", BYTES),
+    Column("callid_own", pa.list_(pa.int64()), "each CallID's own bytes of the event, aligned with callids: "
+           "the bytes of its data the event read or wrote (calls reading the same bytes each own them all; "
+           "holes are nobody's); empty: not known per call", BYTES),
     *({"offset": _renamed(c, "disk_offset", DISK_OFFSET), "file_offset": FILE_OFFSET,
        "file_end": FILE_END}.get(c.name, c)
-      for c in (_log(SERVER, c.name) for c in SERVER.columns[7:])),
+      for c in (_log(SERVER, c.name) for c in SERVER.columns[8:])),
 ]))
 
 ARROWS = Table("arrows", "one row per call -> disk operation (Trove and metadata operations); "
@@ -134,12 +137,17 @@ ARROWS = Table("arrows", "one row per call -> disk operation (Trove and metadata
     Column("disk_offset", pa.int64(), DISK_OFFSET, BYTES, nullable=False),
     FILE_OFFSET, FILE_END,
     Column("size", pa.int64(), "the disk operation's whole size: the bytes it moved for every call it "
-           "serves (summed over arrows it counts an operation once per call: sum bytes instead)", BYTES),
-    Column("bytes", pa.int64(), "this call's share of the disk operation (server_ops.callid_bytes), "
-           "apportioned: the bytes only it owns, and a share of the bytes several calls own (the same bytes "
-           "read by several calls) and of the holes, in proportion; over the arrows of an operation they add "
-           "up to its size, so sums count each disk byte once (a call that shares bytes received more than "
-           "its share) (null: not known, exact = false)", BYTES),
+           "serves (summed over arrows it counts an operation once per call: sum share_bytes "
+           "instead)", BYTES),
+    Column("share_bytes", pa.int64(), "this call's apportioned share of the disk operation "
+           "(server_ops.callid_bytes): the operation's size split among its calls in proportion to their "
+           "own_bytes, so over the arrows of an operation they add up to its size and sums count each disk "
+           "byte once; a call sharing bytes with others (the same bytes read by several calls) has less than "
+           "its own_bytes, a call whose operation had holes more (null: not known, exact = false)", BYTES),
+    Column("own_bytes", pa.int64(), "the bytes of this call's data the disk operation read or wrote "
+           "(server_ops.callid_own): what the call received from it or sent to it; several calls reading "
+           "the same bytes each have them all, so sums over calls count shared bytes once per call; holes "
+           "are not in it (null: not known, exact = false)", BYTES),
     Column("holes", pa.int64(), "the disk operation's bytes no call owns (server_ops.holes): the gaps a "
            "read-modify-write reads and writes back unchanged, apportioned among its calls' bytes", BYTES),
     Column("rmw", pa.bool_(), "the operation is a read the call's write caused: a read-modify-write "
@@ -156,15 +164,19 @@ FANOUT = Table("fanout", "per call: its disk operations, servers touched and byt
     CALLID, CALLID_HEX, *_client("rank", "func", "size"),
     Column("disk_ops", pa.int64(), "disk operations the call caused"),
     Column("servers", pa.int64(), "servers whose disks the call touched"),
-    Column("disk_bytes", pa.int64(), "the call's apportioned share of its disk operations (sum of "
-           "arrows.bytes): over all calls they add up to the bytes the disk operations moved, each counted "
-           "once; disk_bytes / size is the amplification of a call that shares no bytes with another; "
-           "operations of inexact arrows are left out", BYTES),
+    Column("share_bytes", pa.int64(), "the call's apportioned share of its disk operations (sum of "
+           "arrows.share_bytes): over all calls they add up to the bytes the disk operations moved, each "
+           "counted once; share_bytes / size is the amplification of a call that shares no bytes with "
+           "another; operations of inexact arrows are left out", BYTES),
+    Column("own_bytes", pa.int64(), "the bytes of the call's data its disk operations read or wrote (sum of "
+           "arrows.own_bytes): what the call received from the disks or sent to them, equal to size when "
+           "every byte reached a disk, whoever else read the same bytes; operations of inexact arrows are "
+           "left out", BYTES),
     Column("inexact_arrows", pa.int64(), "disk operations attributed to the call at request level only "
-           "(arrows.exact = false): their bytes are not in disk_bytes"),
+           "(arrows.exact = false): their bytes are not in share_bytes or own_bytes"),
     Column("bytes_per_server", pa.list_(pa.struct([("server", pa.string()), ("ops", pa.int64()),
-                                                   ("bytes", pa.int64())])),
-           "per server: disk operations and the call's bytes of them, ordered by server"),
+                                                   ("share_bytes", pa.int64()), ("own_bytes", pa.int64())])),
+           "per server: disk operations and the call's share and own bytes of them, ordered by server"),
 ])
 
 CLOCKS = Table("clocks", "per clock and time window: how it maps onto the reference clock "

@@ -92,14 +92,14 @@ class Dialect:
         """In a ``SELECT`` list: a row per element of list ``items``."""
         return f"explode({items})" if self.spark else f"unnest({items})"
 
-    def unnest_pair(self, source: str, first: str, second: str, names: tuple[str, str]) -> tuple[str, str]:
-        """Rows per position of lists ``first`` and ``second`` side by side (the shorter padded with
-        NULLs), as columns ``names``: the ``SELECT`` items and the ``FROM`` clause over ``source``."""
-        a, b = names
+    def unnest_zip(self, source: str, lists: dict[str, str]) -> tuple[str, str]:
+        """Rows per position of ``lists`` (name -> list expression) side by side (the shorter padded
+        with NULLs), as columns of those names: the ``SELECT`` items and the ``FROM`` clause over
+        ``source``."""
         if self.spark:
-            lateral = f"LATERAL VIEW inline(arrays_zip({first}, {second})) z AS {a}, {b}"
-            return f"z.{a}, z.{b}", f"{source} {lateral}"
-        return f"unnest({first}) AS {a}, unnest({second}) AS {b}", source
+            lateral = f"LATERAL VIEW inline(arrays_zip({', '.join(lists.values())})) z AS {', '.join(lists)}"
+            return ", ".join(f"z.{name}" for name in lists), f"{source} {lateral}"
+        return ", ".join(f"unnest({expr}) AS {name}" for name, expr in lists.items()), source
 
     def type(self, t: pa.DataType) -> str:
         """The engine's name of Arrow type ``t``."""

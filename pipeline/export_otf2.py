@@ -26,10 +26,10 @@ What the records are:
   on the I/O handle of its server and object handle (paradigm Trove).
 * **Arrows** (call -> disk operation): one ``ParameterUnsignedInt`` record of the parameter
   ``served CallID`` per call the disk operation serves, at its start, inside its region: the value
-  and the attribute ``callid`` are the call's CallID, the attribute ``bytes`` the call's bytes of the
-  operation when known.  One record per call rather than one list: an OTF2 attribute list holds one
-  value per attribute.  A reader joins the calls (``callid`` of their ``Enter``) to the disk
-  operations by CallID.
+  and the attribute ``callid`` are the call's CallID, the attribute ``own_bytes`` the call's own
+  bytes of the operation (its data the operation read or wrote: arrows.own_bytes) when known.  One
+  record per call rather than one list: an OTF2 attribute list holds one value per attribute.  A
+  reader joins the calls (``callid`` of their ``Enter``) to the disk operations by CallID.
 * **Attributes**: ``callid`` (uint64) on every ``Enter`` and ``IoOperationBegin`` of an event that has
   a CallID, ``event_id`` on every server event's ``Enter``, ``offset`` (the file offset of a call,
   the physical offset of a disk operation) on ``IoOperationBegin``.  Every operation has its own
@@ -324,8 +324,8 @@ class _Writer:
                                       type=Type.INT64)._ref
         self.attr_offset = d.attribute("offset", "the offset in the file (calls) or the physical offset "
                                        "in the datafile (disk operations)", type=Type.INT64)._ref
-        self.attr_bytes = d.attribute("bytes", "the bytes of the disk operation that are the served "
-                                      "call's", type=Type.UINT64)._ref
+        self.attr_bytes = d.attribute("own_bytes", "the served call's own bytes of the disk operation "
+                                      "(its data the operation read or wrote)", type=Type.UINT64)._ref
         self.served = d.parameter("served CallID", parameter_type=ParameterType.UINT64)._ref
 
     def _define_ranks(self, node: Callable[[str], object]) -> None:
@@ -536,7 +536,7 @@ class _Writer:
             FROM sel_ops o JOIN o2_families f USING (server, layer)
             UNION ALL
             SELECT f.family, a.layer, NULL, a.t_start, greatest(a.t_end, a.t_start), a.event_id, a.callid,
-                   NULL, NULL, NULL, NULL, a.bytes, 1
+                   NULL, NULL, NULL, NULL, a.own_bytes, 1
             FROM sel_arrows a JOIN o2_families f USING (server, layer)
             ORDER BY family, ts, te DESC, event_id, arrow, callid"""
         family: _Family | None = None

@@ -481,11 +481,11 @@ def _server_ops_columns(t: dict[str, str], sentinel: int) -> str:
     none = f"{sentinel}::UBIGINT"
     return _select(SERVER_OPS, t, callid=f"NULLIF(x.callid, {none})", disk_offset="x.offset",
                    callids=f"list_filter(x.callids, lambda v: v <> {none})",
-                   # (aligned with callids: the unstamped left out of both)
-                   callid_bytes="CASE WHEN len(x.callid_bytes) <> len(x.callids) THEN []::BIGINT[] "
-                                f"WHEN list_contains(x.callids, {none}) THEN "
-                                f"list_filter(x.callid_bytes, lambda b, i: x.callids[i] <> {none}) "
-                                "ELSE x.callid_bytes END",
+                   # (aligned with callids: the unstamped left out of each)
+                   **{name: f"CASE WHEN len(x.{name}) <> len(x.callids) THEN []::BIGINT[] "
+                            f"WHEN list_contains(x.callids, {none}) THEN "
+                            f"list_filter(x.{name}, lambda b, i: x.callids[i] <> {none}) "
+                            f"ELSE x.{name} END" for name in ("callid_bytes", "callid_own")},
                    file_offset="NULLIF(x.file_offset, -1)", file_end="NULLIF(x.file_end, -1)")
 
 
@@ -544,29 +544,33 @@ def derive_arrows(con: duckdb.DuckDBPyConnection, run: Engine, target: _Target, 
              "event_id": "x.event_id"}
     columns = ", ".join(f"{expr} AS {name}" for name, expr in named.items())
     names = ", ".join(named)
-    pair, source = d.unnest_pair(src, "x.callids", "x.callid_bytes", ("callid", "b"))
+    each, source = d.unnest_zip(src, {"callid": "x.callids", "b": "x.callid_bytes", "o": "x.callid_own"})
+    counts = (f"{d.size('x.callid_bytes')} AS n_bytes, {d.size('x.callid_own')} AS n_own, "
+              f"{d.size('x.callids')} AS n_listed")
     links = f"""
         SELECT callid, n_callids,
                CASE WHEN n_callids = 1 THEN size WHEN n_bytes = n_callids THEN b
-                    WHEN size = 0 THEN 0 END AS bytes, {names}
+                    WHEN size = 0 THEN 0 END AS share_bytes,
+               CASE WHEN n_own = n_callids THEN o WHEN n_callids = 1 THEN size - holes
+                    WHEN size = 0 THEN 0 END AS own_bytes, {names}
         FROM (  -- each CallID with its bytes (the logged ones, if there is one per CallID)
-            SELECT {pair}, {d.size("x.callids")} AS n_callids, {d.size("x.callid_bytes")} AS n_bytes,
-                   {columns}
+            SELECT {each}, {d.size("x.callids")} AS n_callids, {counts}, {columns}
             {source} WHERE {disk} AND {d.size("x.callids")} > 0 {f"AND NOT ({odd})" if has_odd else ""}) u"""
     if has_odd:  # (not written by callid's servers): one link per stamped CallID, the bytes of its
         # places in the list summed (an unstamped one and its bytes left out)
         none = d.u64(sentinel)
         stamped = d.size(d.distinct(d.filter("x.callids", "v", f"v <> {none}")))
-        listed = f"{d.size('x.callids')} AS n_listed, {d.size('x.callid_bytes')} AS n_bytes"
         links += f"""
         UNION ALL
         SELECT callid, n_callids,
                CASE WHEN n_callids = 1 THEN size
-                    WHEN count(b) = count(*) THEN CAST(sum(b) AS BIGINT) END AS bytes, {names}
+                    WHEN count(b) = count(*) THEN CAST(sum(b) AS BIGINT) END AS share_bytes,
+               CASE WHEN count(o) = count(*) THEN CAST(sum(o) AS BIGINT)
+                    WHEN n_callids = 1 THEN size - holes END AS own_bytes, {names}
         FROM (SELECT callid, n_callids, CASE WHEN n_bytes = n_listed THEN b WHEN size = 0 THEN 0 END AS b,
-                     {names}
-              FROM (SELECT {pair}, {listed}, {stamped} AS n_callids, {columns}
-                    {source} WHERE {disk} AND {odd}) o
+                     CASE WHEN n_own = n_listed THEN o WHEN size = 0 THEN 0 END AS o, {names}
+              FROM (SELECT {each}, {counts}, {stamped} AS n_callids, {columns}
+                    {source} WHERE {disk} AND {odd}) ls
               WHERE callid <> {none}) s
         GROUP BY callid, n_callids, {names}"""
     # (the calls are the join's build side, whatever the estimates say: the links are many more, 80 M at
@@ -575,9 +579,9 @@ def derive_arrows(con: duckdb.DuckDBPyConnection, run: Engine, target: _Target, 
     _store(con, run, target, ARROWS, f"""
         SELECT l.callid, c.rank, c.func{label['func']} AS func, c.file,
                c.t_start AS call_t_start, c.t_end AS call_t_end, l.server, l.layer, l.op,
-               l.handle, l.disk_offset, l.file_offset, l.file_end, l.size, l.bytes, l.holes,
-               l.op = 'trove_read' AND c.func LIKE '%write%' AS rmw, l.t_start, l.t_end,
-               l.event_id, l.n_callids, l.bytes IS NOT NULL AS exact
+               l.handle, l.disk_offset, l.file_offset, l.file_end, l.size, l.share_bytes, l.own_bytes,
+               l.holes, l.op = 'trove_read' AND c.func LIKE '%write%' AS rmw, l.t_start, l.t_end,
+               l.event_id, l.n_callids, l.share_bytes IS NOT NULL AS exact
         FROM ({links}) l JOIN _calls c ON c.callid = l.callid
     """)
     con.execute("RESET disabled_optimizers")
@@ -610,42 +614,54 @@ PIVOT_SERVERS = 32
 def derive_fanout(con: duckdb.DuckDBPyConnection, run: Engine, target: _Target,
                   servers: Iterable[str]) -> None:
     """Per call: disk operations, servers touched, its bytes of them in total and per server
-    (attributed bytes: over all calls each disk byte counts once), arrows without bytes.  For
-    a few servers, one aggregation with a pair of columns per server (ops, bytes); else per
-    call and server, then per call."""
+    (apportioned shares: over all calls each disk byte counts once; and its own bytes), arrows
+    without bytes.  For a few servers, one aggregation with three columns per server (ops and the
+    two byte counts); else per call and server, then per call."""
     d = run.dialect
     servers = sorted(servers)
     if len(servers) <= PIVOT_SERVERS:
         pairs = ", ".join(f"count(*) FILTER (WHERE s = {i}) AS o{i}, "
-                          f"sum(bytes) FILTER (WHERE s = {i}) AS b{i}" for i in range(1, len(servers) + 1))
+                          f"sum(share_bytes) FILTER (WHERE s = {i}) AS b{i}, "
+                          f"sum(own_bytes) FILTER (WHERE s = {i}) AS w{i}"
+                          for i in range(1, len(servers) + 1))
         per_server = d.filter(d.array(d.struct({"server": literal(name), "ops": f"o{i}",
-                                                "bytes": f"CAST(coalesce(b{i}, 0) AS BIGINT)"})
+                                                "share_bytes": f"CAST(coalesce(b{i}, 0) AS BIGINT)",
+                                                "own_bytes": f"CAST(coalesce(w{i}, 0) AS BIGINT)"})
                                       for i, name in enumerate(servers, 1)), "e", "e.ops > 0")
         per_call = f"""
-            SELECT callid, disk_ops, disk_bytes, inexact_arrows, {d.size("bytes_per_server")} AS servers,
-                   bytes_per_server
-            FROM (SELECT callid, disk_ops, disk_bytes, inexact_arrows, {per_server} AS bytes_per_server
+            SELECT callid, disk_ops, share_bytes, own_bytes, inexact_arrows,
+                   {d.size("bytes_per_server")} AS servers, bytes_per_server
+            FROM (SELECT callid, disk_ops, share_bytes, own_bytes, inexact_arrows,
+                         {per_server} AS bytes_per_server
                   FROM (SELECT callid, CAST(count(*) AS BIGINT) AS disk_ops,
-                               CAST(coalesce(sum(bytes), 0) AS BIGINT) AS disk_bytes,
+                               CAST(coalesce(sum(share_bytes), 0) AS BIGINT) AS share_bytes,
+                               CAST(coalesce(sum(own_bytes), 0) AS BIGINT) AS own_bytes,
                                CAST(count(*) FILTER (WHERE NOT exact) AS BIGINT) AS inexact_arrows, {pairs}
-                        FROM (SELECT callid, bytes, exact, {d.position(d.strings(servers), "server")} AS s
+                        FROM (SELECT callid, share_bytes, own_bytes, exact,
+                                     {d.position(d.strings(servers), "server")} AS s
                               FROM _arrows) a
                         GROUP BY callid) g) p"""
     else:
         per_call = f"""
-            SELECT callid, CAST(sum(ops) AS BIGINT) AS disk_ops, CAST(sum(bytes) AS BIGINT) AS disk_bytes,
+            SELECT callid, CAST(sum(ops) AS BIGINT) AS disk_ops,
+                   CAST(sum(share_bytes) AS BIGINT) AS share_bytes,
+                   CAST(sum(own_bytes) AS BIGINT) AS own_bytes,
                    CAST(sum(inexact) AS BIGINT) AS inexact_arrows, CAST(count(*) AS BIGINT) AS servers,
                    -- (sorted afterwards, by server as it comes first: cheaper than an ordered aggregate)
-                   {d.collect(d.struct({"server": "server", "ops": "ops", "bytes": "bytes"}))}
+                   {d.collect(d.struct({"server": "server", "ops": "ops", "share_bytes": "share_bytes",
+                                        "own_bytes": "own_bytes"}))}
                        AS bytes_per_server
-            FROM (SELECT callid, server, count(*) AS ops, CAST(coalesce(sum(bytes), 0) AS BIGINT) AS bytes,
+            FROM (SELECT callid, server, count(*) AS ops,
+                         CAST(coalesce(sum(share_bytes), 0) AS BIGINT) AS share_bytes,
+                         CAST(coalesce(sum(own_bytes), 0) AS BIGINT) AS own_bytes,
                          count(*) FILTER (WHERE NOT exact) AS inexact
                   FROM _arrows GROUP BY callid, server) a
             GROUP BY callid"""
     _store(con, run, target, FANOUT, f"""
         SELECT c.callid, c.rank, c.func, c.size,
                coalesce(p.disk_ops, 0) AS disk_ops, coalesce(p.servers, 0) AS servers,
-               coalesce(p.disk_bytes, 0) AS disk_bytes, coalesce(p.inexact_arrows, 0) AS inexact_arrows,
+               coalesce(p.share_bytes, 0) AS share_bytes, coalesce(p.own_bytes, 0) AS own_bytes,
+               coalesce(p.inexact_arrows, 0) AS inexact_arrows,
                CAST(coalesce(p.bytes_per_server, {d.array([])}) AS {d.type(_BYTES_PER_SERVER)})
                    AS bytes_per_server
         FROM _calls c LEFT JOIN ({per_call}) p ON p.callid = c.callid

@@ -198,7 +198,7 @@ def _files(con) -> dict:
             FROM ({DATA_CALLS_SQL}) SEMI JOIN c USING (file) GROUP BY file
         ), a AS (
             SELECT file, count(DISTINCT server) AS servers, count(DISTINCT (server, event_id)) AS disk_ops,
-                   coalesce(sum(bytes), 0)::BIGINT AS disk_bytes
+                   coalesce(sum(share_bytes), 0)::BIGINT AS disk_bytes  -- (shares: each disk byte once)
             FROM arrows SEMI JOIN c USING (file) WHERE layer IN ({S.DISK_LAYERS_SQL}) GROUP BY file
         )
         SELECT c.file, c.ranks, c.calls, coalesce(d.bytes_read, 0) AS bytes_read,

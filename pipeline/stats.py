@@ -142,7 +142,8 @@ def compute_stats(m: Merged) -> dict:
                    min(servers) AS servers_min, round(avg(servers), 2) AS servers_mean,
                    max(servers) AS servers_max,
                    coalesce(sum(size) FILTER (WHERE {DATA_CALL_WHERE}), 0)::BIGINT AS bytes_requested,
-                   sum(disk_bytes)::BIGINT AS disk_bytes, sum(inexact_arrows)::BIGINT AS inexact_arrows
+                   sum(own_bytes)::BIGINT AS own_bytes, sum(share_bytes)::BIGINT AS share_bytes,
+                   sum(inexact_arrows)::BIGINT AS inexact_arrows
             FROM fanout GROUP BY func ORDER BY func"""),
         "bytes_per_server": _rows(con, f"""
             SELECT server, count(*) AS ops,

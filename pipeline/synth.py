@@ -441,6 +441,8 @@ def _server_table(names: np.ndarray, clock_of: dict, calls: _Calls, ops: _DiskOp
     within = np.arange(len(ev.values)) - ev.offsets[:-1][value_ev]
     n_of, size_of = ev.lengths[value_ev], ev_size[value_ev]
     value_bytes = size_of // n_of + (within < size_of % n_of)
+    per_callid = pa.ListArray.from_arrays(pa.array(ev.offsets.astype(np.int32)),
+                                          pa.array(value_bytes, pa.int64()))
     return S.SERVER.arrow(m, {
         "server": pa.array(names[ev.server]), "clock": pa.array(names[ev.server]),
         "layer": pa.array(np.concatenate([np.full(n_trove, "trove"), np.full(m_req, "req")])),
@@ -448,8 +450,8 @@ def _server_table(names: np.ndarray, clock_of: dict, calls: _Calls, ops: _DiskOp
         "callid": pa.array(ev_callid, pa.uint64()),
         "callids": pa.ListArray.from_arrays(pa.array(ev.offsets.astype(np.int32)),
                                             pa.array(ev.values, pa.uint64())),
-        "callid_bytes": pa.ListArray.from_arrays(pa.array(ev.offsets.astype(np.int32)),
-                                                 pa.array(value_bytes, pa.int64())),
+        "callid_bytes": per_callid,
+        "callid_own": per_callid,  # (no two calls own the same bytes, no holes: the shares are their own)
         "rank": np.concatenate([calls.rank[ops.call], calls.rank[un.call], calls.rank[reqs.call]]),
         "req_id": ev.req, "event_id": ev.event_id,
         "parent": np.concatenate([req_event[reqs.of_op], np.full(len(un.call), -1), np.full(m_req, -1)]),

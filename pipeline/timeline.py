@@ -258,7 +258,7 @@ def _timeline_data(con: duckdb.DuckDBPyConnection, db: str, sel: Selection, deta
     from_t = f"CASE WHEN fl.lane IS NULL THEN least(a.call_t_start, a.t_start) ELSE a.from_t END - {t0}"
     a = _fetch(con, f"""
         SELECT dc.idx AS call, d.idx AS op, {from_lane} AS fl, d.t0 - ({from_t}) AS lead, {kind} AS kind,
-               coalesce(a.bytes, -1) AS nbytes
+               coalesce(a.own_bytes, -1) AS nbytes
         FROM sel_arrows a JOIN d_calls dc ON dc.callid = a.callid
         JOIN d_ops d ON d.server = a.server AND d.event_id = a.event_id
         JOIN tl_lanes cl ON cl.rank = a.rank LEFT JOIN tl_lanes fl ON fl.rank = a.from_rank

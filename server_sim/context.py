@@ -9,7 +9,7 @@ from typing import TypeVar
 
 from server_sim import bmi
 from server_sim import protocol as P
-from server_sim.attribution import Attribution
+from server_sim.attribution import Attribution, Share
 from server_sim.distribution import SimpleStripe
 from server_sim.events import ServerEvents, now
 from server_sim.trove import MetaStore, Trove
@@ -75,24 +75,22 @@ class RequestContext:
         self.attribution: Attribution | None = None
 
     def record(self, *, event_id: int, layer: str, op: str, parent: int, handle: int, offset: int, size: int,
-               t_start: int, t_end: int, callids: list[int] | None = None,
-               callid_bytes: list[int] | None = None, file_range: tuple[int, int] = (-1, -1),
-               holes: int = 0) -> None:
-        """Record one finished event of this request (``callids``: the part of the request's
-        CallIDs it serves, if not all; ``callid_bytes``: their bytes, see
-        :meth:`ServerEvents.record`; ``file_range``: a data operation's range in the file; ``holes``:
-        its bytes no call owns)."""
+               t_start: int, t_end: int, share: Share | None = None,
+               file_range: tuple[int, int] = (-1, -1)) -> None:
+        """Record one finished event of this request (``share``: the CallIDs it serves and their
+        bytes, see :class:`~server_sim.attribution.Share`; None: the defaults of
+        :meth:`ServerEvents.record`; ``file_range``: a data operation's range in the file)."""
         self.state.events.record(event_id=event_id, layer=layer, op=op, who=self.who, parent=parent,
                                  handle=handle, offset=offset, size=size, t_start=t_start, t_end=t_end,
-                                 callids=callids, callid_bytes=callid_bytes, file_range=file_range,
-                                 holes=holes)
+                                 share=share, file_range=file_range)
 
-    def request_bytes(self) -> list[int] | None:
+    def request_share(self) -> Share | None:
         """The bytes per CallID of an aggregated request's disk operations so far (None: the
-        default of :meth:`ServerEvents.record`)."""
-        if self.attribution is None or len(self.who.callids) < 2:
+        defaults of :meth:`ServerEvents.record`)."""
+        a = self.attribution
+        if a is None or len(self.who.callids) < 2:
             return None
-        return self.attribution.totals or []
+        return Share(None, a.totals or [], a.own_totals or [], 0)
 
     def timed(self, layer: str, op: str, fn: Callable[[], T], handle: int = 0, offset: int = 0,
               size: int = 0) -> T:
@@ -117,4 +115,4 @@ class RequestContext:
         if self.op is not None:
             self.state.events.record(event_id=self.event_id, layer="req", op=self.op, who=self.who, parent=-1,
                                      handle=self.handle, offset=0, size=self.nbytes, t_start=self.t_recv,
-                                     t_end=now(), callid_bytes=self.request_bytes())
+                                     t_end=now(), share=self.request_share())

@@ -15,6 +15,7 @@ from callid_core.clock import now
 from callid_core.config import Config
 from callid_core.ids import Layout
 from callid_core.partlog import PartLog
+from server_sim.attribution import Share
 from server_sim.validate import row_check
 
 __all__ = ["ServerEvents", "Who", "now"]
@@ -60,25 +61,26 @@ class ServerEvents:
 
     def record(
         self, *, event_id: int, layer: str, op: str, who: Who, parent: int, handle: int,
-        offset: int, size: int, t_start: int, t_end: int, callids: list[int] | None = None,
-        callid_bytes: list[int] | None = None, file_range: tuple[int, int] = (-1, -1), holes: int = 0,
+        offset: int, size: int, t_start: int, t_end: int, share: Share | None = None,
+        file_range: tuple[int, int] = (-1, -1),
     ) -> None:
-        """Log one finished event of ``who``'s request; ``callids``: the part of the request's
-        CallIDs the event serves (an aggregated request's disk operation), if not all;
-        ``callid_bytes``: their bytes (default: all of ``size`` when the event serves one
+        """Log one finished event of ``who``'s request; ``share``: the part of the request's
+        CallIDs the event serves (an aggregated request's disk operation; None: all), their
+        shares and own bytes, its holes (default: all of ``size`` each when the event serves one
         CallID, none of an event of size 0, else unknown); ``file_range``: a data
-        operation's range in the file; ``holes``: its bytes no call owns.
+        operation's range in the file.
         :class:`~server_sim.validate.Invalid` (nothing logged) if the row does not fit the log's schema."""
         if self.enabled:
-            callid, all_ids, rank, req_id = who
-            if callids is None:
-                callids = all_ids
-            else:
+            callid, callids, rank, req_id = who
+            if share is None:  # (an event moving nothing moves nothing of any call)
+                each = [size] if len(callids) == 1 else [] if size else [0] * len(callids)
+                share = Share(None, each, each, 0)
+            elif share.callids is not None:
+                callids = share.callids
                 callid = self.single(callids)
-            if callid_bytes is None:  # (an event moving nothing moves nothing of any call)
-                callid_bytes = [size] if len(callids) == 1 else [] if size else [0] * len(callids)
             row = _row(server=self.server, clock=self.clock, layer=layer, op=op, callid=callid,
-                       callids=callids, callid_bytes=callid_bytes, holes=holes, rank=rank, req_id=req_id,
+                       callids=callids, callid_bytes=share.shares, callid_own=share.own, holes=share.holes,
+                       rank=rank, req_id=req_id,
                        event_id=event_id, parent=parent, handle=handle, offset=offset,
                        file_offset=file_range[0], file_end=file_range[1], size=size,
                        t_start=t_start, t_end=t_end)

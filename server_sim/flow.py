@@ -56,11 +56,10 @@ def _trove_op(ctx: RequestContext, handle: int, flow_id: int, op: str,
     t0 = now()
     n = fn(handle, pieces, view)
     t1 = now()
-    callids, nbytes, holes = ctx.attribution.share(k, size)
     dist, dfile = ctx.layout
     ctx.record(event_id=event_id, layer="trove", op=op, parent=flow_id, handle=handle, offset=pieces[0][0],
-               size=size, t_start=t0, t_end=t1, callids=callids, callid_bytes=nbytes,
-               file_range=dist.logical_extent(dfile, pieces), holes=holes)
+               size=size, t_start=t0, t_end=t1, share=ctx.attribution.share(k, size),
+               file_range=dist.logical_extent(dfile, pieces))
     return n
 
 
@@ -82,7 +81,7 @@ def _sizes_only(ctx: RequestContext, handle: int, segments: Segments, op: str,
     finally:
         ctx.record(event_id=flow_id, layer="flow", op=f"flow_{op}", parent=ctx.event_id, handle=handle,
                    offset=segments[0][0] if segments else 0, size=total, t_start=t0, t_end=now(),
-                   callid_bytes=ctx.request_bytes())
+                   share=ctx.request_share())
     return total
 
 
@@ -124,7 +123,7 @@ def write_flow(ctx: RequestContext, handle: int, segments: Segments) -> int:
         _give(scratch)
         ctx.record(event_id=flow_id, layer="flow", op="flow_write", parent=ctx.event_id, handle=handle,
                    offset=segments[0][0] if segments else 0, size=total, t_start=t0, t_end=now(),
-                   callid_bytes=ctx.request_bytes())
+                   share=ctx.request_share())
     return total
 
 
@@ -163,5 +162,5 @@ def read_flow(ctx: RequestContext, handle: int, segments: Segments, ahead: list[
         _give(scratch)
         ctx.record(event_id=flow_id, layer="flow", op="flow_read", parent=ctx.event_id, handle=handle,
                    offset=segments[0][0] if segments else 0, size=total, t_start=t0, t_end=now(),
-                   callid_bytes=ctx.request_bytes())
+                   share=ctx.request_share())
     return total

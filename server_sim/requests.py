@@ -208,10 +208,9 @@ def _small_op(ctx: RequestContext, req: P.SmallIoRequest, op: str,
     event_id = ctx.new_id()
     t0 = now()
     fn(req.handle, segments, view)
-    callids, nbytes, holes = attribution.share(0, ctx.nbytes)
     ctx.record(event_id=event_id, layer="trove", op=op, parent=ctx.event_id, handle=req.handle,
-               offset=segments[0][0], size=ctx.nbytes, t_start=t0, t_end=now(), callids=callids,
-               callid_bytes=nbytes, file_range=dist.logical_extent(dfile, segments), holes=holes)
+               offset=segments[0][0], size=ctx.nbytes, t_start=t0, t_end=now(),
+               share=attribution.share(0, ctx.nbytes), file_range=dist.logical_extent(dfile, segments))
 
 
 @action

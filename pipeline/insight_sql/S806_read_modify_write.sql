@@ -1,13 +1,13 @@
 -- family: server
 -- title: read-modify-write: collective writes with holes read their extent back before writing it
 -- thresholds: rmw_share
--- columns: arrows.op, arrows.func, arrows.bytes, arrows.file, server_ops.rank, server_ops.size, calls.bytes
+-- columns: arrows.op, arrows.func, arrows.share_bytes, arrows.file, server_ops.rank, server_ops.size, calls.bytes
 -- The disk reads done for write calls: an aggregator of a collective write reads a cycle's extent
 -- back when the calls' data leave holes in it, then writes it whole (its trove_read operations carry
 -- the write calls' CallIDs).  Warning when the bytes read back are more than rmw_share of the bytes
 -- written to disk for write calls; info below.  Ranks: the aggregators that read back.
 WITH rmw AS (  -- arrows from write calls to disk reads
-    SELECT callid, file, server, event_id, size, bytes
+    SELECT callid, file, server, event_id, size, share_bytes
     FROM arrows WHERE op = 'trove_read' AND func LIKE 'MPI_File_%write%'
 ), ops AS (  -- each read-back operation once, with the rank that sent its request (the aggregator)
     SELECT r.server, r.event_id, any_value(r.size) AS size, any_value(r.file) AS file,
@@ -29,7 +29,7 @@ WITH rmw AS (  -- arrows from write calls to disk reads
     FROM ops
 ), top_calls AS (
     SELECT list(callid ORDER BY b DESC, callid) AS callids
-    FROM (SELECT callid, sum(coalesce(bytes, size)) AS b FROM rmw GROUP BY callid)
+    FROM (SELECT callid, sum(coalesce(share_bytes, size)) AS b FROM rmw GROUP BY callid)
 ), top_ranks AS (
     SELECT list(aggregator ORDER BY b DESC, aggregator) AS ranks
     FROM (SELECT aggregator, sum(size) AS b FROM ops GROUP BY aggregator)

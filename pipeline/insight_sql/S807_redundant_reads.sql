@@ -1,7 +1,7 @@
 -- family: server
 -- title: redundant reads: the same bytes read from disk more than once
 -- thresholds: redundant_share
--- columns: server_ops.op, server_ops.handle, server_ops.disk_offset, server_ops.size, arrows.file, arrows.rank
+-- columns: server_ops.op, server_ops.handle, server_ops.disk_offset, server_ops.size, arrows.file, arrows.rank, arrows.own_bytes
 -- The disk reads of read calls (not the read-back of read-modify-write: S806), per server and
 -- datafile: their bytes against the union of their ranges [disk_offset, disk_offset + size) (islands
 -- of overlapping ranges); redundant = read - union.  Warning when the redundant bytes are more than
@@ -27,7 +27,7 @@ WITH rmw AS (
            sum(read)::BIGINT AS read_bytes, sum(once)::BIGINT AS unique_bytes
     FROM per_island
 ), who AS (  -- the calls of the overlapping reads: their ranks and files
-    SELECT a.callid, a.rank, a.file, coalesce(a.bytes, a.size) AS bytes
+    SELECT a.callid, a.rank, a.file, coalesce(a.own_bytes, a.size) AS bytes
     FROM arrows a JOIN shared s USING (server, event_id)
 ), top_ranks AS (
     SELECT list(rank ORDER BY b DESC, rank) AS ranks

@@ -1,7 +1,7 @@
 -- family: server
 -- title: data sieving: independent calls that moved more than their data (holes read and written back)
 -- thresholds: rmw_share
--- columns: arrows.holes, arrows.rmw, arrows.size, arrows.bytes, arrows.t_start, arrows.t_end, calls.collective, calls.size, calls.hints
+-- columns: arrows.holes, arrows.rmw, arrows.size, arrows.t_start, arrows.t_end, calls.collective, calls.size, calls.hints
 -- ROMIO's data sieving serves an independent non-contiguous access with one contiguous one over the extent
 -- its pieces span: a read reads the holes between them too; a write reads the extent (read-modify-write,
 -- arrows.rmw), changes its pieces and writes the extent back whole.  The holes are the disk operations'

@@ -30,7 +30,7 @@ def test_aggregated_trove_writes_carry_exactly_the_calls_whose_data_they_hold(ru
     con, stats = runs[0].con, runs[0].stats
     # 256 KiB blocks, 64 KiB flow buffers: every Trove write holds the data of one rank's call
     assert q(con, """SELECT DISTINCT len(callids) FROM server_ops WHERE op = 'trove_write'""") == [(1,)]
-    per_call = q(con, """SELECT rank, disk_ops, servers, disk_bytes FROM fanout
+    per_call = q(con, """SELECT rank, disk_ops, servers, share_bytes FROM fanout
                          WHERE func = 'MPI_File_write_all' ORDER BY rank""")
     assert per_call == [(r, 16, 2, 1 << 20) for r in range(4)]
     # the Trove bytes equal the bytes written, and only the two aggregators sent them

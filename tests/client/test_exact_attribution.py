@@ -41,17 +41,17 @@ def _pieces(dfile: int, disk_offset: int, size: int):
 
 
 def _trove_ops(run, op: str) -> list[tuple]:
-    return run.q(f"""SELECT handle, disk_offset, size, file_offset, file_end, callids, callid_bytes
+    return run.q(f"""SELECT handle, disk_offset, size, file_offset, file_end, callids, callid_own
                      FROM server_ops WHERE op = '{op}' ORDER BY handle, disk_offset""")
 
 
 def _check_every_operation(ops: list[tuple], owners_of) -> Counter:
-    """Each operation's CallIDs and bytes are those ``owners_of(lo, n)`` (CallID -> bytes of the
+    """Each operation's CallIDs and own bytes are those ``owners_of(lo, n)`` (CallID -> bytes of the
     logical range ``[lo, lo + n)``) says, and its logged file range is where its bytes are;
     return the distribution of CallIDs per operation."""
     dfile_of: dict[int, int] = {}
     per_op = Counter()
-    for handle, disk_offset, size, file_offset, file_end, callids, callid_bytes in ops:
+    for handle, disk_offset, size, file_offset, file_end, callids, callid_own in ops:
         # the datafile's number: where its first strip lies in the file (then checked for every operation)
         dfile = dfile_of.setdefault(handle, (file_offset - disk_offset % STRIP) // STRIP % SERVERS)
         pieces = list(_pieces(dfile, disk_offset, size))
@@ -59,8 +59,8 @@ def _check_every_operation(ops: list[tuple], owners_of) -> Counter:
         expected = Counter()
         for lo, n in pieces:
             expected.update(owners_of(lo, n))
-        assert dict(zip(callids, callid_bytes)) == dict(expected)
-        assert len(callids) == len(callid_bytes) and sum(callid_bytes) == size
+        assert dict(zip(callids, callid_own)) == dict(expected)
+        assert len(callids) == len(callid_own)
         per_op[len(callids)] += 1
     return per_op
 
@@ -70,13 +70,17 @@ def _callids(run, func: str) -> dict[int, int]:
 
 
 def _check_bytes_add_up(run, func: str, trove_op: str, per_call: int) -> None:
-    """Over the collective's calls the attributed bytes are the Trove bytes, each counted once."""
+    """Over the collective's calls the apportioned shares are the Trove bytes, each counted once
+    (``per_call`` each), and each call's own bytes are its data (its size)."""
     trove = run.q(f"SELECT sum(size) FROM server_ops WHERE op = '{trove_op}'")[0][0]
-    assert run.q(f"SELECT sum(bytes), count(*) FILTER (WHERE NOT exact) FROM arrows "
+    assert run.q(f"SELECT sum(share_bytes), count(*) FILTER (WHERE NOT exact) FROM arrows "
                  f"WHERE func = '{func}' AND op = '{trove_op}'") == [(trove, 0)]
-    assert run.q(f"SELECT DISTINCT disk_bytes, inexact_arrows FROM fanout WHERE func = '{func}'") == [
-        (per_call, 0)]
-    assert run.q(f"SELECT sum(disk_bytes) FROM fanout WHERE func = '{func}'") == [(trove,)]
+    assert run.q(f"""SELECT DISTINCT share_bytes, own_bytes = size, inexact_arrows FROM fanout
+                     WHERE func = '{func}'""") == [(per_call, True, 0)]
+    assert run.q(f"SELECT sum(share_bytes) FROM fanout WHERE func = '{func}'") == [(trove,)]
+    # the shares of an operation are its size split in proportion to its calls' own bytes
+    assert run.q(f"""SELECT count(*) FROM server_ops WHERE op = '{trove_op}'
+                     AND list_sum(callid_bytes) <> size""") == [(0,)]
 
 
 N = 1024  # 1024 x 1024 doubles: 8 MiB; each rank's quarter is 512 rows of 4 KiB
@@ -178,10 +182,10 @@ def test_subarray_collective_every_trove_operation_names_exactly_the_ranks_ownin
         assert {tuple(b) for *_, b in ops} == {(32768, 32768)}
         _check_bytes_add_up(subarray, func, op, 2 << 20)
     # the whole operation's size is kept: summed over arrows it counts each operation twice
-    assert subarray.q("SELECT sum(size), sum(bytes) FROM arrows WHERE op = 'trove_write'") == [
-        (16 << 20, 8 << 20)]
-    assert subarray.q("SELECT sum(size), sum(disk_bytes) FROM fanout WHERE func = 'MPI_File_write_all'") == [
-        (8 << 20, 8 << 20)]  # amplification 1, as it is
+    assert subarray.q("""SELECT sum(size), sum(share_bytes), sum(own_bytes) FROM arrows
+                         WHERE op = 'trove_write'""") == [(16 << 20, 8 << 20, 8 << 20)]
+    assert subarray.q("""SELECT sum(size), sum(share_bytes), sum(own_bytes) FROM fanout
+                         WHERE func = 'MPI_File_write_all'""") == [(8 << 20, 8 << 20, 8 << 20)]  # as it is
     assert subarray.stats["inexact_arrows"] == 0 and subarray.stats["unattributed_server_ops"] == 0
 
 
@@ -204,17 +208,20 @@ def test_vector_collective_of_8_ranks_in_4_kib_blocks_is_attributed_exactly(tmp_
     ops = _trove_ops(run, "trove_write")
     assert _check_every_operation(ops, write_owners) == {4: 1024}
     _check_bytes_add_up(run, "MPI_File_write_all", "trove_write", 2 << 20)
-    # every rank reads the whole file: each byte is all 8 calls', the operation's bytes shared equally
+    # every rank reads the whole file: each byte is all 8 calls' (each received all of it), the
+    # operation's bytes shared equally
     reads = _callids(run, "MPI_File_read_at_all")
 
     def read_owners(lo: int, n: int) -> Counter:
-        return Counter({callid: n // RANKS for callid in reads.values()})
+        return Counter({callid: n for callid in reads.values()})
 
     assert _check_every_operation(_trove_ops(run, "trove_read"), read_owners) == {8: 1024}
     _check_bytes_add_up(run, "MPI_File_read_at_all", "trove_read", 2 << 20)
-    # 16 MiB were read for 128 MiB requested: the disks read each byte once
-    assert run.q("SELECT sum(size), sum(disk_bytes) FROM fanout WHERE func = 'MPI_File_read_at_all'") == [
-        (128 << 20, 16 << 20)]
+    # 16 MiB were read for 128 MiB requested: the disks read each byte once, each call received its 16 MiB
+    assert run.q("""SELECT sum(size), sum(share_bytes), sum(own_bytes) FROM fanout
+                    WHERE func = 'MPI_File_read_at_all'""") == [(128 << 20, 16 << 20, 128 << 20)]
+    assert run.q("""SELECT DISTINCT size, share_bytes, own_bytes, exact FROM arrows
+                    WHERE func = 'MPI_File_read_at_all'""") == [(16384, 2048, 16384, True)]
     # the read requests' ownership (8 calls in each of 128 buffers per datafile) would not fit one
     # request: each aggregator split its requests, and every one carries exact ownership
     assert run.q("SELECT count(*) FROM server_ops WHERE op = 'io_read'")[0][0] > 2 * SERVERS

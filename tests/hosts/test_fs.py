@@ -144,7 +144,7 @@ def test_ranks_of_another_launcher_find_the_servers_through_the_environment(tmp_
     merged = cli("merge", tmp_path / "parts", tmp_path / "servers" / "*" / "parts" / "*.parquet",
                  "-o", tmp_path / "m.duckdb")
     assert merged.returncode == 0, merged.stderr
-    rows = query(tmp_path / "m.duckdb", "SELECT server, sum(bytes) FROM arrows GROUP BY 1 ORDER BY 1")
+    rows = query(tmp_path / "m.duckdb", "SELECT server, sum(share_bytes) FROM arrows GROUP BY 1 ORDER BY 1")
     assert rows == [("io0", 256 * 1024), ("io1", 256 * 1024), ("meta0", 0)]
 
 

@@ -167,7 +167,7 @@ def test_data_written_reads_back_and_every_servers_log_reaches_the_run(fs, tmp_p
     merged = callid_cmd("merge", tmp_path / "r" / "client.parquet", tmp_path / "r" / "server.parquet",
                         "-o", tmp_path / "r.duckdb")
     assert merged.returncode == 0, merged.stderr
-    rows = query(tmp_path / "r.duckdb", "SELECT server, sum(bytes) FROM arrows WHERE server LIKE 'io%' "
+    rows = query(tmp_path / "r.duckdb", "SELECT server, sum(share_bytes) FROM arrows WHERE server LIKE 'io%' "
                  "GROUP BY 1 ORDER BY 1")
     assert rows == [("io0", 256 * 1024), ("io1", 256 * 1024)]  # (2 ranks x 256 KiB in 64 KiB strips)
     assert not (tmp_path / "not-here").exists()

@@ -49,11 +49,12 @@ def _call(callid, rank, func, size, t0):
                         t_start=t0, t_end=t0 + 100)
 
 
-def _op(server, layer, op, callids, event_id, size, t0, none=NONE, callid_bytes=()):
+def _op(server, layer, op, callids, event_id, size, t0, none=NONE, callid_bytes=(), callid_own=None):
     return S.SERVER.row(server=server, clock=server, layer=layer, op=op,
                         callid=callids[0] if len(callids) == 1 else none, callids=callids,
-                        callid_bytes=callid_bytes, rank=0, req_id=1, event_id=event_id, handle=5, size=size,
-                        t_start=t0, t_end=t0 + 10)
+                        callid_bytes=callid_bytes,
+                        callid_own=callid_bytes if callid_own is None else callid_own, rank=0, req_id=1,
+                        event_id=event_id, handle=5, size=size, t_start=t0, t_end=t0 + 10)
 
 
 CLIENT_ROWS = [
@@ -118,9 +119,9 @@ def test_merge_returns_row_counts(logs, tmp_path):
 def test_arrows_are_one_row_per_call_and_disk_operation_including_fan_in(merged):
     assert _columns(merged, "arrows") == [
         "callid", "callid_hex", "rank", "func", "file", "call_t_start", "call_t_end", "server", "layer",
-        "op", "handle", "disk_offset", "file_offset", "file_end", "size", "bytes", "holes", "rmw", "t_start",
-        "t_end", "dur_ns", "t_rel_ns", "event_id", "n_callids", "exact"]
-    rows = query(merged, "SELECT callid, event_id, server, layer, op, size, bytes, n_callids, exact, "
+        "op", "handle", "disk_offset", "file_offset", "file_end", "size", "share_bytes", "own_bytes", "holes",
+        "rmw", "t_start", "t_end", "dur_ns", "t_rel_ns", "event_id", "n_callids", "exact"]
+    rows = query(merged, "SELECT callid, event_id, server, layer, op, size, share_bytes, n_callids, exact, "
                       "call_t_start, dur_ns, t_rel_ns FROM arrows ORDER BY callid, event_id")
     assert rows == [(A, 1, "io0", "trove", "trove_write", 100, 100, 1, True, 1000, 10, 10),
                     (A, 2, "io0", "trove", "trove_write", 100, 100, 1, True, 1000, 10, 20),
@@ -128,8 +129,9 @@ def test_arrows_are_one_row_per_call_and_disk_operation_including_fan_in(merged)
                     (B, 3, "io1", "trove", "trove_read", 150, 150, 1, True, 1100, 10, 110),
                     (B, 5, "io1", "trove", "trove_write", 100, 40, 2, True, 1100, 10, 130),
                     (B, 7, "meta0", "meta", "keyval_read", 0, 0, 1, True, 1100, 10, 105)]
-    # the attributed bytes count every disk byte once; size is each operation's whole size
-    assert query(merged, "SELECT sum(bytes), sum(size) FROM arrows") == [(450, 550)]
+    # the shares count every disk byte once; size is each operation's whole size
+    assert query(merged, "SELECT sum(share_bytes), sum(own_bytes), sum(size) FROM arrows") == [
+        (450, 450, 550)]
     assert query(merged, "SELECT sum(size) FROM server_ops WHERE layer IN ('trove', 'meta') "
                       "AND len(callids) > 0") == [(450,)]
     assert query(merged, f"SELECT DISTINCT callid_hex, rank, func FROM arrows WHERE callid = {B}") == [
@@ -137,19 +139,38 @@ def test_arrows_are_one_row_per_call_and_disk_operation_including_fan_in(merged)
 
 
 def test_fanout_counts_operations_servers_and_bytes_per_call(merged):
-    rows = query(merged, "SELECT callid, callid_hex, func, size, disk_ops, servers, disk_bytes, "
+    rows = query(merged, "SELECT callid, callid_hex, func, size, disk_ops, servers, share_bytes, own_bytes, "
                          "inexact_arrows, bytes_per_server FROM fanout ORDER BY func")
-    # disk_bytes: each call's bytes of its operations (the shared event 5: 60 A's, 40 B's), so over
+    # share_bytes: each call's share of its operations (the shared event 5: 60 A's, 40 B's), so over
     # the calls they add up to the 450 bytes the disk operations moved
     assert rows == [
-        (C, "0x01_000002", "MPI_File_get_size", 0, 0, 0, 0, 0, []),
-        (B, "0x01_000001", "MPI_File_read_at", 200, 3, 2, 190, 0,
-         [{"server": "io1", "ops": 2, "bytes": 190}, {"server": "meta0", "ops": 1, "bytes": 0}]),
-        (None, None, "MPI_File_seek", 0, 0, 0, 0, 0, []),
-        (A, "0x00_000001", "MPI_File_write_at", 300, 3, 2, 260, 0,
-         [{"server": "io0", "ops": 2, "bytes": 200}, {"server": "io1", "ops": 1, "bytes": 60}]),
+        (C, "0x01_000002", "MPI_File_get_size", 0, 0, 0, 0, 0, 0, []),
+        (B, "0x01_000001", "MPI_File_read_at", 200, 3, 2, 190, 190, 0,
+         [{"server": "io1", "ops": 2, "share_bytes": 190, "own_bytes": 190},
+          {"server": "meta0", "ops": 1, "share_bytes": 0, "own_bytes": 0}]),
+        (None, None, "MPI_File_seek", 0, 0, 0, 0, 0, 0, []),
+        (A, "0x00_000001", "MPI_File_write_at", 300, 3, 2, 260, 260, 0,
+         [{"server": "io0", "ops": 2, "share_bytes": 200, "own_bytes": 200},
+          {"server": "io1", "ops": 1, "share_bytes": 60, "own_bytes": 60}]),
     ]
-    assert query(merged, "SELECT sum(disk_bytes) FROM fanout") == [(450,)]
+    assert query(merged, "SELECT sum(share_bytes) FROM fanout") == [(450,)]
+
+
+def test_calls_reading_the_same_bytes_each_own_them_and_share_them(tmp_path):
+    """One 100-byte read both calls read whole: each received 100 bytes (own_bytes), each has a share
+    of 50 (share_bytes), so shares add up to the disk's 100 bytes and own bytes to the calls' 200."""
+    client = _write(tmp_path / "c.parquet", S.CLIENT_SCHEMA, CLIENT_ROWS[:2], S.KIND_CLIENT)
+    server = _write(tmp_path / "s.parquet", S.SERVER_SCHEMA, [
+        _op("io0", "trove", "trove_read", [A, B], 1, 100, 1010, callid_bytes=[50, 50],
+            callid_own=[100, 100])],
+        S.KIND_SERVER)
+    db = tmp_path / "m.duckdb"
+    merge(str(client), str(server), str(db), clock_sync="none")
+    assert query(db, "SELECT callid, size, share_bytes, own_bytes, exact FROM arrows ORDER BY callid") == [
+        (A, 100, 50, 100, True), (B, 100, 50, 100, True)]
+    assert query(db, "SELECT callid, share_bytes, own_bytes FROM fanout ORDER BY callid") == [
+        (A, 50, 100), (B, 50, 100)]
+    assert query(db, "SELECT callid_bytes, callid_own FROM server_ops") == [([50, 50], [100, 100])]
 
 
 def test_request_level_attribution_is_flagged_and_left_out_of_the_bytes(tmp_path):
@@ -162,13 +183,14 @@ def test_request_level_attribution_is_flagged_and_left_out_of_the_bytes(tmp_path
     ], S.KIND_SERVER)
     db = tmp_path / "m.duckdb"
     merge(str(client), str(server), str(db), clock_sync="none")
-    assert query(db, "SELECT callid, event_id, bytes, n_callids, exact FROM arrows ORDER BY ALL") == [
-        (A, 1, None, 2, False), (A, 2, 30, 2, True), (A, 3, 80, 1, True), (A, 4, 0, 2, True),
-        (B, 1, None, 2, False), (B, 2, 60, 2, True), (B, 4, 0, 2, True)]
-    # the unstamped CallID is left out of callids and, aligned, of callid_bytes
-    assert query(db, "SELECT callids, callid_bytes FROM server_ops WHERE event_id = 2") == [
-        ([A, B], [30, 60])]
-    assert query(db, "SELECT callid, disk_ops, disk_bytes, inexact_arrows FROM fanout ORDER BY callid") == [
+    assert query(db, "SELECT callid, event_id, share_bytes, own_bytes, n_callids, exact FROM arrows "
+                     "ORDER BY ALL") == [
+        (A, 1, None, None, 2, False), (A, 2, 30, 30, 2, True), (A, 3, 80, 80, 1, True), (A, 4, 0, 0, 2, True),
+        (B, 1, None, None, 2, False), (B, 2, 60, 60, 2, True), (B, 4, 0, 0, 2, True)]
+    # the unstamped CallID is left out of callids and, aligned, of callid_bytes and callid_own
+    assert query(db, "SELECT callids, callid_bytes, callid_own FROM server_ops WHERE event_id = 2") == [
+        ([A, B], [30, 60], [30, 60])]
+    assert query(db, "SELECT callid, disk_ops, share_bytes, inexact_arrows FROM fanout ORDER BY callid") == [
         (A, 4, 110, 1), (B, 3, 60, 1)]
     stats = api.stats(db)
     assert stats["inexact_arrows"] == 2
@@ -295,7 +317,8 @@ def test_statistics(merged):
     by_func = {r["func"]: r for r in stats["fanout_by_func"]}
     assert by_func["MPI_File_read_at"] == {
         "func": "MPI_File_read_at", "calls": 1, "disk_ops_min": 3, "disk_ops_mean": 3.0, "disk_ops_max": 3,
-        "servers_min": 2, "servers_mean": 2.0, "servers_max": 2, "bytes_requested": 200, "disk_bytes": 190,
+        "servers_min": 2, "servers_mean": 2.0, "servers_max": 2, "bytes_requested": 200, "own_bytes": 190,
+        "share_bytes": 190,
         "inexact_arrows": 0}
     assert sorted(by_func) == ["MPI_File_get_size", "MPI_File_read_at", "MPI_File_seek", "MPI_File_write_at"]
     assert stats["bytes_per_server"] == [
@@ -364,8 +387,8 @@ def test_query_formats(merged):
     assert format_rows(["a|b"], [("x|y",)], "markdown").splitlines()[2] == "| x\\|y |"
     cols, rows = sql_of(merged, "SELECT callid, bytes_per_server FROM fanout WHERE callid = 1")
     assert json.loads(format_rows(cols, rows, "json")) == [
-        {"callid": 1, "bytes_per_server": [{"server": "io0", "ops": 2, "bytes": 200},
-                                           {"server": "io1", "ops": 1, "bytes": 60}]}]
+        {"callid": 1, "bytes_per_server": [{"server": "io0", "ops": 2, "share_bytes": 200, "own_bytes": 200},
+                                           {"server": "io1", "ops": 1, "share_bytes": 60, "own_bytes": 60}]}]
     assert format_rows(["n", "m"], [(None, 1)], "csv") == "n,m\n,1"
     # integers a double cannot hold (64-bit CallIDs, times in ns) are strings in JSON, exactly
     big = (1 << 63) + 3

@@ -198,7 +198,7 @@ def test_files_servers_findings(collective_fanin, report):
     assert row["bytes_written"] == sum(c[2] for c in calls if c[4] and "write" in c[1]) == 8192
     assert row["time_ns"] == sum(c[3] for c in calls)
     assert (row["servers"], row["disk_ops"], row["disk_bytes"]) == query(db, """
-        SELECT count(DISTINCT server), count(DISTINCT (server, event_id)), sum(bytes) FROM arrows
+        SELECT count(DISTINCT server), count(DISTINCT (server, event_id)), sum(share_bytes) FROM arrows
         WHERE layer IN ('trove', 'meta')""")[0]
     servers = {r["server"]: r for r in report["servers"]}
     assert servers["meta0"]["role"] == "meta" and servers["io0"]["role"] == "io"

@@ -101,10 +101,13 @@ def test_spark_merges_disk_operations_listing_a_callid_twice_or_an_unstamped_one
     merge(str(client), str(server), str(tmp_path / "duck.duckdb"))
     assert _differences(str(tmp_path / "spark"), str(tmp_path / "duck.duckdb")) == {}
     rows = open_merged(str(tmp_path / "spark")).sql(
-        "SELECT callid, event_id, bytes, n_callids, exact FROM arrows WHERE event_id > 10 ORDER BY ALL")
+        "SELECT callid, event_id, share_bytes, own_bytes, n_callids, exact FROM arrows WHERE event_id > 10 "
+        "ORDER BY ALL")
+    # (event 14: all 70 bytes are B's share, 60 of them its own, 5 the unstamped CallID's)
     assert rows.fetchall() == [
-        (A, 11, None, 2, False), (A, 12, 30, 2, True), (A, 13, 80, 1, True), (A, 15, None, 2, False),
-        (B, 11, None, 2, False), (B, 12, 60, 2, True), (B, 14, 70, 1, True), (B, 15, None, 2, False)]
+        (A, 11, None, None, 2, False), (A, 12, 30, 30, 2, True), (A, 13, 80, 80, 1, True),
+        (A, 15, None, None, 2, False), (B, 11, None, None, 2, False), (B, 12, 60, 60, 2, True),
+        (B, 14, 70, 60, 1, True), (B, 15, None, None, 2, False)]
 
 
 def test_spark_merge_of_bad_input_says_what_in_one_line_and_writes_nothing(tmp_path, spark_ready):

@@ -22,13 +22,13 @@ pytestmark = pytest.mark.mpi
 #: the server events of a run without times and ids: each flow and Trove operation with its sizes,
 #: places, attribution and the op of its parent
 SERVER_EVENTS = """
-    SELECT o.server, o.layer, o.op, o.callid, o.callids, o.callid_bytes, o.holes, o.rank, o.handle,
-           o.disk_offset, o.file_offset, o.file_end, o.size, p.op AS parent_op
+    SELECT o.server, o.layer, o.op, o.callid, o.callids, o.callid_bytes, o.callid_own, o.holes, o.rank,
+           o.handle, o.disk_offset, o.file_offset, o.file_end, o.size, p.op AS parent_op
     FROM server_ops o LEFT JOIN server_ops p ON p.server = o.server AND p.event_id = o.parent
     WHERE o.layer IN ('flow', 'trove')"""
 ARROWS = """
     SELECT callid, rank, func, file, server, layer, op, handle, disk_offset, file_offset, file_end, size,
-           bytes, holes, rmw, n_callids, exact FROM arrows"""
+           share_bytes, own_bytes, holes, rmw, n_callids, exact FROM arrows"""
 FANOUT = "SELECT * EXCLUDE (callid_hex) FROM fanout"
 #: the figures of callid stats that are not times
 STATS = ("fanout_by_func", "bytes_per_server", "fanin", "aggregators", "arrows", "inexact_arrows",

@@ -80,7 +80,7 @@ def test_replay_of_a_dxt_mpiio_log(tmp_path):
     check_one_call_per_segment(con, SIMPLE)
     # the application's MPI-IO write of 4000 bytes reached the servers' disks
     disk = con.execute("""
-        SELECT sum(a.bytes) FROM arrows a JOIN calls c USING (callid)
+        SELECT sum(a.share_bytes) FROM arrows a JOIN calls c USING (callid)
         WHERE c.origin = 'DXT_MPIIO' AND a.op = 'trove_write'""").fetchall()[0][0]
     assert disk == 4000
     # the cross-layer arrow: rank 0's POSIX write under that call, all of its bytes
@@ -185,7 +185,7 @@ def test_collective_calls_inferred_from_the_counters_replay_two_phase(tmp_path):
     aggregators = con.execute("SELECT DISTINCT rank FROM rpcs WHERE op = 'io' ORDER BY 1").fetchall()
     assert aggregators == [(0,), (4,)]
     assert con.execute("""
-        SELECT count(*) FROM calls c LEFT JOIN (SELECT callid, sum(bytes) AS b FROM arrows
+        SELECT count(*) FROM calls c LEFT JOIN (SELECT callid, sum(share_bytes) AS b FROM arrows
                                                 WHERE op IN ('trove_write', 'trove_read') GROUP BY 1) a
             USING (callid)
         WHERE c.origin = 'DXT_MPIIO' AND coalesce(a.b, 0) <> c.size""").fetchall()[0][0] == 0

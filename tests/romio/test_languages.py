@@ -30,7 +30,8 @@ def _build(tool: str, source, out, *flags: str) -> str:
 def _exact_and_whole(run, func: str, nbytes: int) -> None:
     """Every arrow exact; the collective's disk operations moved ``nbytes``, every one attributed."""
     assert run.q("SELECT count(*) FILTER (WHERE NOT exact), count(*) FROM arrows")[0][0] == 0
-    assert run.q(f"SELECT sum(bytes) FROM arrows WHERE func = '{func}' AND layer = 'trove'") == [(nbytes,)]
+    assert run.q(f"SELECT sum(share_bytes) FROM arrows WHERE func = '{func}' AND layer = 'trove'") == [
+        (nbytes,)]
     assert run.stats["unattributed_server_ops"] == 0
 
 

@@ -75,7 +75,7 @@ def test_an_mpi4py_program_on_the_mpi_librarys_mpi_io(tmp_path):
                  "-i", 2, "-f", "/pvfs2/py")
     funcs = dict(run.q("SELECT func, count(*) FROM calls GROUP BY func"))
     assert funcs["MPI_File_write_at"] == funcs["MPI_File_read_at"] == 4
-    assert run.q("SELECT count(*) FILTER (WHERE NOT exact), sum(bytes) FROM arrows WHERE func = "
+    assert run.q("SELECT count(*) FILTER (WHERE NOT exact), sum(share_bytes) FROM arrows WHERE func = "
                  "'MPI_File_write_at'") == [(0, 4 * 65536)]
     assert json.loads(run.out.joinpath("fs.json").read_text())["mpi_io"] == "romio"
 

@@ -72,10 +72,10 @@ def _check_run(run, data_funcs: dict[str, int]) -> None:
         disk = run.q(f"""SELECT sum(size) FROM server_ops s WHERE op = '{op}' AND EXISTS (SELECT 1 FROM
                          arrows a WHERE a.func = '{func}' AND (a.server, a.event_id) = (s.server, s.event_id))
                          """)[0][0]
-        assert run.q(f"SELECT sum(bytes), count(*) FILTER (WHERE NOT exact) FROM arrows "
+        assert run.q(f"SELECT sum(share_bytes), count(*) FILTER (WHERE NOT exact) FROM arrows "
                      f"WHERE func = '{func}' AND op = '{op}'") == [(disk, 0)]
-        assert run.q(f"SELECT DISTINCT disk_bytes, inexact_arrows FROM fanout WHERE func = '{func}'") == [
-            (per_call, 0)]
+        assert run.q(f"""SELECT DISTINCT share_bytes, own_bytes, inexact_arrows FROM fanout
+                         WHERE func = '{func}'""") == [(per_call, per_call, 0)]
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +92,7 @@ def test_mpi_io_test_every_call_traced_and_every_disk_operation_its_calls(indepe
         assert funcs == ["MPI_File_open", *["MPI_File_write_at"] * ITERATIONS, "MPI_File_sync",
                          *["MPI_File_read_at"] * ITERATIONS, "MPI_File_close"]
     for func, op in (("MPI_File_write_at", "trove_write"), ("MPI_File_read_at", "trove_read")):
-        ops = run.q(f"""SELECT handle, disk_offset, size, file_offset, file_end, callids, callid_bytes
+        ops = run.q(f"""SELECT handle, disk_offset, size, file_offset, file_end, callids, callid_own
                         FROM server_ops WHERE op = '{op}' ORDER BY handle, disk_offset""")
         per_op = exact._check_every_operation(ops, _block_owners(_nth_calls(run, func)))
         assert set(per_op) <= {1, 2}  # a strip holds bytes of at most two blocks
@@ -114,7 +114,7 @@ def test_subarray_aggregators_operations_name_every_rank_whose_bytes_they_move(s
     assert "data check: passed" in run.stdout
     for func, op in (("MPI_File_write_all", "trove_write"), ("MPI_File_read_all", "trove_read")):
         callids = dict(run.q(f"SELECT rank, callid FROM calls WHERE func = '{func}'"))
-        ops = run.q(f"""SELECT handle, disk_offset, size, file_offset, file_end, callids, callid_bytes
+        ops = run.q(f"""SELECT handle, disk_offset, size, file_offset, file_end, callids, callid_own
                         FROM server_ops WHERE op = '{op}' ORDER BY handle, disk_offset""")
         per_op = exact._check_every_operation(ops, _subarray_owners(callids))
         assert per_op == Counter({2: len(ops)})  # a 64 KiB strip: 32 rows of two ranks' halves
@@ -183,7 +183,7 @@ def test_thesis_demo_in_c_reproduces_the_figures(demo_c):
     assert "rank 1: read-back of rank 0's segment OK" in run.stdout
     assert run.q("SELECT rank, count(*), count(DISTINCT callid) FROM calls GROUP BY rank ORDER BY rank") == [
         (0, 8, 8), (1, 8, 8)]
-    rows = run.q("""SELECT a.callid, a.func, a.server, count(*), sum(a.size), sum(a.bytes) FROM arrows a
+    rows = run.q("""SELECT a.callid, a.func, a.server, count(*), sum(a.size), sum(a.share_bytes) FROM arrows a
                     WHERE a.func IN ('MPI_File_write', 'MPI_File_read') AND a.layer = 'trove'
                     GROUP BY ALL ORDER BY ALL""")
     assert {row[1:] for row in rows} == {(f, s, 8, 512 * 1024, 512 * 1024) for f in ("MPI_File_write",
