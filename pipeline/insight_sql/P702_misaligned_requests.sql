@@ -18,8 +18,9 @@ SELECT 'high' AS severity,
        printf('%d of %d requests (%s) start inside a strip (strip size %s)', misaligned, requests,
               fmt_pct(misaligned / requests), array_to_string(list_transform(strips, lambda x: format_bytes(x)), ', '))
            AS detail,
+       -- (not "a striping_unit the offsets start on": for records 512 bytes off the strips that is 512 bytes)
        'align offsets and access sizes to the strip size (a view displacement or record size that is a multiple '
-       || 'of it), or set striping_unit to the record size' AS recommendation,
+       || 'of it)' AS recommendation,
        {'requests': requests, 'misaligned': misaligned, 'misaligned_share': round(misaligned / requests, 4),
         'strip_size_bytes': strips[1]} AS numbers,
        (SELECT list(rank ORDER BY n DESC, rank) FROM (

@@ -93,10 +93,10 @@ SELECT g.severity,
                  THEN printf('leave the striping as it is: files of %s are too small to spread over %d I/O servers (a strip is at '
                              || 'least %s)', format_bytes(g.w.extent), g.n,
                              format_bytes(getvariable('min_strip_size')::BIGINT))
-            WHEN g.w.why = 'small' THEN printf('a smaller striping_unit (hint, or --strip-size), e.g. %s, so that '
-                                               || 'files of %s spread over all %d I/O servers',
-                                               format_bytes(strip_advice(g.w.extent // g.n)),
-                                               format_bytes(g.w.extent), g.n)
+            WHEN g.w.why = 'small' THEN printf('a smaller striping_unit, so that files of %s spread over all %d '
+                                               || 'I/O servers: the hint, or callid run --strip-size %s',
+                                               format_bytes(g.w.extent), g.n,
+                                               size_arg(strip_advice(g.w.extent // g.n)))
             ELSE 'spread the accesses over the strips of every I/O server: offsets and access sizes in whole '
                  || 'stripes (striping_unit x striping_factor), or a striping_unit the accesses divide evenly' END
            AS recommendation,

@@ -10,7 +10,9 @@
 -- call set (the request's CallIDs and rank) and server, the operations of its flows beyond
 -- ceil(bytes / flow_buffer), the operations the same bytes would take in one flow (a call's data is
 -- cut into several requests, each a flow with its own partial buffer, by the 64 regions a request
--- carries at most, or by cycles of collective buffering).
+-- carries at most, or by cycles of collective buffering).  Advised: a flow buffer the most common
+-- flow fills whole (the largest power of 2 dividing its bytes, within callid run's bounds), when the
+-- current one does not divide it.
 WITH flows AS (
     SELECT f.server, f.event_id, f.parent, CASE f.op WHEN 'flow_read' THEN 'read' ELSE 'write' END AS direction,
            count(d.event_id) AS ops, coalesce(sum(d.size), 0)::BIGINT AS bytes,
@@ -28,11 +30,15 @@ WITH flows AS (
     HAVING sum(f.bytes) >= getvariable('flow_buffer')
 ), big AS (
     SELECT * FROM flows WHERE bytes >= getvariable('flow_buffer')
-), d AS (
+), d0 AS (
     SELECT direction, count(*) AS flows, count(*) FILTER (WHERE partial > 0) AS affected,
            sum(ops)::BIGINT AS ops, sum(partial)::BIGINT AS partial, sum(bytes)::BIGINT AS bytes,
            sum(partial_bytes)::BIGINT AS partial_bytes, mode(bytes) AS common_bytes
     FROM big GROUP BY direction HAVING sum(partial) > 0
+), d AS (
+    SELECT *, CASE WHEN common_bytes % getvariable('flow_buffer') <> 0
+                   THEN flow_divisor(common_bytes, getvariable('strip_size')) END AS advised
+    FROM d0
 ), extra AS (
     SELECT direction, sum(extra)::BIGINT AS extra, count(*) FILTER (WHERE extra > 0) AS split_groups FROM groups
     GROUP BY direction
@@ -69,15 +75,19 @@ SELECT CASE WHEN d.partial > getvariable('partial_share') * d.ops THEN 'warning'
               fmt_pct(d.bytes / (d.ops * getvariable('flow_buffer'))), coalesce(e.extra, 0),
               coalesce(e.split_groups, 0)) AS detail,
        CASE WHEN d.partial > getvariable('partial_share') * d.ops
-            THEN printf('make the accesses contiguous, or of fewer, larger pieces (a request carries at most 64 '
-                        || 'regions: each further one is a flow ending in a partial buffer); or a --flow-buffer '
-                        || 'that the flows'' size divides into whole buffers (most flows move %s)',
-                        format_bytes(d.common_bytes)) END AS recommendation,
+            THEN 'make the accesses contiguous, or of fewer, larger pieces (a request carries at most 64 '
+                 || 'regions: each further one is a flow ending in a partial buffer)'
+                 || CASE WHEN d.advised IS NOT NULL
+                         THEN printf('; or a flow buffer the most common flow (%s) fills whole: callid run '
+                                     || '--flow-buffer %s', format_bytes(d.common_bytes), size_arg(d.advised))
+                         ELSE '' END END AS recommendation,
        {'direction': d.direction, 'flows': d.flows, 'flows_affected': d.affected, 'disk_ops': d.ops,
         'partial_ops': d.partial, 'partial_share': round(d.partial / d.ops, 4),
         'partial_fill_share': round(d.partial_bytes / (d.partial * getvariable('flow_buffer')), 4),
         'fill_share': round(d.bytes / (d.ops * getvariable('flow_buffer')), 4), 'extra_ops': coalesce(e.extra, 0),
-        'flow_buffer_bytes': getvariable('flow_buffer')::BIGINT} AS numbers,
+        'flow_buffer_bytes': getvariable('flow_buffer')::BIGINT, 'common_flow_bytes': d.common_bytes,
+        'advised_flow_buffer_bytes': CASE WHEN d.partial > getvariable('partial_share') * d.ops
+                                          THEN d.advised END} AS numbers,
        coalesce(r.ranks, []) AS ranks, coalesce(c.callids, []) AS callids, coalesce(f.files, []) AS files,
        coalesce(s.servers, []) AS servers
 FROM d LEFT JOIN extra e USING (direction) LEFT JOIN top_servers s USING (direction)

@@ -42,12 +42,13 @@ SELECT g.severity,
               WHEN 'ok' THEN ' (the disk operations are as large as the requests or larger)'
               ELSE '' END AS detail,
        CASE WHEN g.severity = 'warning'
-            THEN printf('--flow-buffer %s and a striping_unit (hint, or --strip-size) of %s: as large as the accesses '
-                        || '(%s) allow while a file still spreads over every I/O server (now %s and %s); or '
-                        || 'collective buffering (cb_buffer_size) to combine requests', format_bytes(g.flow),
-                        format_bytes(g.strip), format_bytes(round(g.r_mean)::BIGINT),
+            THEN printf('a flow buffer and a striping_unit as large as the accesses (%s) allow while a file still '
+                        || 'spreads over every I/O server (now %s and %s): callid run --flow-buffer %s '
+                        || '--strip-size %s (or the striping_unit hint); or collective buffering '
+                        || '(cb_buffer_size) to combine requests', format_bytes(round(g.r_mean)::BIGINT),
                         format_bytes(getvariable('flow_buffer')::BIGINT),
-                        format_bytes(getvariable('strip_size')::BIGINT)) END AS recommendation,
+                        format_bytes(getvariable('strip_size')::BIGINT), size_arg(g.flow), size_arg(g.strip))
+            END AS recommendation,
        {'direction': g.direction, 'calls': g.calls, 'mean_request_bytes': round(g.r_mean)::BIGINT,
         'median_request_bytes': round(g.r_med)::BIGINT, 'disk_ops': g.ops,
         'mean_disk_op_bytes': round(g.d_mean)::BIGINT, 'median_disk_op_bytes': round(g.d_med)::BIGINT,

@@ -23,6 +23,14 @@ CREATE TEMP MACRO strip_advice(x) AS
 CREATE TEMP MACRO flow_advice(x, strip) AS
     greatest(pow2_within(x, getvariable('min_flow_buffer'), getvariable('max_flow_buffer')),
              strip // getvariable('max_buffers_per_strip'))::BIGINT;
+-- a size as callid's options take it: 65536 -> 64KiB (the largest binary unit that divides it)
+CREATE TEMP MACRO size_arg(n) AS
+    CASE WHEN n % 1073741824 = 0 THEN (n // 1073741824) || 'GiB' WHEN n % 1048576 = 0 THEN (n // 1048576) || 'MiB'
+         WHEN n % 1024 = 0 THEN (n // 1024) || 'KiB' ELSE n::VARCHAR END;
+-- a flow buffer that x bytes fill whole: the largest power of 2 dividing x, within the bounds (NULL: none)
+CREATE TEMP MACRO flow_divisor(x, strip) AS
+    CASE WHEN x > 0 AND (x & -x) >= greatest(getvariable('min_flow_buffer'), strip // getvariable('max_buffers_per_strip'))
+         THEN least(x & -x, getvariable('max_flow_buffer'))::BIGINT END;
 
 -- file_layout: each file's layout as its opens asked for it: the striping_unit and striping_factor hints of
 -- its first open that gives each (NULL: not asked, or the run's MPI-IO did not pass them on to the file

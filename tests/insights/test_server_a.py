@@ -9,7 +9,7 @@ import json
 import pytest
 
 from callid_core.ids import DEFAULT_LAYOUT
-from tests.insights import insights_of, of_code
+from tests.insights import advised_options, insights_of, of_code
 
 KIB, MIB = 1024, 1 << 20
 
@@ -67,11 +67,16 @@ def test_s803_flows_end_in_partial_buffers(tmp_path):
     assert f["severity"] == "warning"
     assert f["numbers"] == {"direction": "write", "flows": 16, "flows_affected": 16, "disk_ops": 64,
                             "partial_ops": 16, "partial_share": 0.25, "partial_fill_share": 0.5,
-                            "fill_share": 0.875, "extra_ops": 8, "flow_buffer_bytes": 64 * KIB}
+                            "fill_share": 0.875, "extra_ops": 8, "flow_buffer_bytes": 64 * KIB,
+                            "common_flow_bytes": 224 * KIB, "advised_flow_buffer_bytes": 32 * KIB}
     # (each rank's calls: open 1, set_view 2, write_at 3)
     assert f["ranks"] == [0, 1, 2, 3] and f["callids"] == [DEFAULT_LAYOUT.pack(r, 3) for r in range(4)]
     assert f["files"] == ["/pvfs2/s803"] and f["servers"] == ["io0", "io1"]
-    assert "224.0 KiB" in f["recommendation"]
+    # the advice: a flow buffer the 224 KiB flows fill whole; taken, no flow ends in a partial buffer
+    assert advised_options(f) == ["--flow-buffer", "32KiB"]
+    again = insights_of(tmp_path / "advised", "S803_strided_view.py",
+                        run=("--strip-size", "56KiB", *advised_options(f)))
+    assert of_code(again, "S803") == []
 
 
 @pytest.mark.mpi
@@ -87,7 +92,10 @@ def test_s804_disk_ops_smaller_than_requests(tmp_path):
                             # 16 MiB over 2 servers: a strip of 1 MiB (the access) still spreads it
                             "advised_strip_bytes": MIB, "advised_flow_buffer_bytes": MIB}
     assert f["files"] == ["/pvfs2/s804"] and sorted(f["servers"]) == ["io0", "io1"]
-    assert "--flow-buffer" in f["recommendation"]
+    # taken, the advice leaves nothing to warn of
+    assert advised_options(f) == ["--flow-buffer", "1MiB", "--strip-size", "1MiB"]
+    again = insights_of(tmp_path / "advised", "S804_large_writes.py", run=advised_options(f))
+    assert [g["severity"] for g in of_code(again, "S804")] == ["ok"]
 
 
 @pytest.mark.mpi
