@@ -4,7 +4,9 @@
 -- rank's requests outstanding and an aggregator's I/O cycles), exchange (a collective's plan and data
 -- exchange between ranks), wait (a collective call waiting for the other ranks of its collective: until
 -- the last of them arrives, and while their requests, I/O cycles or exchanges for it go on), other
--- (the rest).
+-- (the rest).  A call that waited names the rank it waited for (waited_for_rank: the last rank of its
+-- collective to arrive, if after the call started, else the other rank that worked longest on the
+-- collective) and that rank's disk operations for it (waited_for_disk_ops).
 -- A call's requests are its rank's rpcs carrying its CallID, or for a collective any CallID of the
 -- same collective (an aggregator's); their server events are those of the same (rank, req_id),
 -- clipped to the request. `callid stats` lists the slowest calls with this query (its first CTE
@@ -27,17 +29,29 @@ WITH c AS (
                greatest(s.t_start, q.t_start) AS t_start, least(s.t_end, q.t_end) AS t_end
         FROM reqs q JOIN server_ops s ON s.rank = q.rank AND s.req_id = q.req_seq)
     WHERE t_start < t_end
-), coll_work AS (  -- the work of each collective's ranks: their requests, I/O cycles and exchanges
-    SELECT o.coll_seq AS k, r.t_start AS lo, r.t_end AS hi
-    FROM calls o JOIN (SELECT rank, t_start, t_end, unnest(callids) AS id FROM rpcs) r
+), coll_reqs AS (  -- each collective's ranks' requests for it
+    SELECT o.coll_seq AS k, r.rank, r.req_seq, r.t_start, r.t_end
+    FROM calls o JOIN (SELECT rank, req_seq, t_start, t_end, unnest(callids) AS id FROM rpcs) r
          ON r.id = o.callid AND r.rank = o.rank
     WHERE o.coll_seq IS NOT NULL
+), coll_work AS (  -- the work of each collective's ranks: their requests, I/O cycles and exchanges
+    SELECT k, rank, t_start AS lo, t_end AS hi FROM coll_reqs
     UNION ALL
-    SELECT o.coll_seq, p.t_start, p.t_end FROM calls o JOIN phases p ON p.callid = o.callid
+    SELECT o.coll_seq, o.rank, p.t_start, p.t_end FROM calls o JOIN phases p ON p.callid = o.callid
     WHERE o.coll_seq IS NOT NULL AND p.phase <> 'wait'
 ), coll_busy AS (  -- ... merged into islands: few per collective, whatever its ranks
     SELECT k AS coll_seq, min(lo) AS t_start, max(hi) AS t_end FROM islands('coll_work') GROUP BY k, island
-), arrived AS (SELECT coll_seq, max(t_start) AS last FROM calls WHERE coll_seq IS NOT NULL GROUP BY coll_seq
+), arrived AS (
+    SELECT coll_seq, max(t_start) AS last, arg_max(rank, t_start) AS last_rank
+    FROM calls WHERE coll_seq IS NOT NULL GROUP BY coll_seq
+), worked AS (  -- per collective and rank: its work on it, and its requests' disk operations
+    SELECT w.k AS coll_seq, w.rank, w.work_ns, coalesce(d.disk_ops, 0) AS disk_ops
+    FROM (SELECT k, rank, sum(hi - lo) AS work_ns FROM coll_work WHERE k IN (SELECT coll_seq FROM c)
+          GROUP BY ALL) w
+    LEFT JOIN (SELECT q.k, q.rank, count(*) AS disk_ops
+               FROM (SELECT DISTINCT k, rank, req_seq FROM coll_reqs WHERE k IN (SELECT coll_seq FROM c)) q
+               JOIN server_ops s ON s.rank = q.rank AND s.req_id = q.req_seq
+               WHERE s.layer IN ('trove', 'meta') GROUP BY ALL) d ON d.k = w.k AND d.rank = w.rank
 ), spans AS (  -- part: 1 disk, 2 server queue, 3 I/O, 4 exchange, 5 wait
     SELECT call, 1 AS part, t_start, t_end FROM ops WHERE disk
     UNION ALL
@@ -80,9 +94,16 @@ WITH c AS (
            coalesce(p.wait_ns, 0)::BIGINT AS wait_ns, coalesce(p.io_ns, 0)::BIGINT AS io_ns,
            coalesce(p.queue_ns, 0)::BIGINT AS server_queue_ns, coalesce(p.disk_ns, 0)::BIGINT AS disk_ns
     FROM c LEFT JOIN parts p ON p.call = c.callid
+), waited AS (  -- the rank each call that waited waited for
+    SELECT n.callid, CASE WHEN a.last > n.t_start AND a.last_rank <> n.rank THEN a.last_rank
+                          ELSE (SELECT arg_max(w.rank, w.work_ns) FROM worked w
+                                WHERE w.coll_seq = n.coll_seq AND w.rank <> n.rank) END AS rank
+    FROM named n JOIN arrived a USING (coll_seq) WHERE n.wait_ns > 0
 )
-SELECT callid_hex, rank, func, call_ns, exchange_ns, wait_ns, io_ns, server_queue_ns, disk_ns,
-       call_ns - (exchange_ns + wait_ns + io_ns + server_queue_ns + disk_ns) AS other_ns,
-       round(100 * (exchange_ns + wait_ns + io_ns + server_queue_ns + disk_ns) / nullif(call_ns, 0), 1)
-           AS accounted_pct
-FROM named ORDER BY call_ns DESC, t_start;
+SELECT n.callid_hex, n.rank, n.func, n.call_ns, n.exchange_ns, n.wait_ns, n.io_ns, n.server_queue_ns, n.disk_ns,
+       n.call_ns - (n.exchange_ns + n.wait_ns + n.io_ns + n.server_queue_ns + n.disk_ns) AS other_ns,
+       round(100 * (n.exchange_ns + n.wait_ns + n.io_ns + n.server_queue_ns + n.disk_ns) / nullif(n.call_ns, 0), 1)
+           AS accounted_pct,
+       x.rank AS waited_for_rank, CASE WHEN x.rank IS NOT NULL THEN coalesce(w.disk_ops, 0) END AS waited_for_disk_ops
+FROM named n LEFT JOIN waited x USING (callid) LEFT JOIN worked w ON w.coll_seq = n.coll_seq AND w.rank = x.rank
+ORDER BY n.call_ns DESC, n.t_start;

@@ -80,11 +80,12 @@ SERVER_ROWS = [
 # 1000-1010 before rank 1 arrived (1050) = 160; other 1950-2000 = 50 (rank 1 only waits then).
 # Rank 1: its requests are none (the aggregator's carry X1 but are rank 0's): exchange 40 + 190 = 230,
 # wait 710 and 1050-1060 while rank 0 plans = 720, other 2000-2010 = 10.  Y1 (no collective): queue
-# 3020-3080 = 60, I/O 80 - 60 = 20, other 20.
-EXPECTED = [  # callid_hex, rank, func, call, exchange, wait, io, queue, disk, other, accounted %
-    ("0x00_000005", 0, WRITE_ALL, 1000, 290, 160, 220, 80, 200, 50, 95.0),
-    ("0x01_000005", 1, WRITE_ALL, 960, 230, 720, 0, 0, 0, 10, 99.0),
-    ("0x01_000006", 1, "MPI_File_write_at", 100, 0, 0, 20, 60, 0, 20, 80.0),
+# 3020-3080 = 60, I/O 80 - 60 = 20, other 20.  Rank 0 waited for rank 1 (the last to arrive; no disk
+# operation of its own), rank 1 for rank 0, after it arrived (the one working: its 4 disk operations).
+EXPECTED = [  # callid_hex, rank, func, call, exchange, wait, io, queue, disk, other, accounted %, waited for
+    ("0x00_000005", 0, WRITE_ALL, 1000, 290, 160, 220, 80, 200, 50, 95.0, 1, 0),
+    ("0x01_000005", 1, WRITE_ALL, 960, 230, 720, 0, 0, 0, 10, 99.0, 0, 4),
+    ("0x01_000006", 1, "MPI_File_write_at", 100, 0, 0, 20, 60, 0, 20, 80.0, None, None),
 ]
 
 
@@ -106,7 +107,7 @@ def test_the_stats_split_each_call_as_computed_by_hand(db):
     assert _tuples(stats["slowest_calls"]) == EXPECTED
     assert list(stats["slowest_calls"][0]) == [
         "callid_hex", "rank", "func", "call_ns", "exchange_ns", "wait_ns", "io_ns", "server_queue_ns",
-        "disk_ns", "other_ns", "accounted_pct"]
+        "disk_ns", "other_ns", "accounted_pct", "waited_for_rank", "waited_for_disk_ops"]
     text = render_stats(stats)
     assert "exchange_ms" in text and "wait_ms" in text and "accounted_pct" in text
 
