@@ -210,6 +210,12 @@ def _subject(f: dict) -> tuple:
     return f["code"], tuple(sorted(f["files"])), tuple(words)
 
 
+def _identifies(key: str) -> bool:
+    """A number that names a thing (an event, a rank, a collective) rather than measures it: which one it
+    names may differ between runs of the same work, and is not a change of the finding."""
+    return key.endswith(("_event_id", "_rank")) or key == "coll_seq"
+
+
 def _differ(x: object, y: object) -> bool:
     if isinstance(x, bool) or isinstance(y, bool) or not isinstance(x, int | float) \
             or not isinstance(y, int | float):
@@ -221,8 +227,9 @@ def compare_insights(a: list[dict], b: list[dict]) -> dict[str, list[dict]]:
     """What changed from run ``a``'s findings to run ``b``'s, matched by subject (:func:`_subject`; of
     several findings of one subject, in order): ``appeared`` (only in ``b``), ``disappeared`` (only in
     ``a``) and ``changed`` (``b``'s finding, with ``was``: ``a``'s severity, and ``changes``: the
-    numbers that differ by more than :data:`NOISE_MARGIN`, as [a's, b's]).  A finding whose numbers
-    all stay within the margin is unchanged, whatever its severity and text."""
+    numbers that differ by more than :data:`NOISE_MARGIN`, as [a's, b's]; not those that only name a
+    thing: :func:`_identifies`).  A finding whose numbers all stay within the margin is unchanged,
+    whatever its severity and text."""
     left: dict[tuple, list[dict]] = {}
     for f in a:
         left.setdefault(_subject(f), []).append(f)
@@ -234,7 +241,8 @@ def compare_insights(a: list[dict], b: list[dict]) -> dict[str, list[dict]]:
             continue
         was = same.pop(0)
         nb, na = f.get("numbers", {}), was.get("numbers", {})
-        changes = {k: [na.get(k), nb.get(k)] for k in {**na, **nb} if _differ(na.get(k), nb.get(k))}
+        changes = {k: [na.get(k), nb.get(k)] for k in {**na, **nb}
+                   if not _identifies(k) and _differ(na.get(k), nb.get(k))}
         if changes:
             changed.append({**f, "was": was["severity"], "changes": dict(sorted(changes.items()))})
     return {"appeared": appeared, "disappeared": [f for fs in left.values() for f in fs], "changed": changed}

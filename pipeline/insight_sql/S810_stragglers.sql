@@ -86,7 +86,7 @@ SELECT CASE WHEN flagged THEN 'warning' ELSE 'info' END AS severity,
             THEN 'look at the slow disk operation''s server (its load: S801) and at what the straggler asks of '
                  || 'it: the access shape of its peers (contiguous, one request per server), fewer disk '
                  || 'operations per call' END AS recommendation,
-       {'peers': peers, 'stragglers': stragglers, 'disk_stragglers': disk_stragglers,
+       {'func': func, 'peers': peers, 'stragglers': stragglers, 'disk_stragglers': disk_stragglers,
         'median_ns': median_ns::BIGINT, 'peers_ns': peers_ns, 'lost_ns': lost_ns,
         'disk_lost_ns': disk_lost_ns,
         'disk_lost_share': round(coalesce(disk_lost_ns / nullif(peers_ns, 0), 0), 4), 'call_ns': w.ns,

@@ -137,8 +137,16 @@ def test_comparisons_match_findings_by_subject_and_leave_noise_alone():
          finding("S801", "ok", {"busy_imbalance_share": 0.145}),
          finding("S807", "high", {"redundant_bytes": 3000}),
          finding("P701", "info", {"direction": "read", "small": 5})]
+    # stragglers of the read on both sides, of the write in b only; a straggler's slowest operation (an
+    # event id) and the rank with the most metadata time name things, they do not measure them
+    a += [finding("S810", "info", {"func": "MPI_File_read_at_all", "stragglers": 1, "slow_op_event_id": 133}),
+          finding("P708", "info", {"calls": 1, "top_rank": 0})]
+    b += [finding("S810", "info", {"func": "MPI_File_write_at_all", "stragglers": 1, "slow_op_event_id": 8}),
+          finding("S810", "info", {"func": "MPI_File_read_at_all", "stragglers": 1, "slow_op_event_id": 9}),
+          finding("P708", "info", {"calls": 1, "top_rank": 3})]
     diff = compare_insights(a, b)
-    assert [(f["code"], f["numbers"]["direction"]) for f in diff["appeared"]] == [("P701", "read")]
+    subjects = [(f["code"], f["numbers"].get("direction") or f["numbers"]["func"]) for f in diff["appeared"]]
+    assert subjects == [("P701", "read"), ("S810", "MPI_File_write_at_all")]
     assert [f["numbers"]["direction"] for f in diff["disappeared"]] == ["write"]
     assert [(f["code"], f["was"], f["severity"], f["changes"]) for f in diff["changed"]] == [
         ("S807", "warning", "high", {"redundant_bytes": [1000, 3000]})]
