@@ -182,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
         tracer = traced.Tracer(rank, trace_dir, config)
         state.flush = tracer.trace.close
         traced.install(tracer)
+        if tracer.sysint is not None:  # (callid's own connections: not in the time of a traced call)
+            tracer.sysint.connect()
         sys.argv = [target, *args]
         if kind == "module":
             runpy.run_module(target, run_name="__main__", alter_sys=True)

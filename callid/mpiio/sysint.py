@@ -136,6 +136,16 @@ class SysInt:
                 conn.sock.close()
             self._conns.clear()
 
+    def connect(self) -> None:
+        """Connect to every server now (its start-up, before the program's first call, rather than
+        inside the call that first reaches each server); one that cannot be reached is tried again
+        when a call needs it, and that call says why."""
+        for server in self.config.servers:
+            try:
+                self._conn(server.name)
+            except FsError:
+                pass
+
     # -- plumbing -----------------------------------------------------------------
     def _conn(self, server: str) -> _Connection:
         """The connection to ``server`` for an exchange starting now (a new one if there is none,

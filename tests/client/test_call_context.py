@@ -4,7 +4,7 @@ function."""
 
 from __future__ import annotations
 
-from dataclasses import FrozenInstanceError
+from dataclasses import FrozenInstanceError, replace
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -12,7 +12,7 @@ import pytest
 
 from callid.mpiio.call import CallContext
 from callid.mpiio.record import Record
-from callid.mpiio.sysint import SysInt
+from callid.mpiio.sysint import FsError, SysInt
 from server_sim import protocol as P
 
 
@@ -80,3 +80,25 @@ def test_ownership_too_large_for_one_request_splits_it_and_stays_exact(fs):
         first = r["file_offset"] // block % 16
         assert r["callids"] == list(ids[first:first + 8]) and r["callid_bytes"] == [block] * 8
         assert r["file_end"] - r["file_offset"] == r["size"] == 32768
+
+
+def test_a_client_connects_to_every_server_before_the_program_s_first_call(fs):
+    """callid's own connections (TCP, the secret's handshake) are made at the rank's start-up
+    (``callid.launch``), not in the traced call that first reaches a server; a server that cannot be
+    reached then is left for the call that needs it, which says why."""
+    rpcs = []
+    client = SysInt(fs.config, 2, lambda *a: rpcs.append(a))
+    try:
+        client.connect()
+        assert sorted(client._conns) == sorted(s.name for s in fs.config.servers) and rpcs == []
+    finally:
+        client.close()
+    gone = replace(fs.config, servers=[*fs.config.servers, replace(fs.config.servers[0], name="io9", port=1)])
+    client = SysInt(gone, 2, lambda *a: None)
+    try:
+        client.connect()  # (no error: io9 is for later)
+        assert "io9" not in client._conns and len(client._conns) == len(fs.config.servers)
+        with pytest.raises(FsError, match="cannot reach server io9"):
+            client._conn("io9")
+    finally:
+        client.close()
