@@ -26,7 +26,8 @@ def test_client_patterns(tmp_path):
     (misaligned,) = of_code(found, "P702")
     assert misaligned["severity"] == "high"
     assert misaligned["numbers"] == {"requests": CALLS, "misaligned": CALLS, "misaligned_share": 1.0,
-                                     "strip_size_bytes": 65536}
+                                     "strip_size_bytes": 65536, "advised_strip_bytes": None}
+    assert advised_options(misaligned) == []  # (512 bytes off: no strip of the record size aligns them)
     (pattern,) = of_code(found, "P703")  # rank 0 descending: all but its first random; rank 1 consecutive
     assert pattern["severity"] == "high" and pattern["ranks"] == [0]
     assert pattern["numbers"] == {"direction": "write", "requests": CALLS, "random": BLOCKS[0] - 1,
