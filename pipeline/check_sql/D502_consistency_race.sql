@@ -10,9 +10,11 @@
 -- not name, so it is given the benefit of the doubt (a check must stay quiet on correct programs).
 -- MPI_File_sync is not temporally synchronising in general (13.6.10), but on callid's simulated file
 -- system MPI_File_open, _sync and _close end in a barrier of the file's group, so there a single sync
--- (or close, then open) suffices, as the standard allows for such implementations.  Pairs are not
--- enumerated (a synthetic trace has billions): one finding per file and pair of ranks, naming the
--- racing pair of calls at the lowest byte.
+-- (or close, then open) suffices, as the standard allows for such implementations.  Pairs of accesses
+-- are not enumerated (a synthetic trace has billions), nor pairs of ranks shown one by one (1000 ranks
+-- writing one file: 499,500 pairs): one finding per file, saying how many pairs of ranks race on it
+-- (counted exactly) and which ranks, the first pair (by racing byte) in words, with the racing calls and
+-- their disk operations, and the next two.
 WITH
 -- when a non-blocking or split call completed: its wait, or the _end call
 done AS (
@@ -196,15 +198,25 @@ race AS (
               false))), false)
     QUALIFY row_number() OVER (PARTITION BY file, r1, r2 ORDER BY x, ca, cb) = 1
 ),
+-- per file: how many pairs of ranks race, which ranks; the first few pairs (by racing byte) shown
+totals AS (
+    SELECT file, count(*) AS pairs, (SELECT list(DISTINCT r ORDER BY r) FROM unnest(list(r1) || list(r2)) t(r))
+           AS ranks
+    FROM race GROUP BY file
+),
+shown AS (
+    SELECT *, row_number() OVER (PARTITION BY file ORDER BY x, r1, r2) AS k FROM race
+    QUALIFY k <= 3
+),
 -- the accesses covering the first racing byte in each of the two classes
 pick AS (
-    SELECT r.file, r.x, ra.run_aid AS aid_a, rb.run_aid AS aid_b
-    FROM race r
+    SELECT r.file, r.k, r.x, ra.run_aid AS aid_a, rb.run_aid AS aid_b
+    FROM shown r
     ASOF JOIN run ra ON ra.cls = r.ca AND r.x >= ra.lo
     ASOF JOIN run rb ON rb.cls = r.cb AND r.x >= rb.lo
 ),
 pair AS (  -- e: the one that started first, l: the other
-    SELECT p.file, p.x,
+    SELECT p.file, p.k, p.x,
            CASE WHEN a.t0 <= b.t0 THEN a ELSE b END AS e, CASE WHEN a.t0 <= b.t0 THEN b ELSE a END AS l
     FROM pick p JOIN acc3 a ON a.aid = p.aid_a JOIN acc3 b ON b.aid = p.aid_b
 ),
@@ -246,8 +258,10 @@ disk AS (
 ),
 logged AS (
     SELECT DISTINCT aid_e, aid_l FROM ops_e UNION SELECT DISTINCT aid_e, aid_l FROM ops_l
-)
-SELECT [e.rank, l.rank] AS ranks, [e.callid, l.callid] AS callids, [e.func, l.func] AS funcs, p.file,
+),
+-- each pair shown in words
+said AS (
+SELECT p.file, p.k, p.x, e, l,
        'rank ' || e.rank || ' ' || (CASE WHEN e.wr THEN 'writes' ELSE 'reads' END) || ' bytes '
        || e_r[1] || '-' || (e_r[1] + e_r[2] - 1) || ' and rank ' || l.rank || ' '
        || (CASE WHEN l.wr THEN 'writes' ELSE 'reads' END) || ' bytes ' || l_r[1] || '-'
@@ -272,7 +286,19 @@ SELECT [e.rank, l.rank] AS ranks, [e.callid, l.callid] AS callids, [e.func, l.fu
                       || d.d.ev_b || ')' END,
             CASE WHEN g.aid_e IS NOT NULL THEN 'no disk operation of the two touches the same bytes'
                  ELSE 'none logged (not on callid''s file system)' END) AS detail
-FROM (SELECT file, x, x_end, e, l, e_r, l_r FROM pair2) p
+FROM (SELECT file, k, x, x_end, e, l, e_r, l_r FROM pair2) p
 LEFT JOIN disk d ON d.aid_e = p.e.aid AND d.aid_l = p.l.aid
 LEFT JOIN logged g ON g.aid_e = p.e.aid AND g.aid_l = p.l.aid
-ORDER BY p.file, e.t0, e.rank, l.rank  -- (one finding per file and pair of ranks: a total order)
+)
+-- one finding per file: its first pair in words, with (when more race) how many, which ranks, the next
+SELECT CASE WHEN t.pairs = 1 THEN [s.e.rank, s.l.rank] ELSE t.ranks END AS ranks,
+       [s.e.callid, s.l.callid] AS callids, [s.e.func, s.l.func] AS funcs, s.file,
+       CASE WHEN t.pairs = 1 THEN s.detail
+            ELSE printf('%d pairs of ranks race on this file (%d ranks); the first: ', t.pairs, len(t.ranks))
+                 || s.detail || coalesce('; next: ' || (
+                     SELECT string_agg(printf('ranks %d and %d from byte %d', least(n.e.rank, n.l.rank),
+                                              greatest(n.e.rank, n.l.rank), n.x), ', ' ORDER BY n.k)
+                     FROM said n WHERE n.file = s.file AND n.k > 1), '') END AS detail
+FROM said s JOIN totals t USING (file)
+WHERE s.k = 1
+ORDER BY s.file

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from callid_core.evidence import TRACED, source_of_origins
@@ -58,3 +59,22 @@ def test_what_a_source_records_is_what_all_its_calls_origins_record():
     assert all(not TRACED.missing(c.needs) for c in CHECKS.rules())
     needs = ("opens", "accesses", "closes")
     assert TRACED.missing(needs) == [] and darshan.missing(needs) == ["opens", "closes"]
+
+
+def test_races_of_many_ranks_are_one_finding_per_file_counted_exactly(tmp_path):
+    """D502 on a synthetic run where every rank reads and writes the same file with nothing between the
+    accesses: one finding for the file, with the pairs of ranks that race counted by brute force here,
+    and every rank named (not one finding per pair: 1000 ranks make 499,500)."""
+    made = cli("synth", "--ranks", "12", "--calls", "300", "--seed", "5", "-d", tmp_path)
+    assert made.returncode == 0, made.stderr
+    db = tmp_path / "m.duckdb"
+    assert cli("merge", tmp_path / "client.parquet", tmp_path / "server.parquet", "-o", db).returncode == 0
+    with duckdb.connect(str(db), read_only=True) as con:
+        accesses = con.execute("SELECT rank, file, file_offset, file_offset + size, func LIKE '%write%' "
+                               "FROM calls WHERE size > 0").fetchall()
+    racing = {(min(a[0], b[0]), max(a[0], b[0])) for a in accesses for b in accesses
+              if a[0] != b[0] and a[1] == b[1] and (a[4] or b[4]) and a[2] < b[3] and b[2] < a[3]}
+    result = json.loads(cli("check", db, "--code", "D502", "--json").stdout)
+    (race,) = result["findings"]
+    assert race["detail"].startswith(f"{len(racing)} pairs of ranks race on this file (12 ranks); the first")
+    assert race["ranks"] == sorted({r for pair in racing for r in pair}) and len(race["callids"]) == 2
