@@ -9,22 +9,23 @@
 -- library).  Per direction of the independent calls with holes: their data, the disk bytes, the holes and
 -- the read-back, and the disk time of the read-back; warning when the holes are more than rmw_share of the
 -- disk bytes, info below.
-WITH ops AS (  -- each disk data operation of an independent call once, with its call's direction
+WITH sieved AS (  -- the independent calls whose disk data operations had holes
+    SELECT DISTINCT a.callid FROM arrows a JOIN calls c USING (callid)
+    WHERE a.op IN ('trove_read', 'trove_write') AND (a.holes > 0 OR a.rmw) AND c.collective IS NOT TRUE
+), ops AS (  -- each disk data operation of those calls once, with its call's direction
     SELECT a.server, a.event_id, any_value(a.size) AS size, any_value(a.holes) AS holes,
            bool_or(a.rmw) AS rmw, any_value(a.t_end - a.t_start) AS ns,
            CASE WHEN any_value(c.func) LIKE '%write%' THEN 'write' ELSE 'read' END AS dir,
-           any_value(a.file) AS file, any_value(c.rank) AS rank, list(DISTINCT a.callid) AS ids
-    FROM arrows a JOIN calls c USING (callid)
-    WHERE a.op IN ('trove_read', 'trove_write') AND c.collective IS NOT TRUE
+           any_value(a.file) AS file, any_value(c.rank) AS rank
+    FROM arrows a SEMI JOIN sieved USING (callid) JOIN calls c USING (callid)
+    WHERE a.op IN ('trove_read', 'trove_write')
     GROUP BY a.server, a.event_id
-), sieved AS (  -- the calls whose operations had holes
-    SELECT DISTINCT unnest(ids) AS callid FROM ops WHERE holes > 0 OR rmw
 ), t AS (
     SELECT o.dir, count(*) AS ops, sum(o.size)::BIGINT AS disk, sum(o.holes)::BIGINT AS holes,
            coalesce(sum(o.size) FILTER (WHERE o.rmw), 0)::BIGINT AS read_back,
            coalesce(sum(o.ns) FILTER (WHERE o.rmw), 0)::BIGINT AS read_back_ns, sum(o.ns)::BIGINT AS disk_ns,
            list(DISTINCT o.file) AS files, list(DISTINCT o.rank) AS ranks, list(DISTINCT o.server) AS servers
-    FROM ops o WHERE EXISTS (SELECT 1 FROM sieved s WHERE list_contains(o.ids, s.callid))
+    FROM ops o
     GROUP BY o.dir
 ), data AS (
     SELECT CASE WHEN c.func LIKE '%write%' THEN 'write' ELSE 'read' END AS dir, count(*) AS calls,
