@@ -260,7 +260,8 @@ SERVER = Table("server", "one row per server event (request, flow, Trove and met
            "range also holds other datafiles' strips; -1: not a data operation)", BYTES, nullable=False,
            default=-1),
     Column("size", pa.int64(), "bytes the event moved (a disk operation: all of them, for every call it "
-           "serves; a request or flow: the request's bytes on this server)", BYTES, nullable=False, default=0),
+           "serves; a request or flow: the request's bytes on this server)", BYTES, nullable=False,
+           default=0),
     Column("t_start", pa.int64(), "event start" + _ON_CLOCK, NS, nullable=False),
     Column("t_end", pa.int64(), "event end" + _ON_CLOCK, NS, nullable=False),
 ])

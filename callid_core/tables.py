@@ -149,8 +149,9 @@ ARROWS = Table("arrows", "one row per call -> disk operation (Trove and metadata
            "the same bytes each have them all, so sums over calls count shared bytes once per call; holes "
            "are not in it (null: not known, exact = false)", BYTES),
     Column("holes", pa.int64(), "the disk operation's bytes no call owns (server_ops.holes): the gaps a "
-           "read-modify-write reads and writes back unchanged; the operation's, on each of its arrows (summed "
-           "over arrows it counts them once per call), in share_bytes apportioned, in no own_bytes", BYTES),
+           "read-modify-write reads and writes back unchanged; the operation's, on each of its arrows "
+           "(summed over arrows it counts them once per call), in share_bytes apportioned, in no own_bytes",
+           BYTES),
     Column("rmw", pa.bool_(), "the operation is a read the call's write caused: a read-modify-write "
            "(ROMIO's data sieving, an aggregator's cycle with holes) reading the extent back before "
            "writing it"),
@@ -232,7 +233,8 @@ SOURCE_IO = Table("source_io", "a replay of a Darshan log with both DXT layers: 
     Column("file_offset", pa.int64(), "offset in the file of the operation's first byte", BYTES),
     Column("size", pa.int64(), "the operation's bytes", BYTES),
     Column("bytes", pa.int64(), "the call's bytes in it (the overlap of the call's and the operation's file "
-           "ranges): each call's own, not apportioned (calls covering the same bytes each count them)", BYTES),
+           "ranges): each call's own, not apportioned (calls covering the same bytes each count them)",
+           BYTES),
     Column("src_t_start", pa.int64(), "when the operation started in the job, from the job's start", NS),
     Column("src_t_end", pa.int64(), "when it ended in the job, from the job's start", NS),
     Column("exact", pa.bool_(), "the operation fits one call's window only (else it is linked to each call "

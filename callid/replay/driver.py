@@ -305,11 +305,14 @@ class Replayer:
         s = self.s
         path, io = s.path[calls[0]], _IO[s.io[calls[0]]]
         hints = CbHints.from_info(self.hints[path], self.hosts)
-        aggs = ([a for a, r in enumerate(ranks) if r in self.job_aggs.get(path, ())]
-                or aggregators(ranks, self.ranks_per_host, hints.cb_nodes))
+        job_aggs = [a for a, r in enumerate(ranks) if r in self.job_aggs.get(path, ())]
+        aggs = job_aggs or aggregators(ranks, self.ranks_per_host, hints.cb_nodes)
         regions = {i: self._regions(i) for i in calls}
         ranges = [(r[0][0], max(o + n for o, n in r)) if r else (None, None) for r in regions.values()]
-        domains = file_domains(ranges, len(aggs), hints.mode(io))
+        mode = hints.mode(io)
+        if job_aggs and mode == "automatic":  # (the job aggregated, its DXT_POSIX says: whatever the ranges)
+            mode = "enable"
+        domains = file_domains(ranges, len(aggs), mode)
         if domains is None:  # independent access, each rank its own
             return [functools.partial(self._io, i=i) for i in mine]
         return [functools.partial(self._aggregate, io=io, hints=hints, ranks=ranks, regions=regions,

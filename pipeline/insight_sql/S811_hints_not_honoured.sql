@@ -70,10 +70,13 @@ WITH bits AS (
                                               ELSE try_cast(d.value AS BIGINT) = getvariable('strip_size')::BIGINT END
            END AS honoured,
            CASE d.key
-               WHEN 'cb_nodes' THEN printf('%d aggregator(s) in its most aggregated collective call',
-                                          coalesce(o.aggregators, 0))
-               WHEN 'cb_buffer_size' THEN printf('an aggregator''s largest I/O of one cycle %s',
-                                                 coalesce(format_bytes(o.cycle), 'none'))
+               WHEN 'cb_nodes' THEN CASE WHEN coalesce(o.aggregators, 0) = 0
+                                         THEN 'no aggregated collective call recorded'
+                                         ELSE printf('%d aggregator(s) in its most aggregated collective call',
+                                                     o.aggregators) END
+               WHEN 'cb_buffer_size' THEN CASE WHEN o.cycle IS NULL THEN 'no aggregator''s I/O cycle recorded'
+                                               ELSE printf('an aggregator''s largest I/O of one cycle %s',
+                                                           format_bytes(o.cycle)) END
                WHEN 'romio_cb_write' THEN printf('%d of %d collective writes aggregated', o.agg_w, o.coll_w)
                WHEN 'romio_cb_read' THEN printf('%d of %d collective reads aggregated', o.agg_r, o.coll_r)
                WHEN 'striping_factor' THEN printf('data on %d server(s)', o.servers)
