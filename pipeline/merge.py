@@ -607,7 +607,7 @@ def _labels(con: duckdb.DuckDBPyConnection, sources: dict[str, str]) -> dict[str
 
 #: the type of ``fanout.bytes_per_server`` (an empty list of no server has none)
 _BYTES_PER_SERVER = next(c.type for c in FANOUT.columns if c.name == "bytes_per_server")
-#: fan-out per server is counted in one pass for at most this many servers (a pair of columns each)
+#: fan-out per server is counted in one pass for at most this many servers (three columns each)
 PIVOT_SERVERS = 32
 
 
@@ -620,7 +620,7 @@ def derive_fanout(con: duckdb.DuckDBPyConnection, run: Engine, target: _Target,
     d = run.dialect
     servers = sorted(servers)
     if len(servers) <= PIVOT_SERVERS:
-        pairs = ", ".join(f"count(*) FILTER (WHERE s = {i}) AS o{i}, "
+        sums = ", ".join(f"count(*) FILTER (WHERE s = {i}) AS o{i}, "
                           f"sum(share_bytes) FILTER (WHERE s = {i}) AS b{i}, "
                           f"sum(own_bytes) FILTER (WHERE s = {i}) AS w{i}"
                           for i in range(1, len(servers) + 1))
@@ -636,7 +636,7 @@ def derive_fanout(con: duckdb.DuckDBPyConnection, run: Engine, target: _Target,
                   FROM (SELECT callid, CAST(count(*) AS BIGINT) AS disk_ops,
                                CAST(coalesce(sum(share_bytes), 0) AS BIGINT) AS share_bytes,
                                CAST(coalesce(sum(own_bytes), 0) AS BIGINT) AS own_bytes,
-                               CAST(count(*) FILTER (WHERE NOT exact) AS BIGINT) AS inexact_arrows, {pairs}
+                               CAST(count(*) FILTER (WHERE NOT exact) AS BIGINT) AS inexact_arrows, {sums}
                         FROM (SELECT callid, share_bytes, own_bytes, exact,
                                      {d.position(d.strings(servers), "server")} AS s
                               FROM _arrows) a
