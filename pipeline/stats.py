@@ -133,8 +133,9 @@ def compute_stats(m: Merged) -> dict:
             FROM server_ops WHERE layer IN ({S.DISK_LAYERS_SQL})""")[0],
         # aggregators: ranks whose requests carried other ranks' CallIDs
         "aggregators": [r for (r,) in con.execute(f"""
-            SELECT DISTINCT s.rank FROM server_ops s, unnest(s.callids) AS u(id)
-            WHERE (u.id >> {counter_bits}) <> s.rank ORDER BY 1""").fetchall()],
+            SELECT DISTINCT rank FROM server_ops
+            WHERE list_bool_or(list_transform(callids, lambda id: (id >> {counter_bits}) <> rank))
+            ORDER BY 1""").fetchall()],  # (not unnested: 20 times faster)
         "fanout_by_func": _rows(con, f"""
             SELECT func, count(*) AS calls,
                    min(disk_ops) AS disk_ops_min, round(avg(disk_ops), 2) AS disk_ops_mean,
