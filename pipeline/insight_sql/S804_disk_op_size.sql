@@ -1,17 +1,24 @@
 -- family: server
 -- title: disk operations much smaller (or larger) than the requests after aggregation
 -- thresholds: disk_size_ratio
--- columns: calls.size, calls.func, server_ops.op, server_ops.size
+-- columns: calls.size, calls.file_offset, calls.func, server_ops.op, server_ops.size
 -- Per direction: the mean (and median) size the data calls request against the mean size of the
 -- servers' disk data operations (trove_read, trove_write); ratio = disk / requested.  Warning when the
 -- ratio is disk_size_ratio or less (each request costs that many disk operations or more: flow buffers
 -- or strips smaller than the accesses); ok when it is 1 or more (aggregation, e.g. collective
 -- buffering, made the disk operations at least as large as the requests); info in between.  The advice
 -- (a warning's): a strip and a flow buffer as large as the mean access, at most the largest file's size
--- over the I/O servers (so that files still spread over all of them: S801), within callid run's bounds.
+-- over the I/O servers (so that files still spread over all of them: S801), within callid run's bounds;
+-- when every access starts on a multiple of the most common access size (a record), that size, as
+-- P702 advises (so that the strips stay aligned with the records), with a flow buffer as large.
 WITH req AS (
-    SELECT direction, count(*) AS calls, avg(size) AS mean, median(size) AS med, sum(size)::BIGINT AS bytes
+    SELECT direction, count(*) AS calls, avg(size) AS mean, median(size) AS med, sum(size)::BIGINT AS bytes,
+           mode(size) AS rec
     FROM data_calls GROUP BY direction
+), on_record AS (  -- every access of the direction starts on a multiple of its record size
+    SELECT r.direction, bool_and(c.file_offset % r.rec = 0) AS aligned
+    FROM data_calls c JOIN req r USING (direction) WHERE c.file_offset IS NOT NULL AND r.rec > 0
+    GROUP BY r.direction
 ), disk AS (
     SELECT direction, count(*) AS ops, avg(size) AS mean, median(size) AS med, sum(size)::BIGINT AS bytes
     FROM disk_data GROUP BY direction
@@ -26,11 +33,18 @@ WITH req AS (
     FROM (SELECT direction, server, count(*) AS n FROM disk_data GROUP BY ALL) GROUP BY direction
 ), g AS (
     SELECT r.direction, r.calls, r.mean AS r_mean, r.med AS r_med, d.ops, d.mean AS d_mean, d.med AS d_med,
-           d.mean / r.mean AS ratio, strip_advice(least(r.mean, e.per_server)) AS strip,
+           d.mean / r.mean AS ratio,
+           a.aligned AND r.rec BETWEEN getvariable('min_strip_size') AND least(getvariable('max_strip_size'),
+                                                                                e.per_server) AS by_record,
+           CASE WHEN by_record THEN r.rec ELSE strip_advice(least(r.mean, e.per_server)) END AS strip,
            CASE WHEN d.mean / r.mean <= getvariable('disk_size_ratio') THEN 'warning'
                 WHEN d.mean / r.mean >= 1 THEN 'ok' ELSE 'info' END AS severity
     FROM req r JOIN disk d USING (direction) LEFT JOIN extent e USING (direction)
-), advised AS (SELECT *, flow_advice(least(r_mean, strip), strip) AS flow FROM g
+    LEFT JOIN on_record a USING (direction)
+), advised AS (
+    SELECT *, CASE WHEN by_record AND strip <= getvariable('max_flow_buffer') THEN strip::BIGINT
+                   ELSE flow_advice(least(r_mean, strip), strip) END AS flow
+    FROM g
 )
 SELECT g.severity,
        printf('%s: %d calls request %s on average (median %s); the servers'' %d disk ops move %s on average '

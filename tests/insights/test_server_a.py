@@ -9,6 +9,7 @@ import json
 import pytest
 
 from callid_core.ids import DEFAULT_LAYOUT
+from tests.conftest import EXAMPLES
 from tests.insights import advised_options, insights_of, of_code
 
 KIB, MIB = 1024, 1 << 20
@@ -136,3 +137,19 @@ def test_balanced_run_has_no_server_side_warning(tmp_path):
     assert [(r["severity"], r["numbers"]["direction"], r["numbers"]["size_ratio"]) for r in ratio] == \
         [("ok", "read", 1.0), ("ok", "write", 1.0)]
     assert not of_code(found, "S802") and not of_code(found, "S803") and not of_code(found, "S805")
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_the_findings_of_one_run_advise_one_layout(tmp_path):
+    """96 KiB records at multiples of 96 KiB in 64 KiB strips and 16 KiB flow buffers: P702 (misaligned)
+    and S804 (disk operations smaller than the requests) advise the same strip, the record size;
+    taken, neither finds anything to change."""
+    args = (str(EXAMPLES / "mpi_io_test.py"), "-b", "96KiB", "-i", "4")
+    found = insights_of(tmp_path / "out", *args, np=2, run=("--servers", "2", "--flow-buffer", "16KiB"))
+    advised = {f["code"]: advised_options(f) for f in found if f["code"] in ("P702", "S804")
+               and f["severity"] in ("high", "warning")}
+    assert advised == {"P702": ["--strip-size", "96KiB"],
+                       "S804": ["--flow-buffer", "96KiB", "--strip-size", "96KiB"]}
+    again = insights_of(tmp_path / "advised", *args, np=2, run=("--servers", "2", *advised["S804"]))
+    assert of_code(again, "P702") == [] and {f["severity"] for f in of_code(again, "S804")} == {"ok"}
