@@ -134,7 +134,7 @@ def _prepare(m: Merged) -> None:
         m.con.execute(f"CREATE TEMP TABLE {role}_servers AS SELECT unnest(?::VARCHAR[]) AS server", [servers])
     m.con.execute(f"CREATE TEMP VIEW data_calls AS {DATA_CALLS_SQL}")
     m.con.execute(f"CREATE TEMP VIEW disk_data AS {DISK_DATA_SQL}")
-    m.con.execute(f"CREATE TEMP VIEW server_busy AS {SERVER_BUSY_SQL}")
+    m.temp_table("server_busy", SERVER_BUSY_SQL)
 
 
 def run_insights(m: Merged, codes: list[str] | None = None) -> list[dict]:

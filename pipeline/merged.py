@@ -136,6 +136,12 @@ class Merged:
             self._memo[key] = compute()
         return self._memo[key]
 
+    def temp_table(self, name: str, select: str) -> str:
+        """``name``: the rows of ``select`` as a temporary table of this handle, made once (what several
+        analyses read and is costly to compute again, e.g. the servers' busy time)."""
+        self.once(("temp_table", name), lambda: self.con.execute(f"CREATE TEMP TABLE {name} AS {select}"))
+        return name
+
     @contextmanager
     def settings(self, **values: str) -> Iterator[None]:
         """DuckDB settings (``memory_limit``, ``temp_directory``, ...) for the duration of a block, put

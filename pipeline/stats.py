@@ -56,10 +56,11 @@ TIME_BY_RANK_SQL = """
     SELECT rank, count(*) AS calls, sum(dur_ns)::BIGINT AS io_ns, coalesce(sum(bytes), 0)::BIGINT AS bytes
     FROM calls GROUP BY rank ORDER BY rank"""
 
-# per server: disk operations, bytes and busy time (the union of its disk operations' intervals)
+# per server: disk operations, bytes and busy time (the union of its disk operations' intervals: the
+# table server_busy of the handle, which insights S801 and S808 read too)
 SERVERS_SQL = f"""
     SELECT server, count(*) AS ops, sum(size)::BIGINT AS bytes, any_value(b.busy_ns) AS busy_ns
-    FROM server_ops JOIN ({SERVER_BUSY_SQL}) b USING (server)
+    FROM server_ops JOIN server_busy b USING (server)
     WHERE layer IN ({S.DISK_LAYERS_SQL}) GROUP BY server ORDER BY server"""
 
 def slowest_sql(limit: int) -> str:
@@ -95,6 +96,7 @@ def compute_stats(m: Merged) -> dict:
     """All figures of ``callid stats`` as one JSON-ready dict (the checks and insights counted are those
     of :func:`run_checks` and :func:`run_insights` on ``m``, computed once per handle)."""
     con = m.con
+    m.temp_table("server_busy", SERVER_BUSY_SQL)  # (SERVERS_SQL reads it)
     one = lambda sql: con.execute(sql).fetchall()[0][0]  # noqa: E731
     run = m.run
     counter_bits = m.layout.counter_bits

@@ -168,3 +168,16 @@ def test_a_file_too_small_to_spread_gets_no_strip_advice(tmp_path):
     assert s801["severity"] == "high" and s801["numbers"]["advised_strip_bytes"] is None
     assert s801["recommendation"].startswith("leave the striping as it is: files of 512 bytes are too small")
     assert advised_options(s801) == []
+
+
+def test_a_rule_that_cannot_run_within_the_memory_limit_runs_again_without_it(synthetic, monkeypatch):
+    """Each rule's query runs under rules.MEMORY_LIMIT (DuckDB spills beyond it); one that cannot (here a
+    limit of 1 MB: 20 of the 21 insights cannot) runs again under DuckDB's own, with the same findings."""
+    from pipeline import rules
+    from pipeline.merged import open_merged
+
+    with open_merged(synthetic) as m:
+        expected = api.insights(m)
+    monkeypatch.setattr(rules, "MEMORY_LIMIT", "1MB")
+    with open_merged(synthetic) as m:
+        assert api.insights(m) == expected
