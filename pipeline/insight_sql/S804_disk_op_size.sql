@@ -10,7 +10,8 @@
 -- (a warning's): a strip and a flow buffer as large as the mean access, at most the largest file's size
 -- over the I/O servers (so that files still spread over all of them: S801), within callid run's bounds;
 -- when every access starts on a multiple of the most common access size (a record), that size, as
--- P702 advises (so that the strips stay aligned with the records), with a flow buffer as large.
+-- P702 advises (so that the strips stay aligned with the records), with a flow buffer as large
+-- (within the flow buffer's bounds).
 WITH req AS (
     SELECT direction, count(*) AS calls, avg(size) AS mean, median(size) AS med, sum(size)::BIGINT AS bytes,
            mode(size) AS rec
@@ -42,7 +43,8 @@ WITH req AS (
     FROM req r JOIN disk d USING (direction) LEFT JOIN extent e USING (direction)
     LEFT JOIN on_record a USING (direction)
 ), advised AS (
-    SELECT *, CASE WHEN by_record AND strip <= getvariable('max_flow_buffer') THEN strip::BIGINT
+    SELECT *, CASE WHEN by_record THEN least(greatest(strip, getvariable('min_flow_buffer')),
+                                             getvariable('max_flow_buffer'))::BIGINT
                    ELSE flow_advice(least(r_mean, strip), strip) END AS flow
     FROM g
 )

@@ -153,3 +153,15 @@ def test_the_findings_of_one_run_advise_one_layout(tmp_path):
                        "S804": ["--flow-buffer", "96KiB", "--strip-size", "96KiB"]}
     again = insights_of(tmp_path / "advised", *args, np=2, run=("--servers", "2", *advised["S804"]))
     assert of_code(again, "P702") == [] and {f["severity"] for f in of_code(again, "S804")} == {"ok"}
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_advice_for_records_below_the_smallest_flow_buffer_is_within_the_bounds(tmp_path):
+    """1 KiB records in 256-byte strips over 4 servers: S804 advises the record size as the strip, and
+    a flow buffer callid run takes (at least its smallest, 4 KiB), not one as small as the strip."""
+    found = insights_of(tmp_path / "out", str(EXAMPLES / "mpi_io_test.py"), "-b", "1KiB", "-i", "4", np=2,
+                        run=("--servers", "4", "--strip-size", "256"))
+    warned = [f for f in of_code(found, "S804") if f["severity"] == "warning"]
+    assert warned
+    assert all(advised_options(f) == ["--flow-buffer", "4KiB", "--strip-size", "1KiB"] for f in warned)
