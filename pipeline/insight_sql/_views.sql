@@ -23,7 +23,8 @@ CREATE TEMP MACRO strip_advice(x) AS
 CREATE TEMP MACRO flow_advice(x, strip) AS
     greatest(pow2_within(x, getvariable('min_flow_buffer'), getvariable('max_flow_buffer')),
              strip // getvariable('max_buffers_per_strip'))::BIGINT;
--- a size as callid's options take it: 65536 -> 64KiB (the largest binary unit that divides it)
+-- a size as callid's options take it: 65536 -> 64KiB (the largest binary unit that divides it: as
+-- callid_core.units.format_size; a test holds them equal)
 CREATE TEMP MACRO size_arg(n) AS
     CASE WHEN n % 1073741824 = 0 THEN (n // 1073741824) || 'GiB' WHEN n % 1048576 = 0 THEN (n // 1048576) || 'MiB'
          WHEN n % 1024 = 0 THEN (n // 1024) || 'KiB' ELSE n::VARCHAR END;

@@ -181,3 +181,17 @@ def test_a_rule_that_cannot_run_within_the_memory_limit_runs_again_without_it(sy
     monkeypatch.setattr(rules, "MEMORY_LIMIT", "1MB")
     with open_merged(synthetic) as m:
         assert api.insights(m) == expected
+
+
+def test_the_sizes_advice_names_are_those_callid_formats_and_parses(synthetic):
+    """The SQL macro size_arg (insight_sql/_views.sql) is callid_core.units.format_size, and parse_size
+    reads what it writes."""
+    from callid_core.units import format_size, parse_size
+    from pipeline.insights import run_insights
+    from pipeline.merged import open_merged
+
+    sizes = [1, 255, 256, 1000, 1024, 4096, 98304, 65 << 20, 3 << 30, (1 << 30) + 1024]
+    with open_merged(synthetic) as m:
+        run_insights(m)  # (the macros)
+        got = [m.sql(f"SELECT size_arg({n}::BIGINT)").fetchall()[0][0] for n in sizes]
+    assert got == [format_size(n) for n in sizes] and [parse_size(g) for g in got] == sizes
