@@ -111,7 +111,11 @@ def _check_file(path: str, kind: str) -> tuple[dict[str, str], int]:
     for expected in S.SCHEMAS[kind]:
         idx = schema.get_field_index(expected.name)
         if idx < 0:
-            raise InputError(f"{path}: missing column '{expected.name}'")
+            version = kv.get(S.META_SCHEMA_VERSION, "")
+            older = (f" (written by an earlier callid: log schema {version}, this one reads "
+                     f"{S.SCHEMA_VERSION}; run or replay it again)" if version and version != S.SCHEMA_VERSION
+                     else "")
+            raise InputError(f"{path}: missing column '{expected.name}'{older}")
         got = schema.field(idx).type
         if _normal(got) != _normal(expected.type):
             raise InputError(f"{path}: column '{expected.name}' has type {got}, expected {expected.type}")

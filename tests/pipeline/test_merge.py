@@ -775,3 +775,15 @@ def test_compared_runs_show_times_in_ms_and_ratios_without_a_unit(merged):
     times = {r["func"]: r["mean_ns"] for r in figures["time_by_func"]}
     row = next(ln for ln in table if ln.startswith("MPI_File_write_at.mean_ms"))
     assert row.split()[1:] == [str(round(times["MPI_File_write_at"] / 1e6, 3))] * 2
+
+
+def test_a_log_of_an_earlier_schema_says_so(logs, tmp_path):
+    """A server log of schema 6 (no callid_own): the column it lacks, and that an earlier callid wrote it."""
+    client, server = logs
+    old = tmp_path / "server.parquet"
+    _drop_column(server, old, "callid_own")
+    _set_meta(old, old, **{S.META_SCHEMA_VERSION: "6"})
+    with pytest.raises(InputError) as err:
+        merge(str(client), str(old), str(tmp_path / "out.duckdb"))
+    assert str(err.value) == (f"{old}: missing column 'callid_own' (written by an earlier callid: log "
+                              f"schema 6, this one reads {S.SCHEMA_VERSION}; run or replay it again)")
