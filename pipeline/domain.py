@@ -27,16 +27,22 @@ SERVER_BUSY_SQL = f"""
 #: (columns ``k``, ``lo``, ``hi``: a key and a range [lo, hi), times or bytes; any others kept), each
 #: with ``island``: ranges of one key that overlap share an island, numbered from 1 by ``lo``.
 #: ``covered(t)``: per key, the length of the union of its ranges (e.g. a server's busy time).
+#: Both sweep each key's ranges by (lo, hi), with the furthest end before each range: ``covered`` adds
+#: what each range reaches past it (one sort; equal ranges add nothing twice, in any order); ``islands``
+#: numbers the distinct ranges (so that its two passes order them alike) and gives every row its range's.
 MACROS_SQL = """
 CREATE OR REPLACE TEMP MACRO islands(t) AS TABLE
-    SELECT * EXCLUDE (before),
-           sum(CASE WHEN before IS NULL OR lo >= before THEN 1 ELSE 0 END)
-               OVER (PARTITION BY k ORDER BY lo, hi ROWS UNBOUNDED PRECEDING) AS island
-    FROM (SELECT *, max(hi) OVER (PARTITION BY k ORDER BY lo, hi
-                                  ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before
-          FROM query_table(t));
+    SELECT r.*, i.island FROM query_table(t) r JOIN (
+        SELECT k, lo, hi, sum(CASE WHEN before IS NULL OR lo >= before THEN 1 ELSE 0 END)
+                              OVER (PARTITION BY k ORDER BY lo, hi ROWS UNBOUNDED PRECEDING) AS island
+        FROM (SELECT k, lo, hi, max(hi) OVER (PARTITION BY k ORDER BY lo, hi
+                                              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before
+              FROM (SELECT DISTINCT k, lo, hi FROM query_table(t)))) i
+    ON r.k = i.k AND r.lo = i.lo AND r.hi = i.hi;
 CREATE OR REPLACE TEMP MACRO covered(t) AS TABLE
-    SELECT k, sum(e - s)::BIGINT AS covered
-    FROM (SELECT k, island, min(lo) AS s, max(hi) AS e FROM islands(t) GROUP BY k, island)
+    SELECT k, sum(greatest(hi - greatest(lo, coalesce(before, lo)), 0))::BIGINT AS covered
+    FROM (SELECT k, lo, hi, max(hi) OVER (PARTITION BY k ORDER BY lo, hi
+                                          ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before
+          FROM query_table(t))
     GROUP BY k;
 """

@@ -3,8 +3,8 @@
 -- thresholds: redundant_share
 -- columns: server_ops.op, server_ops.handle, server_ops.disk_offset, server_ops.size, arrows.file, arrows.rank, arrows.own_bytes
 -- The disk reads of read calls (not the read-back of read-modify-write: S806), per server and
--- datafile: their bytes against the union of their ranges [disk_offset, disk_offset + size) (islands
--- of overlapping ranges); redundant = read - union.  Warning when the redundant bytes are more than
+-- datafile: their bytes against the union of their ranges [disk_offset, disk_offset + size) (one
+-- sweep by offset, as the macro covered); redundant = read - union.  Warning when the redundant bytes are more than
 -- redundant_share of the bytes read; info below.  Ranks and files: those of the reads that overlap
 -- another (every rank reading the same bytes, the first reader included), and their calls.
 WITH rmw AS (
@@ -13,19 +13,23 @@ WITH rmw AS (
     SELECT server, event_id, handle, disk_offset AS lo, disk_offset + size AS hi, size
     FROM disk_data d WHERE op = 'trove_read' AND size > 0 AND NOT EXISTS
         (SELECT 1 FROM rmw WHERE rmw.server = d.server AND rmw.event_id = d.event_id)
-), spans AS (SELECT {'server': server, 'handle': handle} AS k, * FROM reads
-), grouped AS (  -- overlapping ranges of one datafile on one server share an island
-    SELECT * FROM islands('spans')
-), per_island AS (
-    SELECT server, handle, island, count(*) AS ops, sum(size) AS read, max(hi) - min(lo) AS once
-    FROM grouped GROUP BY ALL
-), shared AS (  -- the reads that overlap another, with their island's redundant bytes
-    SELECT i.server, i.event_id, i.size, p.read - p.once AS redundant
-    FROM grouped i JOIN per_island p USING (server, handle, island) WHERE p.ops > 1
+), swept AS (  -- per server and datafile by offset: the furthest end before a read and through it, the
+               -- next read's start (a read overlaps another unless it starts past the ends before it and
+               -- the next starts past its own end)
+    SELECT *, max(hi) OVER (PARTITION BY server, handle ORDER BY lo, hi
+                            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before,
+              max(hi) OVER (PARTITION BY server, handle ORDER BY lo, hi ROWS UNBOUNDED PRECEDING) AS reach,
+              lead(lo) OVER (PARTITION BY server, handle ORDER BY lo, hi) AS next_lo
+    FROM reads
+), per_read AS (  -- each read's bytes not read before it (its part of the union)
+    SELECT server, event_id, size, greatest(hi - greatest(lo, coalesce(before, lo)), 0) AS new_bytes,
+           NOT ((before IS NULL OR lo >= before) AND (next_lo IS NULL OR next_lo >= reach)) AS overlapping
+    FROM swept
+), shared AS (SELECT server, event_id FROM per_read WHERE overlapping
 ), t AS (
-    SELECT (SELECT count(*) FROM reads) AS reads, (SELECT count(*) FROM shared) AS overlapping,
-           sum(read)::BIGINT AS read_bytes, sum(once)::BIGINT AS unique_bytes
-    FROM per_island
+    SELECT count(*) AS reads, count(*) FILTER (WHERE overlapping) AS overlapping,
+           sum(size)::BIGINT AS read_bytes, sum(new_bytes)::BIGINT AS unique_bytes
+    FROM per_read
 ), who AS (  -- the calls of the overlapping reads: their ranks and files
     SELECT a.callid, a.rank, a.file, coalesce(a.own_bytes, a.size) AS bytes
     FROM arrows a JOIN shared s USING (server, event_id)
@@ -40,7 +44,7 @@ WITH rmw AS (
     FROM (SELECT file, sum(bytes) AS b FROM who GROUP BY file)
 ), top_servers AS (
     SELECT list(server ORDER BY b DESC, server) AS servers
-    FROM (SELECT server, sum(read - once) AS b FROM per_island WHERE ops > 1 GROUP BY server)
+    FROM (SELECT server, sum(size - new_bytes) AS b FROM per_read GROUP BY server HAVING b > 0)
 )
 SELECT CASE WHEN read_bytes - unique_bytes > getvariable('redundant_share') * read_bytes THEN 'warning'
             ELSE 'info' END AS severity,

@@ -98,3 +98,13 @@ def test_the_range_macros():
     assert con.execute("SELECT k, lo, hi, island FROM islands('t') ORDER BY k, lo, hi").fetchall() == [
         ("a", 0, 10, 1), ("a", 5, 12, 1), ("a", 12, 15, 2), ("a", 20, 21, 3), ("b", 3, 4, 1), ("b", 3, 4, 1)]
     assert con.execute("SELECT * FROM covered('t') ORDER BY k").fetchall() == [("a", 16), ("b", 1)]
+    # many equal ranges, sorted in parallel (their order among themselves differs from one pass to the
+    # next): 100 ranges of 50 per key, each 1,000 times
+    con.execute("""CREATE TABLE many AS SELECT 'k' || (i % 4) AS k, (i % 1000) // 10 * 100 AS lo,
+                   (i % 1000) // 10 * 100 + 50 AS hi FROM range(400000) r(i)""")
+    covered = con.execute("SELECT * FROM covered('many') ORDER BY k").fetchall()
+    assert covered == [(f"k{i}", 5000) for i in range(4)]
+    assert con.execute("""SELECT count(*), count(DISTINCT (k, island)), max(island) FROM islands('many')
+                          GROUP BY ALL""").fetchall() == [(400000, 400, 100)]
+    assert con.execute("""SELECT count(*) FROM (SELECT k, lo FROM islands('many') GROUP BY k, lo
+                          HAVING count(DISTINCT island) > 1)""").fetchall() == [(0,)]
