@@ -186,17 +186,18 @@ cand AS (
 ),
 -- racing: not two writes counted twice, not both atomic on one open, and in no synchronising
 -- sequence of both ranks is one released before the other acquires
-race AS (
-    SELECT file, least(rank, o.rank) AS r1, greatest(rank, o.rank) AS r2, cls AS ca, o.cls AS cb,
-           greatest(lo, o.lo) AS x
-    FROM cand
-    WHERE lo < o.hi AND o.lo < hi AND ea < o.er AND o.ea < er
-      AND greatest(lo, o.lo) >> ml = bb AND greatest(ea, o.ea) >> m = be
-      AND (NOT o.wr OR rank < o.rank) AND NOT (atom AND o.atom AND grp = o.grp)
-      AND NOT coalesce(list_bool_or(list_transform(ep, lambda x: coalesce(list_bool_or(list_transform(
-              o.ep, lambda y: y.c = x.c AND (x.r <= y.a OR y.r <= CASE WHEN o.wr THEN x.a ELSE x.ar END))),
-              false))), false)
-    QUALIFY row_number() OVER (PARTITION BY file, r1, r2 ORDER BY x, ca, cb) = 1
+race AS (  -- a pair of ranks once, at its first racing byte
+    SELECT file, r1, r2, f.x AS x, f.ca AS ca, f.cb AS cb FROM (
+        SELECT file, least(rank, o.rank) AS r1, greatest(rank, o.rank) AS r2,
+               min({'x': greatest(lo, o.lo), 'ca': cls, 'cb': o.cls}) AS f
+        FROM cand
+        WHERE lo < o.hi AND o.lo < hi AND ea < o.er AND o.ea < er
+          AND greatest(lo, o.lo) >> ml = bb AND greatest(ea, o.ea) >> m = be
+          AND (NOT o.wr OR rank < o.rank) AND NOT (atom AND o.atom AND grp = o.grp)
+          AND NOT coalesce(list_bool_or(list_transform(ep, lambda x: coalesce(list_bool_or(list_transform(
+                  o.ep, lambda y: y.c = x.c AND (x.r <= y.a OR y.r <= CASE WHEN o.wr THEN x.a ELSE x.ar END))),
+                  false))), false)
+        GROUP BY ALL)
 ),
 -- per file: how many pairs of ranks race, which ranks; the first few pairs (by racing byte) shown
 totals AS (

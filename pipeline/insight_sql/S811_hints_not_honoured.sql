@@ -28,7 +28,7 @@ WITH bits AS (
     SELECT d.rank AS sender, d.server, d.callids, c.file, c.coll_seq, c.collective,
            CASE WHEN c.func LIKE '%write%' THEN 'write' ELSE 'read' END AS dir
     FROM disk_data d JOIN calls c ON c.callid = d.callids[1]
-    WHERE d.rank >= 0
+    WHERE d.rank >= 0 AND c.file IN (SELECT file FROM declared)
 ), colls AS (  -- per collective call: its aggregators, and whether another rank's data went through one
     SELECT o.file, o.coll_seq, o.dir, count(DISTINCT o.sender) AS senders,
            bool_or(list_bool_or(list_transform(o.callids, lambda id: (id >> b.cb) <> o.sender))) AS aggregated,
