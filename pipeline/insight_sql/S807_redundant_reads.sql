@@ -4,7 +4,7 @@
 -- columns: server_ops.op, server_ops.handle, server_ops.disk_offset, server_ops.size, arrows.file, arrows.rank, arrows.own_bytes
 -- The disk reads of read calls (not the read-back of read-modify-write: S806), per server and
 -- datafile: their bytes against the union of their ranges [disk_offset, disk_offset + size) (one
--- sweep by offset, as the macro covered); redundant = read - union.  Warning when the redundant bytes are more than
+-- sweep by offset over the distinct ranges, as the macro covered); redundant = read - union.  Warning when the redundant bytes are more than
 -- redundant_share of the bytes read; info below.  Ranks and files: those of the reads that overlap
 -- another (every rank reading the same bytes, the first reader included), and their calls.
 WITH rmw AS (
@@ -13,23 +13,28 @@ WITH rmw AS (
     SELECT server, event_id, handle, disk_offset AS lo, disk_offset + size AS hi, size
     FROM disk_data d WHERE op = 'trove_read' AND size > 0 AND NOT EXISTS
         (SELECT 1 FROM rmw WHERE rmw.server = d.server AND rmw.event_id = d.event_id)
-), swept AS (  -- per server and datafile by offset: the furthest end before a read and through it, the
-               -- next read's start (a read overlaps another unless it starts past the ends before it and
+), ranges AS (  -- the distinct ranges read, each with how many reads read it
+    SELECT server, handle, lo, hi, count(*) AS n FROM reads GROUP BY ALL
+), swept AS (  -- per server and datafile by offset: the furthest end before a range and through it, the
+               -- next range's start (a range overlaps another unless it starts past the ends before it and
                -- the next starts past its own end)
     SELECT *, max(hi) OVER (PARTITION BY server, handle ORDER BY lo, hi
                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before,
               max(hi) OVER (PARTITION BY server, handle ORDER BY lo, hi ROWS UNBOUNDED PRECEDING) AS reach,
               lead(lo) OVER (PARTITION BY server, handle ORDER BY lo, hi) AS next_lo
-    FROM reads
-), per_read AS (  -- each read's bytes not read before it (its part of the union)
-    SELECT server, event_id, size, greatest(hi - greatest(lo, coalesce(before, lo)), 0) AS new_bytes,
-           NOT ((before IS NULL OR lo >= before) AND (next_lo IS NULL OR next_lo >= reach)) AS overlapping
+    FROM ranges
+), per_range AS (  -- each range's bytes not read before it (its part of the union); its reads overlap
+                   -- others when it was read more than once or overlaps another range
+    SELECT server, handle, lo, hi, n, greatest(hi - greatest(lo, coalesce(before, lo)), 0) AS new_bytes,
+           n > 1 OR NOT ((before IS NULL OR lo >= before) AND (next_lo IS NULL OR next_lo >= reach))
+               AS overlapping
     FROM swept
-), shared AS (SELECT server, event_id FROM per_read WHERE overlapping
+), shared AS (
+    SELECT r.server, r.event_id FROM reads r JOIN per_range p USING (server, handle, lo, hi) WHERE p.overlapping
 ), t AS (
-    SELECT count(*) AS reads, count(*) FILTER (WHERE overlapping) AS overlapping,
-           sum(size)::BIGINT AS read_bytes, sum(new_bytes)::BIGINT AS unique_bytes
-    FROM per_read
+    SELECT sum(n)::BIGINT AS reads, coalesce(sum(n) FILTER (WHERE overlapping), 0)::BIGINT AS overlapping,
+           sum(n * (hi - lo))::BIGINT AS read_bytes, sum(new_bytes)::BIGINT AS unique_bytes
+    FROM per_range
 ), who AS (  -- the calls of the overlapping reads: their ranks and files
     SELECT a.callid, a.rank, a.file, coalesce(a.own_bytes, a.size) AS bytes
     FROM arrows a JOIN shared s USING (server, event_id)
@@ -44,7 +49,7 @@ WITH rmw AS (
     FROM (SELECT file, sum(bytes) AS b FROM who GROUP BY file)
 ), top_servers AS (
     SELECT list(server ORDER BY b DESC, server) AS servers
-    FROM (SELECT server, sum(size - new_bytes) AS b FROM per_read GROUP BY server HAVING b > 0)
+    FROM (SELECT server, sum(n * (hi - lo) - new_bytes) AS b FROM per_range GROUP BY server HAVING b > 0)
 )
 SELECT CASE WHEN read_bytes - unique_bytes > getvariable('redundant_share') * read_bytes THEN 'warning'
             ELSE 'info' END AS severity,

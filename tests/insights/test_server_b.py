@@ -56,6 +56,14 @@ def test_redundant_reads(tmp_path):
     assert again["ranks"] == [0, 1, 2, 3] and again["files"] == ["/pvfs2/reread"]
     assert again["servers"] == ["io0", "io1"]
     assert again["callids"] == _callids(tmp_path / "out" / "m.duckdb", "func = 'MPI_File_read_at'")
+    # reads that overlap in part, across strip bounds: rank r reads 300,000 bytes from r * 100,000; the
+    # union is bytes 0 to 600,000 (split over the two servers' strips, whatever the disk reads' bounds)
+    found = insights_of(tmp_path / "shifted", "S807_reread.py", "shifted", np=nranks)
+    (shifted,) = of_code(found, "S807")
+    n = shifted["numbers"]
+    assert (n["read_bytes"], n["unique_bytes"]) == (nranks * 300_000, 600_000), n
+    # read by one rank alone: rank 0's first strip (bytes below 65,536) and rank 3's last two (from 524,288)
+    assert n["reads"] - n["overlapping_reads"] == 3 and sorted(shifted["ranks"]) == [0, 1, 2, 3]
 
 
 def test_metadata_server_share(tmp_path):
