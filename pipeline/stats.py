@@ -122,10 +122,13 @@ def compute_stats(m: Merged) -> dict:
         "avg_arrows_per_callid": round(arrows / with_arrows, 3) if with_arrows else 0.0,
         # arrows of operations attributed at request level only: their calls, not their bytes
         "inexact_arrows": one("SELECT count(*) FROM arrows WHERE NOT exact"),
-        # (arrows are of disk operations only: the disk operations less those with an arrow)
+        # the disk operations less those with an arrow (arrows are of disk operations only; an
+        # operation of one CallID has one arrow: only those of several are counted distinct)
         "unattributed_server_ops": one(f"""
             SELECT (SELECT count(*) FROM server_ops WHERE layer IN ({S.DISK_LAYERS_SQL}))
-                 - (SELECT count(*) FROM (SELECT DISTINCT server, event_id FROM arrows))"""),
+                 - (SELECT count(*) FROM arrows WHERE n_callids = 1)
+                 - (SELECT count(*)
+                    FROM (SELECT DISTINCT server, event_id FROM arrows WHERE n_callids > 1))"""),
         # fan-in: how many calls one disk operation served (collective buffering)
         "fanin": _rows(con, f"""
             SELECT count(*) FILTER (WHERE len(callids) > 1) AS shared_disk_ops,
