@@ -18,7 +18,10 @@ WITH flows AS (
            count(d.event_id) AS ops, coalesce(sum(d.size), 0)::BIGINT AS bytes,
            count(d.event_id) FILTER (WHERE d.size < getvariable('flow_buffer')) AS partial,
            coalesce(sum(d.size) FILTER (WHERE d.size < getvariable('flow_buffer')), 0)::BIGINT AS partial_bytes
-    FROM server_ops f LEFT JOIN disk_data d ON d.server = f.server AND d.parent = f.event_id
+    FROM server_ops f
+    LEFT JOIN (SELECT * FROM disk_data SEMI JOIN (SELECT server, event_id AS parent FROM server_ops
+                                                  WHERE layer = 'flow') USING (server, parent)) d
+        ON d.server = f.server AND d.parent = f.event_id  -- (the flows' operations: the few joined)
     WHERE f.layer = 'flow'
     GROUP BY ALL
 ), groups AS (  -- the flows of one call set on one server

@@ -13,10 +13,14 @@ WITH rmw AS (  -- arrows from write calls to disk reads
     SELECT r.server, r.event_id, any_value(r.size) AS size, any_value(r.file) AS file,
            any_value(s.rank) AS aggregator
     FROM rmw r JOIN server_ops s USING (server, event_id) GROUP BY r.server, r.event_id
-), written AS (  -- disk writes for write calls, each once; rmw_call: it serves a call that read back
-    SELECT server, event_id, any_value(size) AS size,
-           bool_or(callid IN (SELECT callid FROM rmw)) AS rmw_call
-    FROM arrows WHERE op = 'trove_write' AND func LIKE 'MPI_File_%write%' GROUP BY server, event_id
+), written AS (  -- disk writes for write calls, each once (an operation of one CallID has one arrow);
+                 -- rmw_call: it serves a call that read back
+    SELECT size, callid IN (SELECT callid FROM rmw) AS rmw_call
+    FROM arrows WHERE op = 'trove_write' AND func LIKE 'MPI_File_%write%' AND n_callids = 1
+    UNION ALL
+    SELECT any_value(size), bool_or(callid IN (SELECT callid FROM rmw))
+    FROM arrows WHERE op = 'trove_write' AND func LIKE 'MPI_File_%write%' AND n_callids > 1
+    GROUP BY server, event_id
 ), t AS (
     SELECT count(*) AS rmw_ops, sum(size)::BIGINT AS read_back,
            (SELECT count(DISTINCT callid) FROM rmw) AS calls,
