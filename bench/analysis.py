@@ -1,11 +1,13 @@
 """Analysis time and peak memory: ``callid stats``, ``check``, ``insights`` and ``report`` against the merge.
 
 Issue 43's targets: each analysis command takes at most 1.5x the time of ``callid merge`` on the
-same trace, and at most 2 GiB peak RSS.
+same trace, and at most 2 GiB peak RSS; on about 100 M server events, at most 8 GiB (its times said,
+the ratio not a target).
 
 For each trace ``callid synth`` writes the logs in the shape of issue 23's scale check (``--ranks
 1000 --servers 8 --fanout 10 --seed 3``), ``--calls`` sizing it: ``1M`` (70 k calls, about 1.0 M
-server events), ``10M`` (700 k, about 9.9 M) and ``scale`` (the scale check itself, 1 M calls, 14.2 M).
+server events), ``10M`` (700 k, about 9.9 M), ``scale`` (the scale check itself, 1 M calls, 14.2 M) and
+``100M`` (7 M calls, about 100 M: 4 GB of logs, 7 GB of disk in all).
 Then ``callid merge`` writes a DuckDB file, and ``callid stats --json``, ``callid check --json``,
 ``callid insights --json`` and ``callid report -o page.html --json`` run on it, one after the other.
 Every command runs as a user runs it: the installed ``callid`` entry point in its own process
@@ -19,50 +21,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
-import select
-import shutil
-import signal
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
+from bench.command import callid_path, run_command
+
 #: trace name -> calls (the rest of the scale check's options unchanged)
-SIZES = {"1M": 70_000, "10M": 700_000, "scale": 1_000_000}
+SIZES = {"1M": 70_000, "10M": 700_000, "scale": 1_000_000, "100M": 7_000_000}
 SHAPE = ["--ranks", "1000", "--servers", "8", "--fanout", "10", "--seed", "3"]
 MAX_OVER_MERGE = 1.5
 MAX_PEAK_MIB = 2048
-
-
-def _callid() -> str:
-    """The installed entry point beside this Python (a venv's bin/), else the one on PATH."""
-    beside = Path(sys.executable).with_name("callid")
-    return str(beside) if beside.exists() else shutil.which("callid") or "callid"
-
-
-def _run(argv: list[str], directory: Path, name: str, timeout: float) -> dict:
-    """Run one command, its output into files in ``directory``; its exit, seconds, peak RSS, stderr's end.
-
-    The child is killed (SIGKILL, that process only) after ``timeout`` seconds."""
-    with open(directory / f"{name}.out", "wb") as out, open(directory / f"{name}.err", "wb") as err:
-        start = time.perf_counter()
-        child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
-        pidfd = os.pidfd_open(child.pid)  # (readable once the child exits; the pid stays ours until wait4)
-        try:
-            exited = bool(select.select([pidfd], [], [], timeout)[0])
-        finally:
-            os.close(pidfd)
-        if not exited:
-            os.kill(child.pid, signal.SIGKILL)
-        _, status, usage = os.wait4(child.pid, 0)
-        seconds = time.perf_counter() - start
-    child.returncode = os.waitstatus_to_exitcode(status)  # (reaped here: Popen must not wait for it)
-    lines = (directory / f"{name}.err").read_text(errors="replace").strip().splitlines()
-    return {"exit": child.returncode, "timed_out": not exited, "seconds": round(seconds, 2),
-            "peak_mib": round(usage.ru_maxrss / 1024, 1), "stderr_last": lines[-1].strip() if lines else ""}
+#: the traces whose targets differ: peak RSS only (MiB)
+LARGE_PEAK_MIB = {"100M": 8192}
 
 
 def _summary(directory: Path) -> dict:
@@ -83,7 +55,7 @@ def _printed_json(path: Path) -> bool:
     return head in (b"{", b"[") and tail[-1:] in (b"}", b"]")
 
 
-def _assess(row: dict, merge: dict | None) -> None:
+def _assess(row: dict, merge: dict | None, trace: str) -> None:
     """Add ``ok``, a note, the ratio to the merge and the targets' verdicts to one command's row."""
     findings = row["command"] == "check" and row["exit"] == 1 and row["json_ok"]
     row["ok"] = not row["timed_out"] and (row["exit"] == 0 or findings)
@@ -91,19 +63,20 @@ def _assess(row: dict, merge: dict | None) -> None:
                    "" if row["ok"] else f"exit {row['exit']}: {row['stderr_last']}")
     if row["command"] == "merge" or not row["ok"]:
         return
-    row["peak_met"] = row["peak_mib"] <= MAX_PEAK_MIB
+    row["peak_met"] = row["peak_mib"] <= LARGE_PEAK_MIB.get(trace, MAX_PEAK_MIB)
     if merge and merge["ok"]:
         row["over_merge"] = round(row["seconds"] / merge["seconds"], 2)
-        row["ratio_met"] = row["over_merge"] <= MAX_OVER_MERGE
+        if trace not in LARGE_PEAK_MIB:
+            row["ratio_met"] = row["over_merge"] <= MAX_OVER_MERGE
 
 
 def _trace(name: str, calls: int, timeout: float) -> dict:
     """Synthesize, merge and analyse one trace in its own temporary directory; return its figures."""
-    callid = _callid()
+    callid = callid_path()
     with tempfile.TemporaryDirectory(prefix=f"callid-bench-analysis-{name}-") as tmp:
         d = Path(tmp)
         print(f"{name}: callid synth --calls {calls} ...", file=sys.stderr, flush=True)
-        synth = _run([callid, "synth", *SHAPE, "--calls", str(calls), "-d", str(d / "logs"), "--json"],
+        synth = run_command([callid, "synth", *SHAPE, "--calls", str(calls), "-d", str(d / "logs"), "--json"],
                      d, "synth", timeout)
         summary = _summary(d)
         trace = {"trace": name, "calls": calls, **{k: summary.get(k) for k in ("server_ops", "arrows")},
@@ -120,10 +93,10 @@ def _trace(name: str, calls: int, timeout: float) -> dict:
         merge = None
         for command, args in commands.items():
             print(f"{name}: callid {command} ...", file=sys.stderr, flush=True)
-            row = {"command": command, **_run([callid, *args], d, command, timeout)}
+            row = {"command": command, **run_command([callid, *args], d, command, timeout)}
             row["json_ok"] = _printed_json(d / f"{command}.out")
             row["stdout_mib"] = round((d / f"{command}.out").stat().st_size / 2**20, 2)
-            _assess(row, merge)
+            _assess(row, merge, name)
             print(f"{name}: callid {command}: {row['seconds']} s, {row['peak_mib']} MiB {row['note']}",
                   file=sys.stderr, flush=True)
             trace["commands"].append(row)
@@ -145,8 +118,9 @@ def _print(trace: dict) -> None:
     if "synth_error" in trace:
         print(f"  synth failed: {trace['synth_error']}")
         return
+    peak = f"<= {LARGE_PEAK_MIB.get(trace['trace'], MAX_PEAK_MIB) // 1024} GiB"
     print(f"  {'command':9} {'exit':>4} {'wall s':>8} {'peak MiB':>9} {'/ merge':>8} "
-          f"{'<= 1.5x':>8} {'<= 2 GiB':>8} {'stdout MiB':>10}  note")
+          f"{'<= 1.5x':>8} {peak:>8} {'stdout MiB':>10}  note")
     for row in trace["commands"]:
         exit_code = "-" if row["timed_out"] else str(row["exit"])
         ratio = f"{row['over_merge']:.2f}" if "over_merge" in row else "-"
@@ -160,7 +134,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--sizes", nargs="+", choices=list(SIZES), default=["1M"],
                         help="traces to run (default 1M: a few minutes)")
     parser.add_argument("--large", action="store_true",
-                        help="add the 10M and scale traces (may take an hour)")
+                        help="add the 10M, scale and 100M traces (about 25 minutes)")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per command before it is killed")
     args = parser.parse_args(argv)
     names = [n for n in SIZES if n in args.sizes or (args.large and n != "1M")]
@@ -170,10 +144,11 @@ def main(argv: list[str]) -> int:
         trace = _trace(name, SIZES[name], args.timeout)
         _print(trace)
         figures["traces"].append(trace)
-    rows = [r for t in figures["traces"] for r in t["commands"] if r["command"] != "merge"]
-    figures["all_met"] = bool(rows) and all(r.get("ratio_met") and r.get("peak_met") for r in rows)
+    rows = [(t["trace"], r) for t in figures["traces"] for r in t["commands"] if r["command"] != "merge"]
+    figures["all_met"] = bool(rows) and all(r.get("peak_met") and (t in LARGE_PEAK_MIB or r.get("ratio_met"))
+                                            for t, r in rows)
     figures["bench_peak_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-    print(f"\ntargets (analysis command / merge <= {MAX_OVER_MERGE}x, peak <= 2 GiB): "
+    print(f"\ntargets (analysis command / merge <= {MAX_OVER_MERGE}x, peak <= 2 GiB; 100M: peak <= 8 GiB): "
           f"{'all met' if figures['all_met'] else 'NOT all met'}; "
           f"peak RSS floor (this process's own): {figures['bench_peak_mib']} MiB", flush=True)
     print(json.dumps(figures))

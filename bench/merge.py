@@ -11,6 +11,9 @@ process (so peak RSS is its own), one after the other:
   clock alignment) and writing them as Parquet; both checked equal to callid's, every column (but
   the disk operations' times, which callid puts on the reference clock);
 - pandas doing the same (its arrows checked equal), under a cap of 90 % of the RAM.
+- ``callid merge`` as a user runs it, in both formats: the installed entry point, its wall time taken
+  from outside (interpreter start and imports included), against the Polars script's wall time as a
+  process likewise: issue 43's target, at most 1.25x Polars and 3 GiB peak RSS.
 
 (Polars, pandas, ``callid stats`` and the query run up to :data:`BASELINES_UP_TO` server events.)
 
@@ -36,7 +39,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from pipeline.synth import SynthOptions, synthesize
+from bench.command import callid_path, run_command
+from pipeline.synth_options import SynthOptions
 
 _PEAK = 're.search(r"VmHWM:\\s+(\\d+)", open("/proc/self/status").read())[1]'
 
@@ -182,8 +186,9 @@ print(0, 0, json.dumps(out, separators=(",", ":")).replace(" ", "\\\\u0020"))
 
 
 def _child(code: str, args: list[str], timeout: float, cap_memory: bool = False
-           ) -> tuple[float, float, list[str]] | None:
-    """Run ``code`` in a fresh Python; return (seconds, peak RSS in MiB, extra fields) or None if it died.
+           ) -> tuple[float, float, list[str], float] | None:
+    """Run ``code`` in a fresh Python; return (seconds it timed, peak RSS in MiB, extra fields, the
+    process's wall seconds: interpreter start and imports included) or None if it died.
 
     Peak RSS is the child's VmHWM: ``ru_maxrss`` would include this process's peak, which
     Linux carries into a child across fork and exec.  With ``cap_memory`` the child's address
@@ -191,6 +196,7 @@ def _child(code: str, args: list[str], timeout: float, cap_memory: bool = False
     MemoryError instead of calling in the OOM killer."""
     ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     cap = lambda: resource.setrlimit(resource.RLIMIT_AS, (int(ram * 0.9), resource.RLIM_INFINITY))  # noqa: E731
+    start = time.perf_counter()
     try:
         result = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
                                 timeout=timeout, preexec_fn=cap if cap_memory else None)
@@ -201,8 +207,9 @@ def _child(code: str, args: list[str], timeout: float, cap_memory: bool = False
         print(f"  failed: {result.stderr.strip().splitlines()[-1] if result.stderr else result.returncode}",
               file=sys.stderr)
         return None
+    wall = time.perf_counter() - start
     seconds, rss, *rest = result.stdout.strip().splitlines()[-1].split()
-    return float(seconds), int(rss) / 1024, rest
+    return float(seconds), int(rss) / 1024, rest, wall
 
 
 def thesis_scan(events: int) -> float:
@@ -241,11 +248,40 @@ def _remove(directory: Path, *names: str) -> None:
             shutil.rmtree(path) if path.is_dir() else path.unlink()
 
 
+#: the targets of ``callid merge`` as a user runs it: its wall time over the Polars script's (a process
+#: too), its peak RSS
+MAX_OVER_POLARS = 1.25
+MAX_MERGE_MIB = 3072
+
+
+def _synth(options: SynthOptions, directory: Path) -> dict:
+    """``callid synth`` of ``options`` into ``directory`` (a process: this one stays small, so that the
+    peak RSS the children report is theirs); its summary."""
+    flags = {"--ranks": options.ranks, "--servers": options.servers, "--calls": options.calls,
+             "--fanout": options.fanout, "--collective-share": options.collective_share,
+             "--seed": options.seed}
+    done = run_command([callid_path(), "synth", *(str(x) for kv in flags.items() for x in kv), "-d",
+                        str(directory), "--json"], directory, "synth", 3600)
+    if done["exit"] != 0:
+        raise SystemExit(f"callid synth failed: {done['stderr_last']}")
+    return json.loads((directory / "synth.out").read_text())
+
+
+def _merge_command(directory: Path, storage: str) -> dict:
+    """``callid merge`` of the trace as a user runs it (the entry point, a process), its output removed."""
+    out = directory / ("m.duckdb" if storage == "duckdb" else "m")
+    done = run_command([callid_path(), "merge", str(directory / "client.parquet"),
+                        str(directory / "server.parquet"), "-o", str(out), "--storage", storage],
+                       directory, f"merge-{storage}", 3600)
+    _remove(directory, "m.duckdb*", "m")
+    return done
+
+
 def _case(label: str, options: SynthOptions, pandas_timeout: float) -> dict:
     """Synthesize one trace and run every implementation on it; print and return its figures."""
     with tempfile.TemporaryDirectory(prefix="callid-bench-merge-") as tmp:
         directory = Path(tmp)
-        summary = synthesize(options, directory)
+        summary = _synth(options, directory)
         args = [str(directory)]
         baselines = summary["server_ops"] <= BASELINES_UP_TO
         duck = _child(CALLID, [*args, "duckdb", "stats" if baselines else "-"], 3600)
@@ -262,6 +298,8 @@ def _case(label: str, options: SynthOptions, pandas_timeout: float) -> dict:
             _remove(directory, "table.duckdb*")
             pandas = _child(PANDAS, args, pandas_timeout, cap_memory=True) if duck else None
             _remove(directory, "pandas_*")
+        _remove(directory, "m.duckdb*")
+        commands = {storage: _merge_command(directory, storage) for storage in ("duckdb", "parquet")}
     row: dict = {"trace": label, "calls": summary["calls"], "server_events": summary["server_ops"],
                  "arrows": summary["arrows"]}
     if duck:
@@ -270,13 +308,22 @@ def _case(label: str, options: SynthOptions, pandas_timeout: float) -> dict:
             row["merge_and_stats_s"] = round(float(duck[2][0]), 2)
     if parquet:
         row.update(merge_parquet_s=round(parquet[0], 2), merge_parquet_rss_mib=round(parquet[1]))
+    for storage, done in commands.items():  # (as a user runs it)
+        key = "merge_cli" if storage == "duckdb" else "merge_parquet_cli"
+        if done["exit"] == 0:
+            row.update({f"{key}_s": done["seconds"], f"{key}_rss_mib": round(done["peak_mib"])})
     if polars:
-        row.update(polars_s=round(polars[0], 2), polars_rss_mib=round(polars[1]),
-                   polars_same=same is not None and same[2] == ["True"])
+        row.update(polars_s=round(polars[0], 2), polars_process_s=round(polars[3], 2),
+                   polars_rss_mib=round(polars[1]), polars_same=same is not None and same[2] == ["True"])
         if duck:
             row["merge_over_polars"] = round(duck[0] / polars[0], 2)
         if parquet:
             row["merge_parquet_over_polars"] = round(parquet[0] / polars[0], 2)
+        for key in ("merge_cli", "merge_parquet_cli"):
+            if f"{key}_s" in row:
+                row[f"{key}_over_polars"] = round(row[f"{key}_s"] / row["polars_process_s"], 2)
+                row[f"{key}_met"] = (row[f"{key}_over_polars"] <= MAX_OVER_POLARS
+                                     and row[f"{key}_rss_mib"] <= MAX_MERGE_MIB)
     if pandas:
         row.update(pandas_s=round(pandas[0], 2), pandas_rss_mib=round(pandas[1]),
                    pandas_same=pandas[2] == ["True"])
@@ -290,17 +337,27 @@ def _case(label: str, options: SynthOptions, pandas_timeout: float) -> dict:
           f"{row['arrows']:,} arrows):\n"
           f"  callid merge  duckdb {get('merge_s')} s, {get('merge_rss_mib')} MiB"
           f" | parquet {get('merge_parquet_s')} s, {get('merge_parquet_rss_mib')} MiB"
-          f" | merge + stats {get('merge_and_stats_s', '-')} s", flush=True)
+          f" | merge + stats {get('merge_and_stats_s', '-')} s\n"
+          f"  callid merge as a user runs it: duckdb {get('merge_cli_s')} s, {get('merge_cli_rss_mib')} MiB"
+          f" | parquet {get('merge_parquet_cli_s')} s, {get('merge_parquet_cli_rss_mib')} MiB", flush=True)
     if baselines:
         print(f"  polars        {get('polars_s')} s, {get('polars_rss_mib')} MiB, same arrows and fan-out: "
               f"{get('polars_same')} | merge / polars: duckdb {get('merge_over_polars')}, parquet "
               f"{get('merge_parquet_over_polars')}\n"
+              f"  as processes: polars {get('polars_process_s')} s | callid merge / polars: duckdb "
+              f"{get('merge_cli_over_polars')}, parquet {get('merge_parquet_cli_over_polars')} (target <= "
+              f"{MAX_OVER_POLARS}x and {MAX_MERGE_MIB} MiB: duckdb {_met(get('merge_cli_met'))}, parquet "
+              f"{_met(get('merge_parquet_cli_met'))})\n"
               f"  pandas        {get('pandas_s', '-')} s, {get('pandas_rss_mib', '-')} MiB, same arrows: "
               f"{get('pandas_same', '-')}", flush=True)
     for name, t in get("queries_s", {}).items():
         print(f"  query '{name}' on server_ops: {t['views']:.4f} s on the merged output, "
               f"{t['table']:.4f} s as a DuckDB table ({t['views'] / t['table']:.2f}x)", flush=True)
     return row
+
+
+def _met(verdict: bool | None) -> str:
+    return "-" if verdict is None else "met" if verdict else "NOT met"
 
 
 def main(argv: list[str]) -> int:
