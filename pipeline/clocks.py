@@ -649,7 +649,8 @@ def _by_clock(pairs: pa.RecordBatchReader, n: int, ref: int) -> tuple[dict[int, 
         for key, values, parts in ((b, (a, a_t, b_t), lo), (a, (b, b_t, a_t), hi)):
             counts = np.bincount(key, minlength=n)
             present = [c for c in np.flatnonzero(counts).tolist() if c != ref]
-            order = np.argsort(key, kind="stable") if len(present) > 16 else None  # (a radix sort)
+            # (a radix sort, then a slice per clock: beyond two clocks, 5x faster than a mask per clock)
+            order = np.argsort(key, kind="stable") if len(present) > 2 else None
             starts = np.cumsum(counts) - counts
             for c in present:
                 rows = key == c if order is None else order[starts[c]:starts[c] + counts[c]]
