@@ -138,7 +138,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per command before it is killed")
     args = parser.parse_args(argv)
     names = [n for n in SIZES if n in args.sizes or (args.large and n != "1M")]
-    targets = {"over_merge": MAX_OVER_MERGE, "peak_mib": MAX_PEAK_MIB}
+    targets = {"over_merge": MAX_OVER_MERGE, "peak_mib": MAX_PEAK_MIB, "large_peak_mib": LARGE_PEAK_MIB}
     figures: dict = {"benchmark": "analysis", "targets": targets, "traces": []}
     for name in names:
         trace = _trace(name, SIZES[name], args.timeout)
