@@ -231,6 +231,37 @@ def test_axis_ticks_follow_the_zoom(small_page, open_page, tmp_path):
     assert all(t["label"].startswith("+") and t["label"].endswith(" ns") for t in axis["ticks"])
 
 
+#: a function name that runs script wherever a page parses it as HTML
+HOSTILE = '<img src=x onerror="document.body.dataset.pwned = 1">'
+
+
+@pytest.mark.browser
+@needs_chromium
+def test_names_from_a_log_are_shown_as_text_never_run(tmp_path, open_page):
+    """A client log whose calls are named with markup: the legend shows the name, no script runs."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "synth"
+    assert cli("synth", "--ranks", "2", "--calls", "50", "--fanout", "2", "-d", out).returncode == 0
+    log = pq.read_table(out / "client.parquet")
+    funcs = log.column("func").to_pylist()
+    names = [HOSTILE if f == "MPI_File_write_at" else f for f in funcs]
+    assert names != funcs
+    column = log.schema.get_field_index("func")
+    log = log.set_column(column, log.schema.field(column), pa.array(names, log.schema.field(column).type))
+    pq.write_table(log, out / "client.parquet")
+    db = out / "m.duckdb"
+    merged = cli("merge", out / "client.parquet", out / "server.parquet", "-o", db)
+    assert merged.returncode == 0, merged.stderr
+    html = tmp_path / "timeline.html"
+    _view(db, html)
+    page = open_page(html)
+    assert page.js("document.body.dataset.pwned || ''") == ""
+    assert page.js("document.querySelectorAll('#legend img').length") == 0
+    assert HOSTILE in page.js("document.getElementById('legend').textContent")
+
+
 @pytest.mark.browser
 @needs_chromium
 def test_empty_lanes_start_collapsed_and_a_lane_collapses_and_hides(small, open_page, tmp_path):
