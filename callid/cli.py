@@ -787,6 +787,8 @@ def sql(
 
     Without a query it lists the tables and views with their row counts; --query NAME runs one
     of the queries that ship with callid (--list-queries shows them and what each answers).
+    Queries only (SELECT, SHOW, DESCRIBE, SUMMARIZE, EXPLAIN): any other statement is refused, and
+    only the output's own files can be read.
 
     Example: callid sql merged.duckdb "SELECT func, count(*) FROM arrows GROUP BY func"
     """

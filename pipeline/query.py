@@ -55,10 +55,20 @@ class QueryError(InputError):
     """A query that failed or was refused; the message says why."""
 
 
+#: what ``callid sql`` runs: queries (SELECT, as DuckDB also reads SHOW, DESCRIBE, SUMMARIZE, VALUES and
+#: FROM first) and EXPLAIN of them; nothing else (COPY ... TO could write even the output's own files,
+#: the only ones the sandbox lets it reach)
+QUERY_STATEMENTS = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
+
+
 def run_query(m: Merged, sql: str) -> tuple[list[str], list[tuple]]:
     """Run ``sql`` on ``m`` (opened with ``sandbox=True`` for ``callid sql``); return column names and
-    rows.  A failed or refused query is a :class:`QueryError`."""
+    rows.  A failed or refused query (any statement but a query) is a :class:`QueryError`."""
     try:
+        refused = [st.type.name for st in m.con.extract_statements(sql) if st.type not in QUERY_STATEMENTS]
+        if refused:
+            raise QueryError(f"refused: callid sql runs queries only (SELECT, SHOW, DESCRIBE, EXPLAIN ...), "
+                             f"not {refused[0]}")
         cur = m.con.execute(sql)
         if cur.description is None:
             return [], []

@@ -56,8 +56,8 @@ class Case:
 
 LOGS = ["run/client.parquet", "run/server.parquet"]
 #: files of the workspace that every case must leave unchanged
-INPUTS = [*LOGS, "m.duckdb", "mp/calls.parquet", "important.txt", "fs.json", "fs.secret",
-          "run/parts/user.txt", "prog.py"]
+INPUTS = [*LOGS, "m.duckdb", "m.duckdb.data/calls.parquet", "mp/calls.parquet", "important.txt", "fs.json",
+          "fs.secret", "run/parts/user.txt", "prog.py"]
 
 CASES = [
     # run: values that cannot work
@@ -119,6 +119,12 @@ CASES = [
         "INSTALL httpfs", "LOAD httpfs", "SET enable_external_access = true", "DROP TABLE _calls",
         "SELECT * FROM nosuch", "SELEC 1", "PRAGMA threads = 1"]),
     Case("sql parquet COPY into the output", ["sql", "mp", "COPY calls TO 'mp/x.csv'"]),
+    Case("sql COPY over the output's own table", ["sql", "m.duckdb", "COPY (SELECT 1 AS x) TO "
+                                                  "'m.duckdb.data/calls.parquet' (FORMAT parquet, "
+                                                  "USE_TMP_FILE false)"]),
+    Case("sql parquet COPY over its own table", ["sql", "mp", "COPY (SELECT 1 AS x) TO 'mp/calls.parquet' "
+                                                 "(FORMAT parquet, USE_TMP_FILE false)"]),
+    Case("sql EXPORT DATABASE", ["sql", "m.duckdb", "EXPORT DATABASE 'exported'"]),
     Case("sql select", ["sql", "m.duckdb", "SELECT count(*) FROM arrows"], ok=True),
     Case("sql no database", ["sql", "nosuch.duckdb", "SELECT 1"]),
     # commands on what is not a complete merge output

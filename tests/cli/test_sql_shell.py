@@ -48,7 +48,7 @@ def test_the_shell_runs_queries_refuses_writes_and_leaves(db, tmp_path):
         os.write(main, b"FROM calls;\r")
         assert "200" in _read_until(main, "callid> ")
         os.write(main, b"COPY calls TO 'stolen.csv';\r")
-        assert "refused: callid sql reads the database only" in _read_until(main, "callid> ")
+        assert "refused: callid sql runs queries only" in _read_until(main, "callid> ")
         os.write(main, b".quit\r")
         assert proc.wait(timeout=30) == 0
     finally:
