@@ -51,7 +51,7 @@ def _run(suite: Path, tmp: Path, ranks: int, simulated: bool) -> subprocess.Comp
     return result
 
 
-@pytest.mark.parametrize("ranks", [1, 2, 4])
+@pytest.mark.parametrize("ranks", [1, 4])  # (2 ranks: the pass-through test below)
 def test_mpi4py_io_tests_pass_on_the_simulated_file_system(suite, tmp_path, ranks):
     result = _run(suite, tmp_path, ranks, simulated=True)
     assert result.returncode == 0, result.stderr[-3000:]
