@@ -15,11 +15,15 @@ from pathlib import Path
 
 from callid_core.errors import InputError
 
-__all__ = ["LOG", "MERGED", "PAGE", "CHROME", "PERFETTO", "OTF2", "CONFIG", "guard_output", "kind_of"]
+__all__ = ["LOG", "MERGED", "PAGE", "CHROME", "PERFETTO", "OTF2", "CONFIG", "DATA_SUFFIX", "guard_output",
+           "kind_of"]
 
 # The kinds of output callid writes.
 LOG, MERGED, PAGE, CONFIG = "log", "merged output", "page", "file-system configuration"
 CHROME, PERFETTO, OTF2 = "Chrome trace", "Perfetto trace", "OTF2 archive"
+
+#: a merged DuckDB output ``X`` keeps its logs and stored tables in the directory ``X`` + this
+DATA_SUFFIX = ".data"
 
 _SNIFF = 64 * 1024
 #: what each kind of file callid writes starts with, and holds near its start or its end
@@ -33,20 +37,58 @@ _MARKERS = (
 
 def guard_output(out: str | os.PathLike[str], kind: str, inputs: Iterable[str | os.PathLike[str]] = (),
                  force: bool = False) -> None:
-    """Raise :class:`InputError` if ``out`` is (or holds) one of ``inputs``, or exists and is not an
-    output of ``kind`` callid wrote (an empty directory is fine) and ``force`` is not given."""
+    """Raise :class:`InputError` if ``out`` is (or holds) one of ``inputs`` by any path (the same file
+    through a link included), lies in a merged output's data, is not a regular file or directory (a
+    device, a FIFO), or exists and is not an output of ``kind`` callid wrote (an empty directory is
+    fine) and ``force`` is not given (``force`` replaces a file, never a directory of another kind)."""
     out = Path(out)
     target = out.resolve()
+    same = _identity(target)
     for inp in inputs:
         inp = Path(inp).resolve()
-        if inp == target or target in inp.parents:
+        if inp == target or target in inp.parents or (same and same in _identities(inp)):
             raise InputError(f"{out}: is an input of this command ({inp}); write the output elsewhere")
-    if force or not out.exists() or (out.is_dir() and not any(out.iterdir())):
+    owner = _merged_owner(target)
+    if owner:
+        raise InputError(f"{out}: is part of the merged output {owner}; write the output elsewhere")
+    if not out.exists() or (out.is_dir() and not any(out.iterdir())):
         return
+    if not (out.is_file() or out.is_dir()):
+        raise InputError(f"{out}: exists and is not a regular file (a device, a FIFO or a socket); choose "
+                         "another name")
     found = kind_of(out)
-    if found != kind:
-        what = f"is callid's {found}, not a {kind}" if found else "was not written by callid"
-        raise InputError(f"{out}: exists and {what}; choose another name, or add --force to replace it")
+    if found == kind or (force and not out.is_dir()):
+        return
+    what = f"is callid's {found}, not a {kind}" if found else "was not written by callid"
+    fix = "" if out.is_dir() else ", or add --force to replace it"
+    raise InputError(f"{out}: exists and {what}; choose another name{fix}")
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """The device and inode of ``path`` (a file's links share them), None if it does not exist."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _identities(path: Path) -> set[tuple[int, int]]:
+    """The identities of ``path``, and of every file under it if it is a directory."""
+    files = [p for p in path.rglob("*") if p.is_file()] if path.is_dir() else [path]
+    return {i for i in map(_identity, files) if i}
+
+
+def _merged_owner(target: Path) -> Path | None:
+    """The merged output whose logs or tables ``target`` would be among (its data directory, or a
+    ``--storage parquet`` directory), else None."""
+    for parent in target.parents:
+        db = Path(str(parent).removesuffix(DATA_SUFFIX))
+        if parent.name.endswith(DATA_SUFFIX) and db.is_file() and kind_of(db) == MERGED:
+            return db
+        if (parent / "run.parquet").is_file() and kind_of(parent) == MERGED:
+            return parent
+    return None
 
 
 def kind_of(path: str | os.PathLike[str]) -> str | None:

@@ -32,6 +32,7 @@ from callid_core import schema as S
 from callid_core.choices import Storage
 from callid_core.errors import InputError
 from callid_core.ids import Layout
+from callid_core.outputs import DATA_SUFFIX
 from callid_core.tables import MERGED
 from pipeline.dialect import literal
 from pipeline.domain import DISK_DATA_SQL, MACROS_SQL
@@ -41,9 +42,8 @@ __all__ = ["CATALOG", "DATA_SUFFIX", "DIR_VARIABLE", "LOG_DIRS", "TABLES", "VIEW
 
 VIEWS = ("events",)
 TABLES = tuple(name for name in MERGED if name not in VIEWS)
-#: beside a merged DuckDB file ``X``, the directory ``X.data`` holds the logs and the stored tables
-DATA_SUFFIX = ".data"
-#: in a merged Parquet directory, the database of the views
+#: in a merged Parquet directory, the database of the views (beside a merged DuckDB file ``X``, the
+#: directory ``X`` + DATA_SUFFIX holds the logs and the stored tables)
 CATALOG = "callid.duckdb"
 #: the subdirectories of the logs in an output's data directory
 LOG_DIRS = (S.KIND_CLIENT, S.KIND_SERVER)

@@ -125,6 +125,12 @@ CASES = [
     Case("sql parquet COPY over its own table", ["sql", "mp", "COPY (SELECT 1 AS x) TO 'mp/calls.parquet' "
                                                  "(FORMAT parquet, USE_TMP_FILE false)"]),
     Case("sql EXPORT DATABASE", ["sql", "m.duckdb", "EXPORT DATABASE 'exported'"]),
+    # --force replaces files, never an input by another path, a merged output's data or a FIFO
+    Case("merge over a link of its client log", ["merge", *LOGS, "-o", "client-link.parquet", "--force"]),
+    Case("view into a merged output's data", ["view", "m.duckdb", "-o", "m.duckdb.data/calls.parquet",
+                                              "--force"]),
+    Case("view into a parquet merged output", ["view", "m.duckdb", "-o", "mp/calls.parquet", "--force"]),
+    Case("report over a FIFO", ["report", "m.duckdb", "-o", "fifo", "--force"]),
     Case("sql select", ["sql", "m.duckdb", "SELECT count(*) FROM arrows"], ok=True),
     Case("sql no database", ["sql", "nosuch.duckdb", "SELECT 1"]),
     # commands on what is not a complete merge output
@@ -262,6 +268,9 @@ def run_case(case: Case, workspace: Path, where: Path, checkout: Path = ROOT) ->
     ws = where / "case"
     shutil.rmtree(ws, ignore_errors=True)
     shutil.copytree(workspace, ws, symlinks=True)
+    # (what a copy does not carry: the client log by another name, a FIFO)
+    os.link(ws / "run" / "client.parquet", ws / "client-link.parquet")
+    os.mkfifo(ws / "fifo")
     watched = [name for name in INPUTS if name not in case.replaces]
     before = {name: _digest(ws / name) for name in watched}
     env = dict(os.environ, PYTHONPATH=str(checkout))
