@@ -1084,7 +1084,7 @@ def synth(
         min=0, metavar="N", help="requests logged with another call's CallID")] = SYNTH.misjoined,
     ranks_per_host: Annotated[int, typer.Option(
         min=0, metavar="N", help="ranks per simulated host (0: all on one host)")] = SYNTH.ranks_per_host,
-    seed: Annotated[int, typer.Option(metavar="N", help="random seed")] = SYNTH.seed,
+    seed: Annotated[int, typer.Option(min=0, metavar="N", help="random seed")] = SYNTH.seed,
     force: Force = False,
     as_json: JsonFlag = False,
 ) -> None:

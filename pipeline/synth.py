@@ -72,6 +72,11 @@ def synthesize(opts: SynthOptions, out: str | Path, chunk_calls: int = CHUNK_CAL
     so memory stays bounded however large the trace; ``on_chunk(done, total)`` reports
     progress in calls per rank.
     """
+    if opts.ranks > opts.calls:
+        raise SynthError(f"--ranks {opts.ranks} is more than --calls {opts.calls}: every rank makes a call")
+    if opts.ranks - 1 > LAYOUT.max_rank:
+        raise SynthError(f"--ranks {opts.ranks}: CallIDs (layout {LAYOUT}) hold ranks up to "
+                         f"{LAYOUT.max_rank}")
     per_rank = max(1, opts.calls // opts.ranks)
     hosts = -(-opts.ranks // opts.ranks_per_host) if opts.ranks_per_host else 1
     names = np.array([f"io{s}" for s in range(opts.servers)])
