@@ -159,7 +159,7 @@ def _guard_dir(out_dir: Path, names: tuple[str, ...], inputs: list, force: bool)
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError(f"{out_dir}: is not a directory")
     for name in names:
-        kind = {"fs.json": outputs.CONFIG, "merged.duckdb": outputs.MERGED}.get(name, outputs.LOG)
+        kind = {"fs.json": outputs.RUN_CONFIG, "merged.duckdb": outputs.MERGED}.get(name, outputs.LOG)
         guard_output(out_dir / name, kind, inputs, force)
 
 

@@ -15,11 +15,13 @@ from pathlib import Path
 
 from callid_core.errors import InputError
 
-__all__ = ["LOG", "MERGED", "PAGE", "CHROME", "PERFETTO", "OTF2", "CONFIG", "DATA_SUFFIX", "guard_output",
-           "kind_of"]
+__all__ = ["LOG", "MERGED", "PAGE", "CHROME", "PERFETTO", "OTF2", "CONFIG", "RUN_CONFIG", "DATA_SUFFIX",
+           "guard_output", "kind_of"]
 
-# The kinds of output callid writes.
-LOG, MERGED, PAGE, CONFIG = "log", "merged output", "page", "file-system configuration"
+# The kinds of output callid writes (CONFIG: of callid fs init, its servers' homes named; RUN_CONFIG: the
+# one a run writes for its own servers, started and stopped with it)
+LOG, MERGED, PAGE = "log", "merged output", "page"
+CONFIG, RUN_CONFIG = "file-system configuration", "run's file-system configuration"
 CHROME, PERFETTO, OTF2 = "Chrome trace", "Perfetto trace", "OTF2 archive"
 
 #: a merged DuckDB output ``X`` keeps its logs and stored tables in the directory ``X`` + this
@@ -109,8 +111,25 @@ def kind_of(path: str | os.PathLike[str]) -> str | None:
     if head[8:12] == b"DUCK":
         return MERGED if _callid_database(path) else None
     tail = _tail(path)
-    return next((kind for kind, start, mark in _MARKERS
+    kind = next((kind for kind, start, mark in _MARKERS
                  if head.startswith(start) and (mark in head or mark in tail)), None)
+    return _config_kind(path) if kind == CONFIG else kind
+
+
+def _config_kind(path: Path) -> str | None:
+    """CONFIG if the configuration at ``path`` is a file system's of callid fs init (its servers have
+    homes of their own, its secret is beside it), RUN_CONFIG if it is a run's (its own servers, or those
+    of a file system it ran on, whose secret is elsewhere), None if it is not one."""
+    import json
+
+    from callid_core.config import secret_beside
+
+    try:
+        homes = any(s.get("home") for s in json.loads(path.read_text())["servers"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    own_secret = secret_beside(path).exists()
+    return CONFIG if homes and own_secret else RUN_CONFIG
 
 
 def _head(path: Path) -> bytes:

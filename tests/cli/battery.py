@@ -110,6 +110,7 @@ CASES = [
     Case("export perfetto -o a foreign file", ["export", "m.duckdb", "--format", "perfetto", "-o",
                                                "important.txt"]),
     Case("synth -d over a run's logs' dir file", ["synth", "--calls", "10", "-d", "important.txt"]),
+    Case("run -d beside a file system's configuration", ["run", "-n", "1", "-d", ".", "prog.py"]),
     Case("synth negative seed", ["synth", "--seed", "-1", "-d", "synth-out"]),
     Case("synth more ranks than calls", ["synth", "--ranks", "10000000", "--calls", "10", "-d", "synth-out"]),
     Case("synth more ranks than CallIDs hold", ["synth", "--ranks", "99999999999", "--calls", "99999999999",
