@@ -806,10 +806,7 @@ def sql(
     if sum(x is not None for x in (query, file, named)) > 1:
         raise BadValue("give one of QUERY, -f FILE and --query NAME")
     if file is not None:
-        try:
-            query = file.read_text()
-        except OSError as exc:
-            raise BadValue(f"{file}: {exc.strerror}") from None
+        query = _query_file(file)
         if not query.strip():
             raise BadValue(f"{file}: no query in the file")
     elif named is not None:
@@ -824,6 +821,25 @@ def sql(
             return
         columns, rows = run_query(m, query)
     typer.echo(format_rows(columns, rows, fmt))
+
+
+#: the largest query file callid sql reads
+MAX_QUERY_FILE = 1 << 20
+
+
+def _query_file(file: Path) -> str:
+    """The text of ``callid sql -f FILE``: a regular file (a FIFO would wait for a writer), at most
+    :data:`MAX_QUERY_FILE` bytes of UTF-8 text; :class:`BadValue` saying what it is otherwise."""
+    try:
+        if not file.is_file():
+            raise BadValue(f"{file}: not a regular file" if file.exists() else f"{file}: no such file")
+        if file.stat().st_size > MAX_QUERY_FILE:
+            raise BadValue(f"{file}: larger than {MAX_QUERY_FILE >> 20} MiB: not a query")
+        return file.read_bytes().decode()
+    except UnicodeDecodeError as exc:
+        raise BadValue(f"{file}: not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise BadValue(f"{file}: {exc.strerror}") from None
 
 
 def _shell(m, fmt: RowFormat) -> None:

@@ -130,6 +130,9 @@ CASES = [
     Case("sql parquet COPY over its own table", ["sql", "mp", "COPY (SELECT 1 AS x) TO 'mp/calls.parquet' "
                                                  "(FORMAT parquet, USE_TMP_FILE false)"]),
     Case("sql EXPORT DATABASE", ["sql", "m.duckdb", "EXPORT DATABASE 'exported'"]),
+    Case("sql -f a FIFO with no writer", ["sql", "m.duckdb", "-f", "fifo"]),
+    Case("sql -f a binary file", ["sql", "m.duckdb", "-f", "m.duckdb"]),
+    Case("sql -f /dev/zero", ["sql", "m.duckdb", "-f", "/dev/zero"]),
     # --force replaces files, never an input by another path, a merged output's data or a FIFO
     Case("merge over a link of its client log", ["merge", *LOGS, "-o", "client-link.parquet", "--force"]),
     Case("view into a merged output's data", ["view", "m.duckdb", "-o", "m.duckdb.data/calls.parquet",
