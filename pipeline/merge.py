@@ -31,7 +31,7 @@ from callid_core import atomic
 from callid_core import schema as S
 from callid_core.choices import ClockSync, Storage, listed
 from callid_core.choices import Engine as EngineChoice
-from callid_core.errors import Failed, InputError, os_reason
+from callid_core.errors import BadValue, Failed, InputError, os_reason
 from callid_core.schema import Table
 from callid_core.tables import (
     ARROWS,
@@ -48,6 +48,7 @@ from callid_core.tables import (
     SOURCE_IO,
     WAITS,
 )
+from callid_core.units import parse_size
 from pipeline import clocks
 from pipeline.dialect import DUCKDB, Dialect, literal
 from pipeline.load import LogInfo, check_values, validate_log
@@ -99,6 +100,8 @@ def merge(client: str, server: str, out: str, *, memory_limit: str | None = None
     """
     step = on_step or (lambda name: None)
     _check_choices(storage, clock_sync, engine, master)
+    if memory_limit is not None and engine != EngineChoice.SPARK:  # (Spark's: its driver's, maybe elsewhere)
+        _check_memory_limit(memory_limit)
     step("validate")
     c, s = _validate(client, server)
     out_path = Path(out)
@@ -165,6 +168,19 @@ def _validate(client: str, server: str) -> tuple[LogInfo, LogInfo]:
         raise InputError(f"{server}: run id {s.run_id!r} differs from the client log's {c.run_id!r} "
                          "(logs of different runs would link unrelated CallIDs)")
     return c, s
+
+
+def _check_memory_limit(limit: str) -> None:
+    """:class:`InputError` unless ``limit`` is a size above zero and within this machine's memory
+    (DuckDB took -1GB as no limit, and 99999TB as none either)."""
+    try:
+        size = parse_size(limit)
+    except BadValue as exc:
+        raise InputError(f"--memory-limit {limit}: {exc}") from None
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if not 0 < size <= total:
+        raise InputError(f"--memory-limit {limit}: not between 1 byte and this machine's memory "
+                         f"({total >> 20} MiB)")
 
 
 def _open_output(db: Path, tmp: Path, memory_limit: str | None) -> duckdb.DuckDBPyConnection:

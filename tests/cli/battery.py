@@ -96,6 +96,8 @@ CASES = [
                          ("negative size", "negative_size"), ("t_end < t_start", "backwards"),
                          ("duplicate rows", "duplicates")]),
     Case("merge NULL server", ["merge", "run/client.parquet", "bad/null_server.parquet", "-o", "x.duckdb"]),
+    Case("merge --memory-limit -1GB", ["merge", *LOGS, "--memory-limit", "-1GB", "-o", "neg.duckdb"]),
+    Case("merge --memory-limit 99999TB", ["merge", *LOGS, "--memory-limit", "99999TB", "-o", "big.duckdb"]),
     Case("merge --memory-limit junk", ["merge", *LOGS, "--memory-limit",
                                        "lots", "-o", "x.duckdb"]),
     # outputs that would destroy inputs
