@@ -951,9 +951,15 @@ ServersOpt = Annotated[str | None, typer.Option(
 
 
 def _selection(window: str | None, ranks: str | None, files: list[str] | None, servers: str | None):
-    """The selection of the view and export options."""
+    """The selection of the view and export options (an option given empty is refused: it would select
+    everything, which leaving it out says)."""
     from callid import api
 
+    given = [("--window", window), ("--ranks", ranks), ("--servers", servers),
+             *(("--files", f) for f in files or ())]
+    for option, value in given:
+        if value is not None and not value.strip(" :,"):
+            raise BadValue(f"{option}: {value!r} selects nothing in particular; leave the option out for all")
     return api.selection(window or None, ranks or None, files or (), servers or ())
 
 

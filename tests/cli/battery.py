@@ -133,6 +133,8 @@ CASES = [
                                                  "(FORMAT parquet, USE_TMP_FILE false)"]),
     Case("sql EXPORT DATABASE", ["sql", "m.duckdb", "EXPORT DATABASE 'exported'"]),
     Case("sql -f a FIFO with no writer", ["sql", "m.duckdb", "-f", "fifo"]),
+    Case("view --window ':'", ["view", "m.duckdb", "--window", ":", "-o", "w.html"]),
+    Case("view --servers ''", ["view", "m.duckdb", "--servers", "", "-o", "s.html"]),
     Case("sql -f a binary file", ["sql", "m.duckdb", "-f", "m.duckdb"]),
     Case("sql -f /dev/zero", ["sql", "m.duckdb", "-f", "/dev/zero"]),
     # --force replaces files, never an input by another path, a merged output's data or a FIFO
