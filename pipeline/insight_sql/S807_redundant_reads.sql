@@ -4,8 +4,8 @@
 -- columns: server_ops.op, server_ops.handle, server_ops.disk_offset, server_ops.size, arrows.file, arrows.rank, arrows.own_bytes
 -- The disk reads of read calls (not the read-back of read-modify-write: S806), per server and
 -- datafile: their bytes against the union of their ranges [disk_offset, disk_offset + size) (one
--- sweep by offset over the distinct ranges, as the macro covered); redundant = read - union.  Warning when the redundant bytes are more than
--- redundant_share of the bytes read; info below.  Ranks and files: those of the reads that overlap
+-- sweep by offset over the distinct ranges, as the macro covered); redundant = read - union.  Warning
+-- when the redundant bytes are more than redundant_share of the bytes read; info below.  Ranks and files: those of the reads that overlap
 -- another (every rank reading the same bytes, the first reader included), and their calls.
 WITH rmw AS (
     SELECT DISTINCT server, event_id FROM arrows WHERE op = 'trove_read' AND func LIKE 'MPI_File_%write%'
@@ -30,7 +30,8 @@ WITH rmw AS (
                AS overlapping
     FROM swept
 ), shared AS (
-    SELECT r.server, r.event_id FROM reads r JOIN per_range p USING (server, handle, lo, hi) WHERE p.overlapping
+    SELECT r.server, r.event_id
+    FROM reads r JOIN per_range p USING (server, handle, lo, hi) WHERE p.overlapping
 ), t AS (
     SELECT sum(n)::BIGINT AS reads, coalesce(sum(n) FILTER (WHERE overlapping), 0)::BIGINT AS overlapping,
            sum(n * (hi - lo))::BIGINT AS read_bytes, sum(new_bytes)::BIGINT AS unique_bytes
