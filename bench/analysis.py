@@ -77,7 +77,7 @@ def _trace(name: str, calls: int, timeout: float) -> dict:
         d = Path(tmp)
         print(f"{name}: callid synth --calls {calls} ...", file=sys.stderr, flush=True)
         synth = run_command([callid, "synth", *SHAPE, "--calls", str(calls), "-d", str(d / "logs"), "--json"],
-                     d, "synth", timeout)
+                            d, "synth", timeout)
         summary = _summary(d)
         trace = {"trace": name, "calls": calls, **{k: summary.get(k) for k in ("server_ops", "arrows")},
                  "synth_s": synth["seconds"], "commands": []}

@@ -55,13 +55,18 @@ from pipeline.load import LogInfo, check_values, validate_log
 from pipeline.merged import CATALOG, DIR_VARIABLE, LOG_DIRS, TABLES, VIEWS, data_dir
 
 
+def _ram() -> int | None:
+    """This machine's memory in bytes (None if the system does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return None
+
+
 def default_memory_limit() -> str:
     """Half of this machine's memory: DuckDB spills to disk beyond it."""
-    try:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError):
-        return "4GB"
-    return f"{max(total // 2 // 2**20, 256)}MB"
+    total = _ram()
+    return f"{max(total // 2 // 2**20, 256)}MB" if total else "4GB"
 
 
 @dataclass(frozen=True)
@@ -177,7 +182,7 @@ def _check_memory_limit(limit: str) -> None:
         size = parse_size(limit)
     except BadValue as exc:
         raise InputError(f"--memory-limit {limit}: {exc}") from None
-    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    total = _ram() or size
     if not 0 < size <= total:
         raise InputError(f"--memory-limit {limit}: not between 1 byte and this machine's memory "
                          f"({total >> 20} MiB)")

@@ -22,7 +22,7 @@ from callid_core.choices import Payload
 from callid_core.ids import Layout
 from callid_core.jsonout import for_script
 from pipeline.checks import CheckResults, run_checks
-from pipeline.domain import DATA_CALLS_SQL, DISK_DATA_SQL
+from pipeline.domain import ARROW_OPS_SQL, DATA_CALLS_SQL, DISK_DATA_SQL
 from pipeline.insights import compare_insights, count_insights, run_insights
 from pipeline.lag import ReplayLag
 from pipeline.merged import Merged
@@ -196,21 +196,17 @@ def _files(con) -> dict:
             SELECT file, coalesce(sum(bytes) FILTER (WHERE direction = 'read'), 0)::BIGINT AS bytes_read,
                    coalesce(sum(bytes) FILTER (WHERE direction = 'write'), 0)::BIGINT AS bytes_written
             FROM ({DATA_CALLS_SQL}) SEMI JOIN c USING (file) GROUP BY file
-        ), a AS (  -- (an operation of one CallID has one arrow: only those of several counted distinct)
-            SELECT file, count(DISTINCT server) AS servers, count(*) FILTER (WHERE n_callids = 1) AS single,
+        ), a AS (
+            SELECT file, count(DISTINCT server) AS servers,
                    coalesce(sum(share_bytes), 0)::BIGINT AS disk_bytes  -- (shares: each disk byte once)
             FROM arrows SEMI JOIN c USING (file) WHERE layer IN ({S.DISK_LAYERS_SQL}) GROUP BY file
-        ), shared AS (
-            SELECT file, count(*) AS ops
-            FROM (SELECT DISTINCT file, server, event_id FROM arrows SEMI JOIN c USING (file)
-                  WHERE n_callids > 1 AND layer IN ({S.DISK_LAYERS_SQL}))
-            GROUP BY file
+        ), o AS (
+            SELECT file, count(*) AS disk_ops FROM ({ARROW_OPS_SQL}) SEMI JOIN c USING (file) GROUP BY file
         )
         SELECT c.file, c.ranks, c.calls, coalesce(d.bytes_read, 0) AS bytes_read,
                coalesce(d.bytes_written, 0) AS bytes_written, c.time_ns, coalesce(a.servers, 0) AS servers,
-               coalesce(a.single, 0) + coalesce(shared.ops, 0) AS disk_ops,
-               coalesce(a.disk_bytes, 0) AS disk_bytes
-        FROM c LEFT JOIN d USING (file) LEFT JOIN a USING (file) LEFT JOIN shared USING (file)
+               coalesce(o.disk_ops, 0) AS disk_ops, coalesce(a.disk_bytes, 0) AS disk_bytes
+        FROM c LEFT JOIN d USING (file) LEFT JOIN a USING (file) LEFT JOIN o USING (file)
         ORDER BY time_ns DESC, file""")
     return {"total": total, "rows": rows}
 

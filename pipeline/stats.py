@@ -12,7 +12,7 @@ from callid_core.choices import Payload
 from callid_core.evidence import REPLAY_ORIGIN
 from callid_core.units import ranks_text
 from pipeline.checks import count_findings, run_checks
-from pipeline.domain import DATA_CALL_WHERE, SERVER_BUSY_SQL
+from pipeline.domain import ARROW_OPS_SQL, DATA_CALL_WHERE, SERVER_BUSY_SQL
 from pipeline.formatting import format_rows
 from pipeline.insights import compare_insights, count_insights, run_insights
 from pipeline.lag import ReplayLag
@@ -122,13 +122,10 @@ def compute_stats(m: Merged) -> dict:
         "avg_arrows_per_callid": round(arrows / with_arrows, 3) if with_arrows else 0.0,
         # arrows of operations attributed at request level only: their calls, not their bytes
         "inexact_arrows": one("SELECT count(*) FROM arrows WHERE NOT exact"),
-        # the disk operations less those with an arrow (arrows are of disk operations only; an
-        # operation of one CallID has one arrow: only those of several are counted distinct)
+        # the disk operations less those with an arrow (arrows are of disk operations only)
         "unattributed_server_ops": one(f"""
             SELECT (SELECT count(*) FROM server_ops WHERE layer IN ({S.DISK_LAYERS_SQL}))
-                 - (SELECT count(*) FROM arrows WHERE n_callids = 1)
-                 - (SELECT count(*)
-                    FROM (SELECT DISTINCT server, event_id FROM arrows WHERE n_callids > 1))"""),
+                 - (SELECT count(*) FROM ({ARROW_OPS_SQL}))"""),
         # fan-in: how many calls one disk operation served (collective buffering)
         "fanin": _rows(con, f"""
             SELECT count(*) FILTER (WHERE len(callids) > 1) AS shared_disk_ops,
