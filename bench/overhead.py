@@ -16,7 +16,9 @@ per-round ratios callid / no-callid and their spread (min-max).
 The cost per call is measured in this process over 100 k calls: stamping a CallID and
 logging one call row (flushed to Parquet as the runs do), against an empty loop; and
 the whole tracing wrapper (``MPI_File_get_position`` traced against the same call on
-the untraced ``MPI.File``).
+the untraced ``MPI.File``).  Then the cost of writing logs by time (a killed process loses
+about a second): the largest rewrite of a log's open part, which its timer does at most once
+a second.
 
 The C path (a program on the MPI library's own MPI-IO, ROMIO; both programs built with the
 ``mpich`` wheel's ``mpicc``):
@@ -128,6 +130,28 @@ def per_call_costs(calls: int, directory: Path) -> dict[str, float]:
             "untraced_call_us": (untraced - loop) / calls * 1e6,
             "traced_call_us": (wrapped - loop) / calls * 1e6,
             "wrapper_us": (wrapped - untraced) / calls * 1e6}
+
+
+def time_flush_cost(directory: Path, rounds: int = 20) -> dict[str, float]:
+    """What writing logs by time costs a process: the timer rewrites the open part of its log once a
+    second, at most ``flush_rows`` - 1 rows (a part is sealed at ``flush_rows``).  The median time of
+    that largest rewrite (client rows as a rank logs them), and its share of one core."""
+    from callid_core import schema as S
+    from callid_core.config import DEFAULT_FLUSH_ROWS, DEFAULT_FLUSH_SECONDS
+    from callid_core.partlog import PartLog
+
+    row = S.CLIENT.row(callid=1, rank=0, clock="host0", kind="call", func="MPI_File_write_at",
+                       file="/pvfs2/f", fid=1, offset=4096, size=4096, count=4096, datatype="MPI_BYTE",
+                       bytes=4096, t_start=1, t_end=2)
+    times = []
+    for i in range(rounds):  # (a flush writes the same rows as the timer's rewrite: the open part's)
+        log = PartLog(S.CLIENT_SCHEMA, directory / "timer", f"client-rank{i:06d}", {}, flush_seconds=0)
+        for _ in range(DEFAULT_FLUSH_ROWS - 1):
+            log.append(row)
+        times.append(_timed(log.flush))
+    worst = statistics.median(times)
+    return {"open_part_rows": DEFAULT_FLUSH_ROWS - 1, "rewrite_ms": worst * 1e3,
+            "core_share": worst / DEFAULT_FLUSH_SECONDS}
 
 
 # --------------------------------------------------------------------------- the C path
@@ -324,6 +348,11 @@ def main(argv: list[str]) -> int:
             print(f"per call ({args.calls:,} calls): stamping + logging {costs['stamp_and_log_us']:.2f} µs; "
                   f"MPI_File_get_position untraced {costs['untraced_call_us']:.2f} µs, traced "
                   f"{costs['traced_call_us']:.2f} µs (wrapper {costs['wrapper_us']:.2f} µs)", flush=True)
+            timer = time_flush_cost(d)
+            figures["time_flush"] = {k: round(v, 5) for k, v in timer.items()}
+            print(f"logs written by time: the largest rewrite of an open part ({timer['open_part_rows']:,} "
+                  f"rows) {timer['rewrite_ms']:.2f} ms, once a second: {100 * timer['core_share']:.2f}% of "
+                  "a core at most", flush=True)
         if "c-calls" in parts:
             figures["c_per_call"] = _print_c_calls(c_calls(exes["calls"], c_calls_n, args.rounds, d / "c"))
         if "c-fuse" in parts:

@@ -40,8 +40,10 @@ DEFAULT_FLOW_BUFFER = 65536
 DEFAULT_SMALL_IO = 16384
 #: path prefix under which files live on the simulated file system
 DEFAULT_MOUNT = "/pvfs2"
-#: rows a log holds before it writes a part file (what a killed process can lose at most)
+#: rows of a log's part file (a log writes its rows when it has this many, and by time)
 DEFAULT_FLUSH_ROWS = 4096
+#: seconds a logged row waits at most before it is written (what a killed process can lose)
+DEFAULT_FLUSH_SECONDS = 1.0
 #: I/O servers of a run (plus one metadata server)
 DEFAULT_IO_SERVERS = 2
 #: MPI ranks of a run

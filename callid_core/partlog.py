@@ -2,8 +2,11 @@
 
 Each flush writes one complete part file (temporary name, then rename), so a
 process that is killed loses at most the rows appended since its last flush,
-and every part already written stays readable.  Used by the client trace and
-the server event log; :func:`combine_parts` joins the parts of a run into one file.
+and every part already written stays readable.  Rows are flushed by count (a part
+holds about ``flush_rows``) and by time: a row waits at most ``flush_seconds`` before it
+is on disk, so a killed process loses about a second of events whatever their number.
+Used by the client trace and the server event log; :func:`combine_parts` joins the parts
+of a run into one file.
 Rows are tuples in schema order, made by the builders of :class:`callid_core.schema.Table`.
 """
 
@@ -21,7 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from callid_core.atomic import replacing
-from callid_core.config import DEFAULT_FLUSH_ROWS
+from callid_core.config import DEFAULT_FLUSH_ROWS, DEFAULT_FLUSH_SECONDS
 from callid_core.errors import InputError
 
 __all__ = ["PartLog", "column", "combine_parts", "is_part"]
@@ -33,14 +36,17 @@ def is_part(name: str, stem: str) -> bool:
 
 
 class PartLog:
-    """An append-only log of rows of ``schema``, flushed every ``flush_rows`` rows.
+    """An append-only log of rows of ``schema``, written as part files of about ``flush_rows`` rows.
 
     ``append`` is one list append (atomic, no lock): a row is a tuple in schema order
-    (:attr:`callid_core.schema.Table.row`).
-    A flush takes the rows appended so far, turns them into Arrow columns at once
-    (``zip`` and numpy, no per-value Python code) and writes one part file.  Part files
-    are intermediate (:func:`combine_parts` rewrites them), so they are written
-    uncompressed, without statistics and without dictionaries.  Thread-safe.
+    (:attr:`callid_core.schema.Table.row`).  A part is *sealed* once it holds ``flush_rows``
+    rows or on :meth:`flush`; until then a timer thread (started at the first append) rewrites
+    the open part every ``flush_seconds`` with the rows appended since (temporary name, then
+    rename: the last whole version stays), so rows are never more than that long in memory
+    only, and the number of parts does not grow with the run's length.  A write turns the rows
+    into Arrow columns at once (``zip`` and numpy, no per-value Python code).  Part files are
+    intermediate (:func:`combine_parts` rewrites them), so they are written uncompressed,
+    without statistics and without dictionaries.  Thread-safe.
     """
 
     def __init__(
@@ -50,36 +56,58 @@ class PartLog:
         stem: str,
         metadata: dict[bytes, bytes],
         flush_rows: int = DEFAULT_FLUSH_ROWS,
+        flush_seconds: float = DEFAULT_FLUSH_SECONDS,
     ) -> None:
+        """``flush_seconds`` 0: rows are written only by count and by :meth:`flush`."""
         self.schema = schema.with_metadata(metadata)
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.stem = stem
         self.flush_rows = flush_rows
+        self.flush_seconds = flush_seconds
         self._rows: list[Sequence] = []  # never replaced: flushes cut rows from its front
-        self._parts = 0
+        self._open: list[Sequence] = []  # the rows already in the open part (written, not sealed)
+        self._parts = 0  # sealed parts; the open part is the next
         self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._timer: threading.Thread | None = None
 
     def append(self, row: Sequence) -> None:
         """Append one row (a tuple in schema order)."""
         rows = self._rows
         rows.append(row)
         if len(rows) >= self.flush_rows:
-            self._flush(self.flush_rows)
+            self._flush(self.flush_rows, seal=True)
+        elif self._timer is None and self.flush_seconds > 0:
+            self._start_timer()
 
     def flush(self) -> Path | None:
-        """Write the rows appended so far as one part file; return its path."""
-        return self._flush(1)
+        """Write the rows appended so far and seal their part; return its path (None: no rows)."""
+        return self._flush(1, seal=True)
 
-    def _flush(self, at_least: int) -> Path | None:
-        with self._lock:  # one flusher at a time; appends go on (to the list's end)
+    def _start_timer(self) -> None:
+        with self._lock:
+            if self._timer is None and not self._stop.is_set():
+                self._timer = threading.Thread(target=self._tick, name=f"{self.stem}-flush", daemon=True)
+                self._timer.start()
+
+    def _tick(self) -> None:
+        while not self._stop.wait(self.flush_seconds):
+            try:
+                self._flush(1, seal=False)
+            except (OSError, InputError, ValueError):  # (rows wait; the next count flush or close says why)
+                pass
+
+    def _flush(self, at_least: int, seal: bool) -> Path | None:
+        with self._lock:  # one writer at a time; appends go on (to the list's end)
             n = len(self._rows)
             if n < at_least:
                 return None
-            rows = self._rows[:n]
+            new = self._rows[:n]
             del self._rows[:n]
-            if set(map(len, rows)) != {len(self.schema)}:
+            if set(map(len, new)) != {len(self.schema)}:
                 raise ValueError(f"{self.stem}: rows must have the {len(self.schema)} columns of the schema")
+            rows = self._open + new
             columns = [column(values, field.type) for values, field in zip(zip(*rows), self.schema)]
             path = self.directory / f"{self.stem}.{self._parts:06d}.parquet"
             try:
@@ -87,18 +115,28 @@ class PartLog:
                     pq.write_table(pa.Table.from_arrays(columns, schema=self.schema), tmp, compression="none",
                                    write_statistics=False, use_dictionary=False)
             except (OSError, InputError):  # (a full disk, no descriptor, no directory): rows wait
-                self._rows[0:0] = rows
+                self._rows[0:0] = new
                 raise
-            self._parts += 1
+            if seal or len(rows) >= self.flush_rows:
+                self._parts += 1
+                self._open = []
+            else:
+                self._open = rows
         return path
 
     def parts(self) -> list[Path]:
-        """The part files of this log in its directory (written whole: a part being written has
-        another name), in order."""
-        return sorted(p for p in self.directory.glob(f"{self.stem}.*.parquet") if is_part(p.name, self.stem))
+        """The sealed part files of this log in its directory (written whole: a part being written has
+        another name), in order.  (The open part is rewritten until sealed: it is not listed.)"""
+        with self._lock:
+            sealed = self._parts
+        return sorted(p for p in self.directory.glob(f"{self.stem}.*.parquet")
+                      if is_part(p.name, self.stem) and int(p.name.split(".")[-2]) < sealed)
 
     def close(self) -> None:
-        """Flush what is left."""
+        """Stop the timer and write what is left."""
+        self._stop.set()
+        if self._timer is not None and self._timer is not threading.current_thread():
+            self._timer.join()
         self.flush()
 
 

@@ -38,8 +38,6 @@ log = logging.getLogger("callid.romio.mount")
 
 #: the largest write the kernel passes on in one operation (as large as Linux allows a FUSE mount)
 MAX_WRITE = 1 << 20
-#: seconds between flushes of the client's log (a killed client loses at most this much)
-FLUSH_EVERY = 1.0
 #: the file name of the mark the client writes in its records directory once mounted
 READY = "fuse.ready"
 
@@ -155,12 +153,7 @@ class Client:
             conn.max_write = MAX_WRITE
         if config is not None:
             config.direct_io = 1
-        threading.Thread(target=self._flusher, daemon=True).start()
         (self.records / READY).write_text(str(MAX_WRITE))
-
-    def _flusher(self) -> None:
-        while not self._stop.wait(FLUSH_EVERY):
-            self.log.flush()
 
     @property
     def stopped(self) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+import time
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -83,3 +84,52 @@ def test_logging_does_not_import_pandas(tmp_path):
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def _event_ids(paths) -> list[int]:
+    return sorted(pq.read_table(sorted(paths), schema=S.SERVER_SCHEMA).column("event_id").to_pylist())
+
+
+def test_rows_are_written_by_time_into_one_open_part_until_sealed(tmp_path):
+    log = PartLog(S.SERVER_SCHEMA, tmp_path, "s", {}, flush_rows=10, flush_seconds=0.05)
+    for i in range(3):
+        log.append(_server_row(i))
+    time.sleep(0.5)
+    assert _event_ids(tmp_path.glob("*.parquet")) == [0, 1, 2]  # on disk, no flush asked
+    assert log.parts() == []  # (open: not listed, it is rewritten)
+    for i in range(3, 6):
+        log.append(_server_row(i))
+    time.sleep(0.5)
+    assert [p.name for p in tmp_path.glob("*.parquet")] == ["s.000000.parquet"]  # the same part, rewritten
+    assert _event_ids(tmp_path.glob("*.parquet")) == list(range(6))
+    for i in range(6, 10):  # the open part reaches 10 rows: sealed, the next one opens
+        log.append(_server_row(i))
+    time.sleep(0.5)
+    assert [p.name for p in log.parts()] == ["s.000000.parquet"]
+    log.append(_server_row(10))
+    log.append(_server_row(11))
+    log.close()
+    assert [p.name for p in log.parts()] == ["s.000000.parquet", "s.000001.parquet"]
+    assert _event_ids(log.parts()) == list(range(12))
+
+
+def test_a_killed_process_loses_at_most_its_last_second(tmp_path):
+    code = (
+        "import sys, time\nfrom callid_core import schema as S\nfrom callid_core.partlog import PartLog\n"
+        f"log = PartLog(S.SERVER_SCHEMA, {str(tmp_path)!r}, 's', {{}})\n"
+        "for i in range(20):\n"
+        "    log.append(S.SERVER.row(server='io0', clock='io0', layer='req', op='io_write', callid=i,\n"
+        "                            callids=[i], event_id=i, t_start=i, t_end=i))\n"
+        "    print(i, flush=True)\n"
+        "    time.sleep(0.1)\n"
+        "time.sleep(600)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        for _ in range(20):
+            proc.stdout.readline()
+        time.sleep(2)  # (more than the default second)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert _event_ids(tmp_path.glob("*.parquet")) == list(range(20))

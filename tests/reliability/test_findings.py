@@ -272,8 +272,8 @@ def test_a_client_idle_beyond_the_servers_timeout_goes_on_unnoticed(tmp_path):
     try:
         f = client.create("/pvfs2/pause", call(1), dfile_count=1)
         client.io(f, WRITE, [(0, 5)], memoryview(b"first"), call(2))
-        assert status(pid)["Threads"] == base + 1
-        assert wait_until(lambda: status(pid)["Threads"] == base, 10)  # (the server closed it)
+        assert status(pid)["Threads"] == base + 2  # the connection's, and its log's timer (first event)
+        assert wait_until(lambda: status(pid)["Threads"] == base + 1, 10)  # (the server closed it)
         client.io(f, WRITE, [(5, 6)], memoryview(b"second"), call(3))
         back = bytearray(11)
         assert client.io(f, READ, [(0, 11)], memoryview(back), call(4)) == 11 and back == b"firstsecond"
