@@ -45,8 +45,8 @@ Step = Callable[[str], None] | None
 
 
 def open(path: Path, sandbox: bool = False) -> Merged:  # (the builtin's name, as gzip.open)
-    """Open the merged output at ``path`` (``callid merge``'s ``-o``) read-only; ``sandbox``: its queries
-    reach no file but its own (``callid sql``'s; for an output someone sent you)."""
+    """Open the merged output at ``path`` (``callid merge``'s ``-o``) read-only; its queries reach no file
+    but its own; ``sandbox``: its settings locked too (``callid sql``'s)."""
     return open_merged(path, sandbox)
 
 

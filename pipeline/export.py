@@ -46,8 +46,7 @@ def write_trace(m: Merged, out: str, fmt: str, sel: Selection, on_progress: Prog
     started = time.monotonic()
     out_path = Path(out)
     src = None
-    with replacing(out_path) as tmp, tempfile.TemporaryDirectory(prefix=".callid-export-",
-                                                                 dir=out_path.parent) as scratch:
+    with replacing(out_path) as tmp, tempfile.TemporaryDirectory(prefix="export-", dir=m.scratch) as scratch:
         try:
             with m.settings(memory_limit=MEMORY_LIMIT):
                 src = Source.open(m.con, sel, scratch)

@@ -226,28 +226,24 @@ def write_otf2(m: Merged, out: str, sel: Selection,
     out_path = Path(out)
     _check_output(out_path)
     tmp = temporary(out_path)
-    spill = Path(f"{tmp}.spill")
     con = m.con
-    try:
-        with m.settings(memory_limit=MEMORY_LIMIT, temp_directory=str(spill)):
-            select_views(con, sel)
-            total = con.execute("SELECT (SELECT count(*) FROM sel_calls) + (SELECT count(*) FROM sel_ops) "
-                                "+ (SELECT count(*) FROM sel_mpi_calls)").fetchone()[0]
-            if total == 0:
-                raise sel.empty("export")
-            check_space(out_path, total * EST_EVENT, "the archive")
+    with m.settings(memory_limit=MEMORY_LIMIT):
+        select_views(con, sel)
+        total = con.execute("SELECT (SELECT count(*) FROM sel_calls) + (SELECT count(*) FROM sel_ops) "
+                            "+ (SELECT count(*) FROM sel_mpi_calls)").fetchone()[0]
+        if total == 0:
+            raise sel.empty("export")
+        check_space(out_path, total * EST_EVENT, "the archive")
+        shutil.rmtree(tmp, ignore_errors=True)
+        try:
+            summary = _Writer(con, tmp, sel, total, on_progress).run()
+            install(tmp, out_path)
+        except OSError as exc:
+            raise InputError(f"{out}: cannot write ({exc.strerror or exc})") from None
+        except duckdb.OutOfMemoryException:
+            raise sel.too_big() from None
+        finally:
             shutil.rmtree(tmp, ignore_errors=True)
-            try:
-                summary = _Writer(con, tmp, sel, total, on_progress).run()
-                install(tmp, out_path)
-            except OSError as exc:
-                raise InputError(f"{out}: cannot write ({exc.strerror or exc})") from None
-            except duckdb.OutOfMemoryException:
-                raise sel.too_big() from None
-            finally:
-                shutil.rmtree(tmp, ignore_errors=True)
-    finally:
-        shutil.rmtree(spill, ignore_errors=True)
     return {"output": str(out_path), "anchor": str(out_path / ANCHOR), "format": "otf2", **summary,
             "bytes": _size(out_path), "seconds": round(time.monotonic() - started, 3)}
 

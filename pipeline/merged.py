@@ -13,13 +13,19 @@ Two packagings of one layout:
   and the views in ``callid.duckdb``.
 
 The views find their files through the DuckDB variable ``callid_dir``, which :func:`open_merged`
-sets to where they are now, so an output moved as a whole keeps working.
+sets to where they are now, so an output moved as a whole keeps working.  A database can hold any
+view: an output someone sends you could read your files into what callid prints or writes, so a
+handle reaches no file but the output's own and its private scratch directory (DuckDB's external
+access off; a view reading anything else fails in one line).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
+import stat
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cached_property
@@ -65,9 +71,12 @@ class Merged:
     ``.pl()``); :meth:`sql` runs any query.  Use it as a context manager, or :meth:`close` it.
     """
 
-    def __init__(self, path: str, con: duckdb.DuckDBPyConnection) -> None:
+    def __init__(self, path: str, con: duckdb.DuckDBPyConnection, scratch: Path) -> None:
         self.path = path
         self.con = con
+        #: the handle's private directory (owner only), the one place besides the output DuckDB may
+        #: write (scratch databases; it spills into ``spill/``); removed with the last handle using it
+        self.scratch = scratch
         self._memo: dict[object, Any] = {}
 
     def sql(self, query: str, params: object = None) -> duckdb.DuckDBPyRelation:
@@ -156,8 +165,9 @@ class Merged:
                 self.con.execute(f"SET {k} = {literal(str(v))}")
 
     def close(self) -> None:
-        """Close the connection."""
+        """Close the connection (and the scratch directory with the last handle using it)."""
         self.con.close()
+        _release(self.scratch)
 
     def __enter__(self) -> Merged:
         return self
@@ -174,26 +184,40 @@ def open_merged(db: str | os.PathLike, sandbox: bool = False) -> Merged:
     read-only, its views pointed at its files wherever the output now is, and only its files readable;
     :class:`InputError` if it is missing, damaged or not a complete one.
 
-    ``sandbox`` (``callid sql``): the queries reach no file but the output's own (no ``COPY ... TO``,
-    ``ATTACH``, ``INSTALL``/``LOAD``, file readers), and the configuration is locked.
+    Every handle reaches no file but the output's own and its scratch directory (:attr:`Merged.scratch`):
+    views and macros stored in the database cannot read others.  ``sandbox`` (``callid sql``): besides,
+    the configuration is locked (no setting can be changed back).
     """
     db = str(db)
-    con = _connect(db)
+    con, scratch = _connect(db)
     try:
         con.execute("SET enable_progress_bar = false")  # (DuckDB would draw it into stdout, amid the results)
         con.execute(MACROS_SQL)
         _check_complete(con, db)
         if sandbox:
-            con.execute("SET enable_external_access = false")
             con.execute("SET lock_configuration = true")
     except BaseException:
         con.close()
+        _release(scratch)
         raise
-    return Merged(db, con)
+    return Merged(db, con, scratch)
 
 
-def _connect(db: str) -> duckdb.DuckDBPyConnection:
-    """A read-only connection to the output at ``db``, ``callid_dir`` set and only its files allowed."""
+#: scratch directory -> handles using it (handles of one file in one process share DuckDB's database,
+#: and so its settings)
+_SCRATCH: dict[Path, int] = {}
+
+
+def _release(scratch: Path) -> None:
+    _SCRATCH[scratch] -= 1
+    if not _SCRATCH[scratch]:
+        del _SCRATCH[scratch]
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _connect(db: str) -> tuple[duckdb.DuckDBPyConnection, Path]:
+    """A read-only connection to the output at ``db``, ``callid_dir`` set and only its files allowed;
+    and its scratch directory."""
     path = Path(db)
     if path.is_dir():
         data = path
@@ -210,21 +234,54 @@ def _connect(db: str) -> duckdb.DuckDBPyConnection:
                              "the database and that directory, moved or copied together")
     data = data.resolve()
     con.execute(f"SET VARIABLE {DIR_VARIABLE} = {literal(str(data))}")
-    files = [*data.glob("*.parquet"), *data.glob("*/*.parquet")]  # (one by one: not the directories)
     try:
-        con.execute("SET allowed_paths = $files", {"files": [str(f) for f in files]})
-    except duckdb.InvalidInputException:  # (DuckDB shares one database per file among a process' handles)
+        scratch = _restrict(con, data)
+    except InputError as exc:
         con.close()
-        raise InputError(f"{db}: open in this process with sandbox=True, which locks its settings for every "
-                         "handle: close that one first") from None
+        raise InputError(f"{db}: {exc}") from None
     present = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-    for name in (t for t in TABLES if t in present):  # (a missing or damaged file: said now, not later)
+    for name in (t for t in (*TABLES, *VIEWS) if t in present):  # (a missing or damaged file: said now)
         try:
             con.execute(f'SELECT * FROM "{name}" LIMIT 0').fetchall()
         except duckdb.Error as exc:
             con.close()
-            raise InputError(f"{db}: damaged ({str(exc).splitlines()[0]})") from None
-    return con
+            _release(scratch)
+            first = str(exc).splitlines()[0]
+            if isinstance(exc, duckdb.PermissionException):
+                raise InputError(f"{db}: its table '{name}' reads a file that is not the output's own, "
+                                 f"refused ({first}): open only outputs of callid merge") from None
+            raise InputError(f"{db}: damaged ({first})") from None
+    return con, scratch
+
+
+def _restrict(con: duckdb.DuckDBPyConnection, data: Path) -> Path:
+    """Let ``con`` reach the output's own files under ``data`` (regular files, not links out of it) and
+    a scratch directory of its own, nothing else; return that directory.  (Set once per database: a
+    second handle of the same file in this process shares the first one's settings.)"""
+    ((external, locked, dirs),) = con.execute(
+        "SELECT current_setting('enable_external_access'), current_setting('lock_configuration'), "
+        "current_setting('allowed_directories')").fetchall()
+    if locked:
+        raise InputError("open in this process with sandbox=True, which locks its settings for every "
+                         "handle: close that one first")
+    if not external:  # (this process opened it already: its scratch directory serves, made again if gone)
+        scratch = Path(dirs[0].rstrip("/"))
+        try:
+            scratch.mkdir(mode=0o700)
+        except FileExistsError:
+            st = scratch.lstat()
+            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+                raise InputError(f"its scratch directory {scratch} is not this user's own") from None
+    else:
+        files = [f for f in (*data.glob("*.parquet"), *data.glob("*/*.parquet"))  # (not the directories)
+                 if f.is_file() and f.resolve().is_relative_to(data)]
+        scratch = Path(tempfile.mkdtemp(prefix="callid-"))  # (mode 0700)
+        con.execute("SET allowed_paths = $files", {"files": [str(f) for f in files]})
+        con.execute("SET allowed_directories = $dirs", {"dirs": [f"{scratch}/"]})
+        con.execute(f"SET temp_directory = {literal(str(scratch / 'spill'))}")
+        con.execute("SET enable_external_access = false")
+    _SCRATCH[scratch] = _SCRATCH.get(scratch, 0) + 1
+    return scratch
 
 
 def _parquet_views(path: Path) -> duckdb.DuckDBPyConnection:

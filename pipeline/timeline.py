@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import base64
 import html
-import tempfile
 import time
 import zlib
 from collections.abc import Callable
@@ -142,8 +141,7 @@ def timeline_data(m: Merged, sel: Selection, detail: int,
         raise BadValue(f"--detail {detail}: at most {MAX_DETAIL} events fit a page in full detail (a larger "
                        f"page is too slow to open and draw); use --detail {MAX_DETAIL} or less, and "
                        "--window, --ranks, --files or --servers to choose what is detailed")
-    with tempfile.TemporaryDirectory(prefix="callid-view-") as spill, \
-            m.settings(temp_directory=spill, memory_limit=MEMORY_LIMIT):
+    with m.settings(memory_limit=MEMORY_LIMIT):
         return _timeline_data(m.con, m.path, sel, detail, on_step)
 
 

@@ -39,8 +39,8 @@ __all__ = ["BATCH", "MEMORY_LIMIT", "Progress", "Source", "columns"]
 
 #: rows per Arrow batch
 BATCH = 65_536
-#: DuckDB's memory for the sorts and the flow table (it spills to its temporary directory beyond:
-#: by default the database's name + '.tmp')
+#: DuckDB's memory for the sorts and the flow table (it spills beyond, into the handle's scratch
+#: directory, :attr:`pipeline.merged.Merged.scratch`)
 MEMORY_LIMIT = "512MB"
 
 Progress = Callable[[int, int], None]

@@ -151,6 +151,10 @@ CASES = [
         ("insights", []), ("check", []), ("report", ["-o", "r.html"])]
       for what in ["wrong_columns.duckdb", "truncated.duckdb", "junkdir", "important.txt",
                    "run/client.parquet", "nosuch.duckdb"]),
+    # a database whose views read other files
+    *(Case(f"{cmd} a database whose views read other files", [cmd, "hostile.duckdb", *extra])
+      for cmd, extra in [("stats", []), ("view", ["-o", "v.html"]), ("export", ["-o", "t.json"]),
+                         ("insights", []), ("check", []), ("report", ["-o", "r.html"])]),
     # selections and names
     Case("view window backwards", ["view", "m.duckdb", "--window", "2s:1s", "-o", "v.html"]),
     Case("view unknown server", ["view", "m.duckdb", "--servers", "io99", "-o", "v.html"]),
@@ -272,6 +276,13 @@ def make_workspace(where: Path, checkout: Path = ROOT) -> Path:
                                         for f in client.column("file").to_pylist()], pa.string()))
     pq.write_table(weird.replace_schema_metadata(meta), bad / "weird_client.parquet")
     callid("merge", "bad/weird_client.parquet", "run/server.parquet", "-o", "weird.duckdb")
+    # a merged output whose view reads a file of the user's into the function names
+    callid("merge", *LOGS, "-o", "hostile.duckdb")
+    with duckdb.connect(str(ws / "hostile.duckdb")) as con:
+        sql = con.execute("SELECT sql FROM duckdb_views() WHERE view_name = 'calls'").fetchall()[0][0]
+        con.execute(sql.replace("CREATE VIEW calls AS", "CREATE VIEW calls_0 AS", 1))
+        con.execute("CREATE OR REPLACE VIEW calls AS SELECT * REPLACE ((SELECT content FROM "
+                    f"read_text('{ws / 'important.txt'}')) AS func) FROM calls_0")
     return ws
 
 

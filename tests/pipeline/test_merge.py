@@ -26,7 +26,7 @@ from pipeline.merged import CATALOG, open_merged
 from pipeline.query import run_query
 from pipeline.stats import render_stats
 from pipeline.synth import SynthOptions, synthesize
-from tests.conftest import cli, query
+from tests.conftest import callid_cmd, cli, query
 
 LAYOUT = "32/8"
 NONE = 0xFFFFFFFF
@@ -787,3 +787,45 @@ def test_a_log_of_an_earlier_schema_says_so(logs, tmp_path):
         merge(str(client), str(old), str(tmp_path / "out.duckdb"))
     assert str(err.value) == (f"{old}: missing column 'callid_own' (written by an earlier callid: log "
                               f"schema 6, this one reads {S.SCHEMA_VERSION}; run or replay it again)")
+
+
+def _hostile(merged: Path, secret: Path) -> None:
+    """Make ``merged``'s view ``calls`` read ``secret`` into the function names (as a database someone
+    sends you could)."""
+    with duckdb.connect(str(merged)) as con:
+        sql = con.execute("SELECT sql FROM duckdb_views() WHERE view_name = 'calls'").fetchall()[0][0]
+        con.execute(sql.replace("CREATE VIEW calls AS", "CREATE VIEW calls_0 AS", 1))
+        con.execute(f"CREATE OR REPLACE VIEW calls AS SELECT * REPLACE ((SELECT content FROM "
+                    f"read_text('{secret}')) AS func) FROM calls_0")
+
+
+@pytest.mark.parametrize("command", [["stats"], ["check"], ["insights"], ["report", "-o", "out.html"],
+                                     ["view", "-o", "out.html"], ["export", "-o", "out.json"],
+                                     ["sql", "SELECT func FROM calls"]])
+def test_a_database_whose_views_read_other_files_is_refused(merged, tmp_path, command):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP-SECRET-42\n")
+    _hostile(merged, secret)
+    result = (callid_cmd if command[0] == "sql" else cli)(command[0], merged, *command[1:], cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        f"callid: error: {merged}: its table 'calls' reads a file that is not the output's own, refused "
+        f"(Permission Error: Cannot access file \"{secret}\" - file system operations are disabled by "
+        "configuration): open only outputs of callid merge")
+    assert "TOP-SECRET" not in result.stdout and not (tmp_path / "out.html").exists()
+
+
+def test_a_handle_reaches_its_files_and_its_scratch_directory_only(merged, tmp_path):
+    (tmp_path / "other.csv").write_text("a\n1\n")
+    with open_merged(merged) as m:
+        scratch = m.scratch
+        assert scratch.is_dir() and scratch.stat().st_mode & 0o777 == 0o700
+        with pytest.raises(duckdb.PermissionException):
+            m.sql(f"SELECT * FROM read_csv('{tmp_path / 'other.csv'}')").fetchall()
+        with pytest.raises(duckdb.PermissionException):
+            m.sql(f"COPY (SELECT 1) TO '{tmp_path / 'x.csv'}'").fetchall()
+        m.sql(f"COPY (SELECT 1 AS x) TO '{scratch / 'x.csv'}'").fetchall()  # (its own scratch)
+        with open_merged(merged) as again:  # (a second handle shares the first one's settings)
+            assert again.scratch == scratch and again.sql("SELECT count(*) FROM calls").fetchall() == [(4,)]
+        assert scratch.is_dir()
+    assert not scratch.exists()
