@@ -28,6 +28,7 @@ import os
 import secrets
 import socket
 import struct
+import time
 
 from callid_core.errors import Failed
 
@@ -309,19 +310,39 @@ def refuse(sock: socket.socket, status: int) -> None:
     send(sock, MODE_AUTH, 0, HELLO.pack(status, HANDSHAKE_VERSION, bytes(NONCE_BYTES)))
 
 
-def authenticate(sock: socket.socket, secret: bytes) -> None:
-    """The server's half of the handshake: return when the peer proved it holds ``secret``; else
-    raise :class:`Refused` (after telling a peer with a wrong proof so)."""
+def authenticate(sock: socket.socket, secret: bytes, within: float) -> None:
+    """The server's half of the handshake: return when the peer proved it holds ``secret`` within
+    ``within`` seconds in all (however slowly its bytes come); else raise :class:`Refused` (after
+    telling a peer with a wrong proof so)."""
+    deadline = time.monotonic() + within
+
+    def recv_into(view: memoryview) -> None:  # (recv_exact_into, each wait cut to the time left)
+        got = 0
+        while got < view.nbytes:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise Refused(f"it did not prove it holds the file system's secret within {within:g} s")
+            set_timeout(sock, left)
+            try:
+                k = sock.recv_into(view[got:])
+            except BlockingIOError:  # (the kernel's timeout)
+                continue
+            if not k:
+                raise BmiError("connection closed by peer")
+            got += k
+
     nonce = secrets.token_bytes(NONCE_BYTES)
     send(sock, MODE_AUTH, 0, HELLO.pack(0, HANDSHAKE_VERSION, nonce))
     raw = bytearray(FRAME.size)
-    recv_exact_into(sock, memoryview(raw))
+    recv_into(memoryview(raw))
     magic, mode, tag, size = FRAME.unpack(raw)
     if magic == BMI_MAGIC and mode == MODE_UNEXPECTED:
         raise Refused("it sent a request without proving it holds the file system's secret", (tag, size))
     if magic != BMI_MAGIC or mode != MODE_AUTH or size != PROOF.size:
         raise Refused(f"it sent a frame of magic {magic:#x}, mode {mode} and {size} bytes, not its proof")
-    client_nonce, mac = PROOF.unpack(recv_payload(sock, size))
+    proof = bytearray(size)
+    recv_into(memoryview(proof))
+    client_nonce, mac = PROOF.unpack(proof)
     if not hmac.compare_digest(mac, _mac(secret, b"client", nonce, client_nonce)):
         send(sock, MODE_AUTH, 0, VERDICT.pack(errno.EACCES, bytes(NONCE_BYTES)))
         raise Refused("its proof is wrong: it does not hold the file system's secret")

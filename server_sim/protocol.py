@@ -64,6 +64,7 @@ class Status(enum.IntEnum):
     EACCES = 13  # a request on a connection that has not proved it holds the file system's secret
     EEXIST = 17
     EINVAL = 22
+    EFBIG = 27  # a datafile the disk's file system cannot make that large
     ENOSPC = 28
     EMSGSIZE = 90
     EPROTO = 71

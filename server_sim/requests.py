@@ -98,6 +98,10 @@ def machine_for(req: P.Message) -> Machine:
     return found
 
 
+#: the statuses of the disk's errors a client can act on (any other is EIO)
+_OS_STATUS = {errno.ENOSPC: P.Status.ENOSPC, errno.EFBIG: P.Status.EFBIG}
+
+
 def serve(ctx: RequestContext, req: P.Request, machine: Machine) -> P.Response | None:
     """Run ``machine`` for ``req``; return its reply (an ErrorResponse if a state failed).
     The request's event is recorded when the machine ends."""
@@ -111,9 +115,9 @@ def serve(ctx: RequestContext, req: P.Request, machine: Machine) -> P.Response |
         return req.error(exc.status)
     except bmi.BmiError:
         raise
-    except OSError as exc:  # (a full disk says so; any other error is EIO)
+    except OSError as exc:  # (a full disk or too large a file says so; any other error is EIO)
         log.warning("I/O error: %s", exc)
-        return req.error(P.Status.ENOSPC if exc.errno == errno.ENOSPC else P.Status.EIO)
+        return req.error(_OS_STATUS.get(exc.errno, P.Status.EIO))
     except Exception:  # a bad request answered, the connection and the server kept
         log.exception("%s request failed", machine.name)
         return req.error(P.Status.EIO)

@@ -4,10 +4,12 @@ What one client can take is bounded by the configuration: at most ``max_connecti
 connections at once, one thread each (beyond, a new connection is refused: its hello says
 EAGAIN; when the process runs out of file descriptors, EMFILE, through a descriptor kept in
 reserve for that); a connection proves it holds the file system's secret within
-``AUTH_TIMEOUT`` (``bmi.authenticate``) and is closed after ``idle_timeout`` seconds without a
-byte.  SIGTERM or SIGINT stops it: no new connection, every connection shut down, their
-threads waited for at most ``SHUTDOWN_GRACE`` seconds, the event log flushed.  A server that goes
-on serving writes its log when a client asks (``log_flush``: ``callid run --fs`` takes it so).
+``AUTH_TIMEOUT`` seconds in all, however slowly its bytes come (``bmi.authenticate``; beyond
+the first ten, refusals are logged one in a hundred), and is closed after ``idle_timeout``
+seconds without a byte.  SIGTERM or SIGINT stops it: no new connection, every connection shut
+down, their threads waited for at most ``SHUTDOWN_GRACE`` seconds, the event log flushed.  A
+server that goes on serving writes its log when a client asks (``log_flush``: ``callid run
+--fs`` takes it so).
 """
 
 from __future__ import annotations
@@ -102,7 +104,8 @@ class Server:
                                  payload)
         self._conns: dict[socket.socket, threading.Thread] = {}
         self._lock = threading.Lock()
-        self._refused = 0
+        self._refused = 0  # connections refused (too many), and clients refused (no proof of the secret)
+        self._denied = 0
         self._stopping = False
 
     # -- lifecycle ------------------------------------------------------------------
@@ -238,11 +241,14 @@ class Server:
     def _connection(self, sock: socket.socket, peer: tuple) -> None:
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            bmi.set_timeout(sock, min(AUTH_TIMEOUT, self.config.idle_timeout))
+            bmi.set_timeout(sock, 1.0)  # (its hello)
             try:
-                bmi.authenticate(sock, self.secret)
+                bmi.authenticate(sock, self.secret, min(AUTH_TIMEOUT, self.config.idle_timeout))
             except bmi.Refused as exc:
-                log.warning("refused the client at %s:%s: %s", peer[0], peer[1], exc)
+                self._denied += 1
+                if self._denied <= 10 or self._denied % 100 == 0:  # (a flood of them: one line in 100)
+                    log.warning("refused the client at %s:%s: %s (%d refused so far)", peer[0], peer[1], exc,
+                                self._denied)
                 if exc.request is not None:
                     self._deny(sock, *exc.request)
                 return

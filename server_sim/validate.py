@@ -15,6 +15,7 @@ from __future__ import annotations
 import enum
 import functools
 import operator
+import posixpath
 import struct
 from collections.abc import Callable
 from typing import Any
@@ -22,6 +23,7 @@ from typing import Any
 import pyarrow as pa
 
 from callid_core import schema as S
+from callid_core.config import MAX_STRIP_SIZE, MIN_STRIP_SIZE
 from callid_core.errors import CallidError
 from server_sim import protocol as P
 
@@ -94,9 +96,38 @@ _HINT_CHECKS: dict[str, Check] = {
 }
 
 
+#: the longest path and name a server accepts (Linux's PATH_MAX and NAME_MAX, in bytes)
+PATH_MAX, NAME_MAX = 4096, 255
+
+
+def _path(v: str) -> str | None:
+    """A file's path as clients send it: absolute, normalized (``os.path.abspath``'s), a name."""
+    if "\0" in v or v != posixpath.normpath(v) or not v.startswith("/") or v.startswith("//") or v == "/":
+        return f"{v[:80]!r} is not an absolute, normalized path of a file"
+    if len(v.encode()) > PATH_MAX or any(len(c.encode()) > NAME_MAX for c in v.split("/")):
+        return f"a path of {len(v.encode())} bytes is longer than {PATH_MAX} or has a name over {NAME_MAX}"
+    return None
+
+
+def _strip(v: int, default_allowed: bool) -> str | None:
+    if (v == 0 and default_allowed) or MIN_STRIP_SIZE <= v <= MAX_STRIP_SIZE:
+        return None
+    zero = " or 0" if default_allowed else ""
+    return f"{v} is not a strip size in [{MIN_STRIP_SIZE}, {MAX_STRIP_SIZE}]{zero}"
+
+
+#: What a field means beyond its range (as the command line checks the same value), by request class
+#: and field: a path names a file, a strip size is one the file system can use (0 at a create: the default).
+_MEANING: dict[type[P.Message], tuple[tuple[str, Check], ...]] = {
+    **{cls: (("path", _path),) for cls in (P.LookupRequest, P.GetattrRequest, P.RemoveRequest)},
+    P.CreateRequest: (("path", _path), ("strip_size", lambda v: _strip(v, True))),
+    **{cls: (("strip_size", lambda v: _strip(v, False)),) for cls in (P.IoRequest, P.SmallIoRequest)},
+}
+
+
 def check_request(req: P.Message) -> None:
     """Raise :class:`Invalid` naming the first field or hint of ``req`` its declaration does not allow."""
-    for name, check in _checks(type(req)):
+    for name, check in (*_checks(type(req)), *_MEANING.get(type(req), ())):
         wrong = check(getattr(req, name))
         if wrong is not None:
             raise Invalid(f"{type(req).__name__}.{name}: {wrong}")

@@ -244,8 +244,9 @@ def _call(fh: TracedFile | None, name: str, *args: Any, **kwargs: Any) -> Any:
         return _real(fh, name, spec, rec, args, kwargs)
     except BaseException as exc:
         error = f"{type(exc).__name__}: {exc}"
-        if spec.position == "at" and rec.offset is None:  # (e.g. a negative offset: logged as passed)
-            rec.offset = args[0] if args else kwargs.get("offset")
+        if spec.position == "at" and spec.mode != "end" and rec.offset is None:
+            passed = args[0] if args else kwargs.get("offset")  # (e.g. a negative one: logged as passed)
+            rec.offset = passed if isinstance(passed, int) else None
         if isinstance(exc, MPI.Exception) and fh is not None and fh._sim is not None:
             _sim_error(tr, fh, exc.Get_error_code())
         raise

@@ -21,7 +21,7 @@ from callid.mpiio.errors import SimIOError
 from callid.mpiio.record import Record
 from callid.mpiio.sysint import FileAttrs, FsError, SysInt
 from callid.mpiio.view import View
-from callid_core.config import host_of
+from callid_core.config import MAX_STRIP_SIZE, MIN_STRIP_SIZE, host_of
 from server_sim import protocol as P
 
 _ERROR_CLASSES = {
@@ -460,7 +460,8 @@ def _lookup_or_create(sysint: SysInt, rec: Record, path: str, amode: int,
                       hints: dict[str, str]) -> FileAttrs:
     call = CallContext.of(rec)
     if amode & MPI.MODE_CREATE:
+        unit = int_hint(hints, "striping_unit")  # (one the file system cannot use is ignored, as ROMIO does)
         return sysint.create(path, call, dfile_count=int_hint(hints, "striping_factor"),
-                             strip_size=int_hint(hints, "striping_unit"),
+                             strip_size=unit if MIN_STRIP_SIZE <= unit <= MAX_STRIP_SIZE else 0,
                              exclusive=bool(amode & MPI.MODE_EXCL))
     return sysint.lookup(path, call)

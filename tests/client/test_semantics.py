@@ -77,6 +77,8 @@ APP = textwrap.dedent('''
     fh.Read_all_end(got, status)
     assert got == b"%08d" % ((rank + 1) % size) and status.Get_count(MPI.BYTE) == 8
     assert error_class(lambda: fh.Read_all_end(got)) is not None
+    assert error_class(lambda: fh.Write_at_all_end(got)) is not None  # (an _at end: no offset argument)
+    assert error_class(lambda: fh.Read_at_all_end(got, status)) is not None
     info = fh.Get_info()
     assert int(info.Get("striping_factor")) >= 1 and info.Get("cb_buffer_size") is not None
     fh.Close()
@@ -179,6 +181,17 @@ def test_split_collective_begin_and_end_share_a_rid(semantics):
         by_rank.setdefault(rank, {})[func] = rid
     assert all(v["MPI_File_write_at_all_begin"] == v["MPI_File_write_at_all_end"] is not None
                for v in by_rank.values())
+
+
+def test_an_end_without_its_begin_is_logged_as_the_error_it_is(semantics):
+    """The program catches the error and goes on: the calls are logged with it, no offset (an _at end
+    takes none: its buffer once went into the offset column and the rank's log was lost at exit)."""
+    ranks, _, out = semantics
+    rows = duckdb.sql(f"""SELECT func, count(*), count("offset") FROM '{out / 'client.parquet'}'
+                          WHERE error LIKE '%without a matching _begin%' GROUP BY func ORDER BY func"""
+                      ).fetchall()
+    assert rows == [(f, ranks, 0) for f in ("MPI_File_read_all_end", "MPI_File_read_at_all_end",
+                                            "MPI_File_write_at_all_end")]
 
 
 def test_every_collective_call_has_one_coll_seq_on_all_ranks(semantics):

@@ -5,10 +5,13 @@ serving a client that does.  The secret stays in its owner-only file."""
 from __future__ import annotations
 
 import os
+import select
+import socket
 import stat
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -112,3 +115,51 @@ def test_the_secret_is_its_owners_only_and_never_written_elsewhere(tmp_path):
     assert started.stderr.strip().splitlines() == [
         f"server_sim: cannot start server 'io0': {path}: the secret file must be its owner's only "
         "(mode 0600; it is 0644)"]
+
+
+def test_a_handshake_sent_byte_by_byte_is_cut_at_its_total_time(tmp_path):
+    """A client sending its proof one byte every 0.3 s (each byte within the idle timeout) is closed
+    after the handshake's time in all (here the idle timeout, 2 s), not served forever."""
+    group = start(tmp_path, idle_timeout=2.0)
+    srv = group.config.io_servers[0]
+    try:
+        sock = socket.create_connection((srv.host, srv.port), timeout=10)
+        assert read_frame(sock, 10)[0] == bmi.MODE_AUTH  # (its hello)
+        started = time.monotonic()
+        closed = None
+        for byte in bmi.FRAME.pack(bmi.BMI_MAGIC, bmi.MODE_AUTH, 0, bmi.PROOF.size) + bytes(bmi.PROOF.size):
+            try:
+                sock.send(bytes([byte]))
+            except OSError:
+                closed = time.monotonic() - started
+                break
+            time.sleep(0.3)
+            if read_ready(sock) and not sock.recv(1):  # (the server closed it)
+                closed = time.monotonic() - started
+                break
+        sock.close()
+        assert closed is not None and closed < 4.0, closed
+        assert ping(srv, group.config.secret()) == srv.name
+    finally:
+        assert group.stop() == []
+    assert "did not prove it holds the file system's secret within 2 s" in \
+        (group.run_dir / f"{srv.name}.log").read_text()
+
+
+def test_a_flood_of_wrong_handshakes_logs_a_few_lines(tmp_path):
+    group = start(tmp_path)
+    srv = group.config.io_servers[0]
+    try:
+        for _ in range(500):
+            with pytest.raises(bmi.BmiError, match="Permission denied"):
+                bmi.connect(srv.host, srv.port, timeout=10, secret=os.urandom(32))
+        assert ping(srv, group.config.secret()) == srv.name
+    finally:
+        assert group.stop() == []
+    text = (group.run_dir / f"{srv.name}.log").read_text()
+    assert text.count("refused the client") == 10 + 5  # the first ten, then one in a hundred
+    assert "(500 refused so far)" in text
+
+
+def read_ready(sock: socket.socket) -> bool:
+    return bool(select.select([sock], [], [], 0)[0])

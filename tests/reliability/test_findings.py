@@ -46,13 +46,20 @@ def test_out_of_range_values_are_refused_and_no_other_clients_event_is_lost(tmp_
         P.IoRequest(handle=5, io_type=7, strip_size=65536, regions=[(0, 4)]),
         P.SmallIoRequest(handle=5, io_type=(1 << 32) - 1, strip_size=65536, regions=[(0, 4)]),
         P.CreateRequest(path="/pvfs2/x", strip_size=1 << 63),
+        # what the command line would refuse: names that are not a file's path, a strip of 1 byte
+        *(P.CreateRequest(path=path) for path in [
+            "", "/", "a\0b", "/pvfs2/a\0b", "../../etc/passwd", "/pvfs2/../etc/passwd", "/pvfs2//x",
+            "/pvfs2/" + "x" * 15_000, "/" + "x/" * 2100 + "x"]),
+        P.LookupRequest(path="/pvfs2/./x"), P.RemoveRequest(path="x"), P.GetattrRequest(path=""),
+        P.CreateRequest(path="/pvfs2/x", strip_size=1),
+        P.IoRequest(handle=5, io_type=READ, strip_size=1, regions=[(0, 4)]),
     ]
     client = SysInt(group.config, 3, lambda *a: None)
     written = []
     try:
         sock, meta = connect(group, io), connect(group, group.config.meta_server)
         for tag, msg in enumerate(bad, 1):
-            reply = ask(meta if isinstance(msg, P.CreateRequest) else sock, tag, msg)
+            reply = ask(meta if "path" in vars(msg) else sock, tag, msg)
             assert isinstance(reply, P.ErrorResponse), msg
             assert (reply.status, reply.op) == (P.Status.EINVAL, msg.OP)
         assert isinstance(ask(sock, 99, P.PingRequest()), P.PingResponse)

@@ -87,7 +87,7 @@ def _handshake(client_secret: bytes, server_secret: bytes) -> tuple[Exception | 
 
     def server() -> None:
         try:
-            bmi.authenticate(b, server_secret)
+            bmi.authenticate(b, server_secret, 10.0)
         except Exception as exc:  # noqa: BLE001 (checked by the test)
             raised[1] = exc
 
@@ -136,7 +136,7 @@ def test_a_request_instead_of_a_proof_is_refused_with_its_tag_and_size():
     try:
         a.sendall(b"".join(bytes(v) for v in bmi.frame(bmi.MODE_UNEXPECTED, 77, b"0123456789")))
         with pytest.raises(bmi.Refused) as refused:
-            bmi.authenticate(b, bytes(32))
+            bmi.authenticate(b, bytes(32), 10.0)
         assert refused.value.request == (77, 10)
     finally:
         a.close()

@@ -57,9 +57,9 @@ def _file_size_limit(directory: Path) -> int | None:
     return None
 
 
-def test_a_disk_failure_midway_through_a_write_drains_every_batch_and_answers_eio(fs, tmp_path):
+def test_a_disk_failure_midway_through_a_write_drains_every_batch_and_answers_efbig(fs, tmp_path):
     """Buffers past the file system's largest file fail (EFBIG) from the third on: the server still
-    receives all 40 buffers (two batches), answers EIO, logs the two writes that were done, and the
+    receives all 40 buffers (two batches), answers EFBIG, logs the two writes that were done, and the
     connection goes on serving."""
     limit = _file_size_limit(tmp_path)
     if limit is None:
@@ -71,7 +71,7 @@ def test_a_disk_failure_midway_through_a_write_drains_every_batch_and_answers_ei
     data = random.Random(4).randbytes(40 * buffer)
     with pytest.raises(FsError) as failed:
         client.io(f, P.IoType.WRITE, [(start, len(data))], memoryview(data), _call(11))
-    assert failed.value.status == P.Status.EIO
+    assert failed.value.status == P.Status.EFBIG
     server = f.dfiles[0][0]
     assert reader.trove_ops(_CALLID + 11) == [(server, "trove_write", start, buffer),
                                               (server, "trove_write", start + buffer, buffer)]
