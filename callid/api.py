@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING, Any
 
-from callid_core.units import parse_ranks, parse_window
+from callid_core.units import RankSet, parse_ranks, parse_window
 from pipeline.checks import CheckResults, run_checks
 from pipeline.insights import run_insights
 from pipeline.merged import Merged, open_merged
@@ -119,8 +119,8 @@ def selection(window: str | tuple[float, float] | None = None, ranks: str | Iter
     if isinstance(servers, str):
         servers = servers.split(",")
     return Selection(window=parse_window(window) if isinstance(window, str) else window,
-                     ranks=None if ranks is None else frozenset(
-                         parse_ranks(ranks) if isinstance(ranks, str) else ranks),
+                     ranks=None if ranks is None else
+                     parse_ranks(ranks) if isinstance(ranks, str) else RankSet.of(ranks),
                      files=tuple(files), servers=tuple(s.strip() for s in servers if s.strip()))
 
 

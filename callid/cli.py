@@ -107,6 +107,13 @@ def _duration(value: str) -> float:
     return _parsed(parse_duration, value)
 
 
+def _out_dir(value: str | Path) -> Path:
+    """A directory to write into; an empty name is refused (it would mean the current directory)."""
+    if not str(value).strip():
+        raise typer.BadParameter("an empty name (-d . is the current directory)")
+    return Path(value)
+
+
 def _layout(value: str) -> str:
     from callid_core.ids import Layout
 
@@ -215,7 +222,8 @@ def run(
         metavar="SPEC", help="give clocks an offset and drift, e.g. server:0=+40ms@30ppm,host:1=-3ms@-12ppm "
         "(server:N is ioN; host:N needs --ranks-per-host)")] = "",
     out_dir: Annotated[Path, typer.Option(
-        "-d", "--out-dir", metavar="DIR", help="directory for the logs and the file system")
+        "-d", "--out-dir", parser=_out_dir, metavar="DIR",
+        help="directory for the logs and the file system")
     ] = Path("callid-out"),
     timeout: Timeout = None,
     fs: Annotated[Path | None, typer.Option(
@@ -428,7 +436,8 @@ def replay(
         metavar="LOG", help="a Darshan log with DXT traces (DXT_MPIIO, or DXT_POSIX for files without "
         "MPI-IO records), or the client.parquet of a traced run", show_default=False)],
     out_dir: Annotated[Path, typer.Option(
-        "-d", "--out-dir", metavar="DIR", help="directory for the logs, the schedule and the file system")
+        "-d", "--out-dir", parser=_out_dir, metavar="DIR",
+        help="directory for the logs, the schedule and the file system")
     ] = Path("callid-replay"),
     procs: Annotated[int, typer.Option(
         min=1, metavar="N", help="replayer processes (under mpiexec); each drives the source ranks r "
@@ -1085,7 +1094,8 @@ def export(
 @app.command(cls=_Command)
 def synth(
     out_dir: Annotated[Path, typer.Option(
-        "-d", "--out-dir", metavar="DIR", help="directory to write the logs and the truth into")
+        "-d", "--out-dir", parser=_out_dir, metavar="DIR",
+        help="directory to write the logs and the truth into")
     ] = Path("synth-out"),
     ranks: Annotated[int, typer.Option(min=1, metavar="N", help="ranks")] = SYNTH.ranks,
     servers: Annotated[int, typer.Option(min=1, metavar="N", help="I/O servers")] = SYNTH.servers,
@@ -1142,7 +1152,8 @@ def synth(
 @app.command(cls=_Command)
 def demo(
     out_dir: Annotated[Path, typer.Option(
-        "-d", "--out-dir", metavar="DIR", help="directory for the logs and the merged database")
+        "-d", "--out-dir", parser=_out_dir, metavar="DIR",
+        help="directory for the logs and the merged database")
     ] = Path("callid-out"),
     np: Ranks = defaults.DEFAULT_RANKS,
     servers: Servers = defaults.DEFAULT_IO_SERVERS,

@@ -109,8 +109,9 @@ def find_mpiexec() -> str:
 def check_options(opts: RunOptions) -> None:
     """Raise :class:`BadValue` naming the option whose value cannot work, and its bounds."""
     _check_bounds(opts)
-    if opts.timeout is not None and not opts.timeout > 0:
-        raise BadValue(f"--timeout: {opts.timeout} is not a positive number of seconds")
+    if opts.timeout is not None and not 0 < opts.timeout <= defaults.MAX_TIMEOUT:
+        raise BadValue(f"--timeout: {opts.timeout} is not a number of seconds above 0 and at most "
+                       f"{defaults.MAX_TIMEOUT:.0f} (30 days)")
     for mount in opts.mount:
         if not mount.startswith("/") or mount.rstrip("/") == "":
             raise BadValue(f"--mount: {mount!r} is not an absolute path below / (e.g. /pvfs2)")
@@ -134,6 +135,7 @@ def _check_bounds(opts: RunOptions) -> None:
         ("--small-io", opts.small_io, 0, bmi.UNEXPECTED_LIMIT),  # (requests carry at most SMALL_IO_MAX_DATA)
         ("--np", opts.np, 1, min(layout.max_rank + 1, machine)),
         ("--servers", opts.servers, 1, min(defaults.MAX_IO_SERVERS, machine)),
+        ("--ranks-per-host", opts.ranks_per_host, 0, layout.max_rank + 1),
     ]
     for flag, value, lo, hi in bounds:
         if not lo <= value <= hi:
@@ -143,7 +145,7 @@ def _check_bounds(opts: RunOptions) -> None:
 
 def _bound_reason(flag: str, lo: int, hi: int, layout: Layout) -> str:
     """`` (WHY)`` for a bound set by something else than the option: the CallID layout, the strip size."""
-    if flag == "--np" and hi == layout.max_rank + 1:
+    if flag in ("--np", "--ranks-per-host") and hi == layout.max_rank + 1:
         return f" (CallID layout {layout} holds ranks 0-{layout.max_rank})"
     if flag == "--flow-buffer" and lo > defaults.MIN_FLOW_BUFFER:
         return f" (at most {defaults.MAX_BUFFERS_PER_STRIP} per strip)"
@@ -422,8 +424,12 @@ def init_fs(spec: str, output: Path, server_dir: Path | None, opts: RunOptions,
     opts.servers = len(placements) - 1
     check_options(opts)
     here = output.resolve().parent
+    where = server_dir or here / "servers"
+    existing = next(p for p in (where.absolute(), *where.absolute().parents) if p.exists())
+    if not existing.is_dir():  # (on this machine; on a shared file system, every host sees the same)
+        raise BadValue(f"--server-dir {where}: {existing} is not a directory")
     config = make_config(opts, here, secret_file=secret_beside(output))
-    servers.place(config, placements, server_dir or here / "servers")
+    servers.place(config, placements, where)
     config.save(output)
     return config
 

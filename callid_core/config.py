@@ -56,6 +56,8 @@ MAX_REPLAY_LANES = 32
 DEFAULT_MAX_FLOW = 1 << 30
 #: most connections a server serves at once (one thread each; beyond, new ones are refused)
 DEFAULT_MAX_CONNECTIONS = 256
+#: the longest --timeout of a run (seconds: 30 days)
+MAX_TIMEOUT = 30 * 24 * 3600.0
 #: seconds a server waits for the next bytes of a connection before it closes it
 DEFAULT_IDLE_TIMEOUT = 300.0
 #: bytes of a file system's secret

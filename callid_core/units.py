@@ -3,21 +3,34 @@ ranges written as ``0-63,100``; time windows written as ``2s:10s``."""
 
 from __future__ import annotations
 
+import bisect
 import re
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 from callid_core.errors import BadValue
 
-_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
-          "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20, "g": 1 << 30,
+          "gib": 1 << 30, "t": 1 << 40, "tib": 1 << 40}
+#: units that mean powers of 1000 to DuckDB and 1024 to others: taken only where DuckDB's meaning holds
+_DECIMAL = {"kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
 _SIZE = re.compile(r"^\s*(\d+)\s*([a-zA-Z]*)\s*$")
 
 
-def parse_size(text: str | int) -> int:
-    """Parse a byte size; binary units (KiB = 1024).  Raise :class:`BadValue` with the reason."""
+def parse_size(text: str | int, decimal: bool = False) -> int:
+    """Parse a byte size; binary units (KiB = K = 1024).  ``decimal``: KB, MB, GB, TB are powers of
+    1000 (as DuckDB takes a memory limit); else they are refused as ambiguous.  Raise
+    :class:`BadValue` with the reason."""
     if isinstance(text, int):
         return text
     match = _SIZE.match(text)
     unit = match.group(2).lower() if match else None
+    if match and unit in _DECIMAL:
+        if decimal:
+            return int(match.group(1)) * _DECIMAL[unit]
+        n, binary = int(match.group(1)), unit[0].upper() + "iB"
+        raise BadValue(f"{text!r} is ambiguous (1000 or 1024?): write {n}{binary} "
+                       f"({n * _UNITS[unit[0]]} bytes) or {n * _DECIMAL[unit]}")
     if not match or unit not in _UNITS:
         raise BadValue(f"{text!r} is not a size (examples: 65536, 64KiB, 1MiB)")
     return int(match.group(1)) * _UNITS[unit]
@@ -53,9 +66,38 @@ def parse_duration(text: str) -> float:
     return float(match.group(1)) * TIME_UNITS_NS[match.group(2) or "s"]
 
 
-def parse_ranks(text: str) -> set[int]:
+#: the largest rank a log holds (its ``rank`` column is int32)
+MAX_RANK = (1 << 31) - 1
+
+
+@dataclass(frozen=True)
+class RankSet:
+    """Ranks as sorted, disjoint ranges ``(lo, hi)`` (inclusive): ``0-99999999`` costs two numbers."""
+
+    ranges: tuple[tuple[int, int], ...]
+
+    @classmethod
+    def of(cls, ranks: Iterable[int]) -> RankSet:
+        """The ranks of an iterable of numbers."""
+        ranges: list[tuple[int, int]] = []
+        for r in sorted(set(ranks)):
+            if ranges and ranges[-1][1] == r - 1:
+                ranges[-1] = (ranges[-1][0], r)
+            else:
+                ranges.append((r, r))
+        return cls(tuple(ranges))
+
+    def __contains__(self, rank: object) -> bool:
+        i = bisect.bisect_right(self.ranges, (rank, MAX_RANK + 1)) - 1 if isinstance(rank, int) else -1
+        return i >= 0 and self.ranges[i][0] <= rank <= self.ranges[i][1]
+
+    def __len__(self) -> int:
+        return sum(hi - lo + 1 for lo, hi in self.ranges)
+
+
+def parse_ranks(text: str) -> RankSet:
     """``0-63,100`` -> the ranks; raise :class:`BadValue`."""
-    out: set[int] = set()
+    spans: list[tuple[int, int]] = []
     for part in filter(None, (p.strip() for p in text.split(","))):
         lo, _, hi = part.partition("-")
         try:
@@ -64,10 +106,18 @@ def parse_ranks(text: str) -> set[int]:
             raise BadValue(f"--ranks: {part!r} is not a rank or a range like 0-63") from None
         if a < 0 or b < a:
             raise BadValue(f"--ranks: {part!r} is not a range of ranks")
-        out.update(range(a, b + 1))
-    if not out:
+        if b > MAX_RANK:
+            raise BadValue(f"--ranks: {part!r} goes beyond {MAX_RANK}, the largest rank a log holds")
+        spans.append((a, b))
+    if not spans:
         raise BadValue("--ranks: no ranks given")
-    return out
+    merged: list[tuple[int, int]] = []
+    for a, b in sorted(spans):
+        if merged and a <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+        else:
+            merged.append((a, b))
+    return RankSet(tuple(merged))
 
 
 def parse_window(text: str) -> tuple[float, float]:

@@ -179,7 +179,7 @@ def _check_memory_limit(limit: str) -> None:
     """:class:`InputError` unless ``limit`` is a size above zero and within this machine's memory
     (DuckDB took -1GB as no limit, and 99999TB as none either)."""
     try:
-        size = parse_size(limit)
+        size = parse_size(limit, decimal=True)
     except BadValue as exc:
         raise InputError(f"--memory-limit {limit}: {exc}") from None
     total = _ram() or size

@@ -24,6 +24,7 @@ import duckdb
 
 from callid_core import schema as S
 from callid_core.errors import BadValue
+from callid_core.units import RankSet
 
 __all__ = ["Selection", "select_views", "window_sql"]
 
@@ -34,7 +35,7 @@ class Selection:
     patterns (fnmatch) and servers; None or empty: all."""
 
     window: tuple[float, float] | None = None
-    ranks: frozenset[int] | None = None
+    ranks: RankSet | None = None
     files: tuple[str, ...] = ()
     servers: tuple[str, ...] = ()
 
@@ -75,14 +76,19 @@ def window_sql(window: tuple[float, float] | None) -> str:
     return f"t_rel_ns >= {int(lo)}" + ("" if hi == float("inf") else f" AND t_rel_ns < {int(hi)}")
 
 
+#: a row of a selected rank (once :func:`select_views` made ``sel_ranks``, the ranges of ranks)
+IN_RANKS_SQL = "EXISTS (SELECT 1 FROM sel_ranks s WHERE rank BETWEEN s.lo AND s.hi)"
+
+
 def select_views(con: duckdb.DuckDBPyConnection, sel: Selection) -> None:
     """Create the temporary views ``sel_calls``, ``sel_mpi_calls``, ``sel_ops`` and ``sel_arrows`` for
     ``sel``; :class:`BadValue` if it names a server the run does not have."""
     where = [window_sql(sel.window)]
     if sel.ranks is not None:
-        con.execute("CREATE OR REPLACE TEMP TABLE sel_ranks AS SELECT unnest(?::INTEGER[]) AS rank",
-                    [sorted(sel.ranks)])
-        where.append("rank IN (SELECT rank FROM sel_ranks)")
+        con.execute("CREATE OR REPLACE TEMP TABLE sel_ranks AS SELECT unnest(?::INTEGER[]) AS lo, "
+                    "unnest(?::INTEGER[]) AS hi", [[lo for lo, _ in sel.ranks.ranges],
+                                                   [hi for _, hi in sel.ranks.ranges]])
+        where.append(IN_RANKS_SQL)
     if sel.files:
         known = con.execute("SELECT DISTINCT file FROM calls WHERE file IS NOT NULL").fetchall()
         names = [n for (n,) in known if any(fnmatch.fnmatchcase(n, p) for p in sel.files)]

@@ -48,7 +48,7 @@ MASTER_TIMEOUT = 10.0
 def _memory(limit: str | None) -> str:
     """A size as ``--memory-limit`` takes it (``4GB``, ``512MiB``) as the JVM takes it (``4096m``)."""
     try:
-        return f"{parse_size(limit or DRIVER_MEMORY) >> 20}m"
+        return f"{parse_size(limit or DRIVER_MEMORY, decimal=True) >> 20}m"
     except BadValue as exc:
         raise InputError(f"--memory-limit: {exc}") from None
 

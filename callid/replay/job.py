@@ -26,7 +26,7 @@ from callid_core.clock import domain_name
 from callid_core.errors import BadValue, Failed, os_reason
 from callid_core.evidence import REPLAY_ORIGIN
 from callid_core.ids import DEFAULT_LAYOUT, Layout
-from callid_core.units import human_size
+from callid_core.units import RankSet, human_size
 from pipeline.load import validate_log
 
 __all__ = ["ReplayOptions", "ReplayResult", "replay"]
@@ -45,7 +45,7 @@ class ReplayOptions:
     lanes: int = 0  # calls in flight per replayer (callid.replay.lanes); 0: config.MAX_REPLAY_LANES at most
     timing: Timing = Timing.ASAP
     time_scale: float = 1.0  # original timing: the source's times multiplied by this
-    ranks: set[int] | None = None
+    ranks: RankSet | None = None
     files: list[str] = field(default_factory=list)  # fnmatch patterns of the source's file names
     window: tuple[float, float] | None = None  # ns from the source run's start
     hints: dict[str, str] = field(default_factory=dict)  # MPI_Info hints of every file
@@ -76,8 +76,37 @@ class ReplayResult:
     notes: list[str]  # what was inferred, and where
 
 
+def _whole(lo: int, hi: int) -> Callable[[str], bool]:
+    return lambda v: v.isdigit() and lo <= int(v) <= hi
+
+
+#: the hints a replay honours (``--hint``), and the values each takes
+REPLAY_HINTS: dict[str, tuple[Callable[[str], bool], str]] = {
+    "cb_nodes": (_whole(1, 1 << 31), "a number of aggregators, at least 1"),
+    "cb_buffer_size": (_whole(1, 1 << 40), "bytes, at least 1"),
+    "romio_cb_write": (lambda v: v in ("enable", "disable", "automatic"), "enable, disable or automatic"),
+    "romio_cb_read": (lambda v: v in ("enable", "disable", "automatic"), "enable, disable or automatic"),
+    "striping_factor": (_whole(1, defaults.MAX_IO_SERVERS), "a number of servers, at least 1"),
+    "striping_unit": (_whole(defaults.MIN_STRIP_SIZE, defaults.MAX_STRIP_SIZE),
+                      f"bytes, {defaults.MIN_STRIP_SIZE} to {defaults.MAX_STRIP_SIZE}"),
+}
+
+
+def check_hints(hints: dict[str, str]) -> None:
+    """:class:`BadValue` for a hint a replay does not honour, or a value it cannot take."""
+    for key, value in hints.items():
+        if key not in REPLAY_HINTS:
+            raise BadValue(f"--hint {key}: not a hint a replay honours ({', '.join(REPLAY_HINTS)})")
+        valid, what = REPLAY_HINTS[key]
+        if not valid(value):
+            raise BadValue(f"--hint {key}={value}: {what}")
+
+
 def replay(opts: ReplayOptions) -> ReplayResult:
     """Replay ``opts.source``; raise ``InputError`` for a bad source, ``RunError`` for a failed run."""
+    check_hints(opts.hints)
+    if not 0 < opts.time_scale < float("inf"):
+        raise BadValue(f"--time-scale: {opts.time_scale} is not a factor above 0")
     source = _read_source(opts.source)
     was = source.config
     layout = opts.callid_layout or was.get("callid_layout") or str(DEFAULT_LAYOUT)

@@ -15,6 +15,7 @@ reads find data).  These calls are marked: origin 'replay', inferred 'open' or '
 from __future__ import annotations
 
 import fnmatch
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,6 +28,7 @@ from callid_core.errors import BadValue, InputError
 from callid_core.evidence import REPLAY_ORIGIN
 from callid_core.ids import Layout
 from callid_core.schema import Column, Table
+from callid_core.units import RankSet
 
 __all__ = ["OPEN", "OPTIONS_KEY", "SCHEDULE", "SETUP", "Plan", "make_plan", "select"]
 
@@ -63,13 +65,15 @@ class Plan:
     files: int
 
 
-def select(accesses: pa.Table, ranks: set[int] | None = None, files: list[str] | None = None,
+def select(accesses: pa.Table, ranks: RankSet | None = None, files: list[str] | None = None,
            window: tuple[float, float] | None = None) -> pa.Table:
     """The accesses of ``ranks``, of files matching one of the ``files`` patterns (fnmatch), starting
     in ``window`` (ns)."""
     mask = pa.array(np.ones(accesses.num_rows, bool))
     if ranks is not None:
-        mask = pc.and_(mask, pc.is_in(accesses["rank"], pa.array(sorted(ranks), pa.int32())))
+        rank = accesses["rank"]
+        inside = (pc.and_(pc.greater_equal(rank, lo), pc.less_equal(rank, hi)) for lo, hi in ranks.ranges)
+        mask = pc.and_(mask, functools.reduce(pc.or_, inside))
     if files:
         names = pc.unique(accesses["file"]).to_pylist()
         keep = [n for n in names if any(fnmatch.fnmatchcase(n, p) for p in files)]

@@ -24,9 +24,10 @@ from hypothesis import strategies as st
 
 from callid import api
 from callid_core.errors import BadValue, InputError
+from callid_core.units import RankSet
 from pipeline import export_perfetto, trace_stream
 from pipeline.merged import open_merged
-from pipeline.selection import Selection, select_views
+from pipeline.selection import IN_RANKS_SQL, Selection, select_views
 from pipeline.tracks import LaneAssigner
 from tests.conftest import EXAMPLES, cli, traced
 
@@ -226,7 +227,7 @@ def truth(db, sel: Selection) -> Truth:
         select_views(con, sel)
         mpi = "false" if sel.files else "true"
         if sel.ranks is not None:
-            mpi += " AND rank IN (SELECT rank FROM sel_ranks)"
+            mpi += " AND " + IN_RANKS_SQL
         calls = Counter(dict(con.execute(f"""
             SELECT func, count(*) FROM (SELECT func FROM sel_calls UNION ALL
                                         SELECT func FROM mpi_calls WHERE {mpi}) GROUP BY 1""").fetchall()))
@@ -310,7 +311,7 @@ def test_every_call_server_event_and_arrow_survives_the_round_trip(collective8, 
 @pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["chrome", "perfetto"])
 def test_a_selection_exports_what_the_view_selects(collective8, tmp_path, fmt):
-    sel = Selection(ranks=frozenset({1, 5}))  # not the aggregators: their arrows start on the calls
+    sel = Selection(ranks=RankSet.of({1, 5}))  # not the aggregators: their arrows start on the calls
     out = tmp_path / f"part.{fmt}"
     summary = api.export(str(collective8.db), str(out), fmt, sel, None)
     t = truth(collective8.db, sel)
@@ -373,7 +374,7 @@ def synthetic(tmp_path_factory):
     return db, [eid for eid, _ in moved]
 
 
-SELECTIONS = [Selection(), Selection(ranks=frozenset({1, 2})), Selection(window=(2e6, 6e6)),
+SELECTIONS = [Selection(), Selection(ranks=RankSet.of({1, 2})), Selection(window=(2e6, 6e6)),
               Selection(servers=("io1",))]
 
 

@@ -15,10 +15,11 @@ import pytest
 
 from callid import api
 from callid_core.errors import BadValue, InputError
+from callid_core.units import RankSet
 from pipeline.domain import DATA_CALLS_SQL
 from pipeline.export_otf2 import ANCHOR
 from pipeline.merged import TABLES, VIEWS, open_merged
-from pipeline.selection import Selection, select_views
+from pipeline.selection import IN_RANKS_SQL, Selection, select_views
 from tests.conftest import EXAMPLES, cli, traced
 
 #: the collective example with 8 ranks and 2 aggregators: arrows from every rank, through the aggregators
@@ -97,7 +98,7 @@ def expected(db: Path, sel: Selection) -> dict[str, Counter]:
     """What the archive must hold for ``sel``, from the merged tables (the same selection views)."""
     con = open_merged(str(db)).con
     select_views(con, sel)
-    mpi = ["rank IN (SELECT rank FROM sel_ranks)" if sel.ranks is not None else "true",
+    mpi = [IN_RANKS_SQL if sel.ranks is not None else "true",
            "false" if sel.files else "true"]
     if sel.window is not None:
         mpi.append(f"t_rel_ns >= {int(sel.window[0])}"
@@ -196,7 +197,7 @@ def test_collective_8_ranks_round_trip(collective8, tmp_path):
 @pytest.mark.mpi
 @pytest.mark.slow
 def test_collective_ranks_selection(collective8, tmp_path):
-    sel = Selection(ranks=frozenset(range(4)))
+    sel = Selection(ranks=RankSet.of(range(4)))
     _, archive, want = assert_round_trip(collective8.db, sel, tmp_path / "ranks")
     assert {g.name for g in archive.definitions.location_groups if g.name.startswith("rank")} \
         == {f"rank {r}" for r in range(4)}
@@ -244,7 +245,7 @@ def test_output_is_replaced_only_when_it_is_an_archive(synthetic, tmp_path):
     progress = []
     api.export(synthetic, out, "otf2", Selection(), lambda done, total: progress.append((done, total)))
     assert progress[-1][0] == progress[-1][1] and all(a[0] <= b[0] for a, b in zip(progress, progress[1:]))
-    first = api.export(str(synthetic), str(out), "otf2", Selection(ranks=frozenset({0})), None)  # replaces it
+    first = api.export(str(synthetic), str(out), "otf2", Selection(ranks=RankSet.of([0])), None)  # replaces
     assert read(out / ANCHOR) and first["output"] == str(out)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["again"]  # no temporary left
     busy = tmp_path / "busy"

@@ -20,6 +20,7 @@ import pytest
 
 from callid import api
 from callid_core.errors import BadValue
+from callid_core.units import RankSet
 from pipeline.selection import Selection
 from pipeline.timeline import MAX_DETAIL, _column, sublanes
 from tests.conftest import cli, query
@@ -108,7 +109,7 @@ def test_the_detail_is_bounded_and_the_rest_summarised(small, tmp_path):
 def test_a_selection_is_detailed_alone(small, tmp_path):
     cut = api.view(small, (tmp_path / "p.html"), Selection(), 5000)["detail_until_ns"]
     window = (cut + 10_000_000, cut + 12_000_000)
-    sel = Selection(window=window, ranks=frozenset({0, 1}))
+    sel = Selection(window=window, ranks=RankSet.of({0, 1}))
     got = api.view(small, (tmp_path / "w.html"), sel, 5000)
     assert got["lanes"] == 2 + 4 and got["summarised_events"] == 0  # ranks 0 and 1, 2 servers x 2 layers
     calls = query(small, f"SELECT count(*) FROM calls WHERE rank IN (0, 1) AND t_rel_ns >= {window[0]} "

@@ -10,7 +10,7 @@ from callid.replay.accesses import ACCESS
 from callid.replay.plan import OPEN, PREFILL_PIECE, SETUP, make_plan, select, stored_bytes
 from callid_core.errors import BadValue, InputError
 from callid_core.ids import Layout
-from callid_core.units import parse_ranks, parse_window
+from callid_core.units import RankSet, parse_ranks, parse_window
 
 LAYOUT = Layout(64, 23)
 
@@ -99,18 +99,20 @@ def test_setup_opens_each_file_once_by_its_lowest_rank_and_prefills_files_read_f
 def test_filters_by_rank_file_and_window():
     acc = accesses([(r, f, "write", 0, 8, t, None) for r in range(4) for f in ("/a.h5", "/b.dat")
                     for t in (1_000_000_000, 3_000_000_000)])
-    assert select(acc, ranks={1, 2}).num_rows == 8
+    assert select(acc, ranks=RankSet.of({1, 2})).num_rows == 8
     assert set(select(acc, files=["*.h5"])["file"].to_pylist()) == {"/a.h5"}
     assert select(acc, window=parse_window("2s:")).num_rows == 8
-    assert select(acc, ranks={0}, files=["/b*"], window=parse_window(":2s")).num_rows == 1
+    assert select(acc, ranks=RankSet.of({0}), files=["/b*"], window=parse_window(":2s")).num_rows == 1
     with pytest.raises(InputError, match="nothing to replay"):
         make_plan(select(acc, files=["*.nc"]), LAYOUT, "/pvfs2")
 
 
 def test_rank_lists_and_windows_parse_or_say_what_is_wrong():
-    assert parse_ranks("0-3,7") == {0, 1, 2, 3, 7}
+    assert parse_ranks("0-3,7") == RankSet(((0, 3), (7, 7))) == RankSet.of({0, 1, 2, 3, 7})
+    huge = parse_ranks("5-2147483647,0")  # (two ranges: nothing expanded)
+    assert huge.ranges == ((0, 0), (5, 2147483647)) and 2147483647 in huge and 3 not in huge
     assert parse_window(":500ms") == (0.0, 500e6)
-    for bad in ("x", "3-1", ""):
+    for bad in ("x", "3-1", "", "0-99999999999999999999"):
         with pytest.raises(BadValue, match="--ranks"):
             parse_ranks(bad)
     for bad in ("10s", "5s:1s", "2s:2s"):
