@@ -11,6 +11,7 @@ and is printed by :func:`main`, in one place, as one line with its exit status.
 from __future__ import annotations
 
 import glob
+import os
 import shutil
 import sys
 from collections.abc import Iterator, Mapping
@@ -23,7 +24,17 @@ from typer.core import TyperCommand
 
 from callid_core import config as defaults
 from callid_core import outputs
-from callid_core.choices import ClockSync, Engine, MpiIo, Payload, RowFormat, Storage, Timing, TraceFormat
+from callid_core.choices import (
+    ClockSync,
+    Engine,
+    MpiIo,
+    Payload,
+    Readers,
+    RowFormat,
+    Storage,
+    Timing,
+    TraceFormat,
+)
 from callid_core.errors import EXIT_FAILED, EXIT_USAGE, BadValue, CallidError, Failed, InputError, os_reason
 from callid_core.ids import DEFAULT_LAYOUT
 from callid_core.outputs import guard_output
@@ -87,8 +98,12 @@ def _version(value: bool) -> None:
 def _options(
     version: Annotated[bool, typer.Option(
         "--version", callback=_version, is_eager=True, help="print the version and exit")] = False,
+    readable_by: Annotated[Readers, typer.Option(
+        help="who may read the files and directories this command writes (logs, servers' storage, merged "
+        "outputs, pages): owner only, the owner's group too, or every local user")] = Readers.OWNER,
 ) -> None:
     """Trace which disk operations, on which storage server, each MPI-IO call caused."""
+    os.umask(readable_by.umask)  # (inherited by the ranks and servers it starts)
 
 
 def _parsed(parse, value: str):

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from enum import Enum
 
-__all__ = ["ClockSync", "Engine", "MpiIo", "Payload", "RowFormat", "Storage", "Timing", "TraceFormat",
-           "listed"]
+__all__ = ["ClockSync", "Engine", "MpiIo", "Payload", "Readers", "RowFormat", "Storage", "Timing",
+           "TraceFormat", "listed"]
 
 
 class ClockSync(str, Enum):
@@ -32,6 +32,19 @@ class Engine(str, Enum):
 
     DUCKDB = "duckdb"
     SPARK = "spark"
+
+
+class Readers(str, Enum):
+    """Who may read what callid writes (runs, file systems, merged outputs, pages): its owner, the
+    owner's group too, or every local user.  The command line sets the process' umask to match."""
+
+    OWNER = "owner"
+    GROUP = "group"
+    ALL = "all"
+
+    @property
+    def umask(self) -> int:
+        return {"owner": 0o077, "group": 0o027, "all": 0o022}[self.value]
 
 
 class RowFormat(str, Enum):

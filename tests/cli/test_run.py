@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import textwrap
 
 import duckdb
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import DEMO, callid_cmd, cli, traced
+from tests.conftest import CALLID, DEMO, ROOT, callid_cmd, cli, traced
 
 pytestmark = pytest.mark.mpi
 
@@ -243,3 +244,26 @@ def test_a_failed_rank_is_not_also_said_to_have_been_stopped(tmp_path):
         (tmp_path / name).write_text(text)
     assert _rank_failures(tmp_path, 2) == ["rank 1 failed: exited with status 2",
                                            "rank 0 stopped after another rank ended, flushing its log"]
+
+
+@pytest.mark.parametrize(("readers", "others"), [(None, 0o077), ("group", 0o007)])
+def test_what_callid_writes_is_its_owners_only_unless_asked(tmp_path, readers, others):
+    """Under a umask of 022, everything a run, a merge and a report write (logs, servers' storage and
+    metadata, their logs, merged data, the page) is readable by its owner only; ``--readable-by
+    group`` lets the group read it too, never others."""
+    flag = ["--readable-by", readers] if readers else []
+    out = tmp_path / "out"
+
+    def callid(*args) -> None:
+        done = subprocess.run([CALLID, *flag, *map(str, args)], capture_output=True, text=True, timeout=300,
+                              env=dict(os.environ, PYTHONPATH=str(ROOT)), preexec_fn=lambda: os.umask(0o022))
+        assert done.returncode == 0, done.stderr
+
+    callid("run", "-d", out, *DEMO)
+    callid("merge", out / "client.parquet", out / "server.parquet", "-o", out / "m.duckdb")
+    callid("report", out / "m.duckdb", "-o", out / "r.html")
+    written = [out, *out.rglob("*")]
+    names = {p.name for p in written}
+    assert len(written) > 30 and {"meta.sqlite", "io0.log", "r.html", "000000.parquet"} <= names
+    wide = [(oct(p.stat().st_mode & 0o777), str(p)) for p in written if p.stat().st_mode & others]
+    assert wide == []
