@@ -10,11 +10,13 @@ and is printed by :func:`main`, in one place, as one line with its exit status.
 
 from __future__ import annotations
 
+import functools
 import glob
 import os
 import shutil
+import signal
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
@@ -24,6 +26,7 @@ from typer.core import TyperCommand
 
 from callid_core import config as defaults
 from callid_core import outputs
+from callid_core.atomic import INTERRUPTED, Interrupt, on_interrupt
 from callid_core.choices import (
     ClockSync,
     Engine,
@@ -882,7 +885,8 @@ def _shell(m, fmt: RowFormat) -> None:
         except EOFError:
             typer.echo(err=True)
             return
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, Interrupt):  # (Ctrl-C at the prompt: a new line)
+            INTERRUPTED.clear()
             typer.echo(err=True)
             text = ""
             continue
@@ -896,11 +900,43 @@ def _shell(m, fmt: RowFormat) -> None:
         if not text.rstrip().endswith(";"):
             continue
         try:
-            columns, rows = run_query(m, text)
+            columns, rows = _interruptible(m.con, functools.partial(run_query, m, text))
             typer.echo(format_rows(columns, rows, fmt))
         except QueryError as exc:
             typer.echo(f"callid: error: {exc}", err=True)
+        except Interrupt:
+            INTERRUPTED.clear()
+            typer.echo("callid: query interrupted", err=True)
         text = ""
+
+
+def _interruptible(con: Any, work: Callable[[], Any]) -> Any:
+    """``work()`` (queries on ``con``) run in a thread while this one waits, so that Ctrl-C is seen at
+    once (DuckDB, running a query in this thread, may miss it) and interrupts the query:
+    :class:`Interrupt` then."""
+    import threading
+
+    result: list[Any] = []
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            result.append(work())
+        except BaseException as exc:  # noqa: BLE001 (raised again in the waiting thread)
+            failed.append(exc)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(0.1)
+    except Interrupt:
+        con.interrupt()
+        worker.join()
+        raise
+    if failed:
+        raise failed[0]
+    return result[0]
 
 
 #: off a terminal, work quicker than this prints no progress lines (a batch log gets them for long work)
@@ -1220,24 +1256,43 @@ def commands() -> dict[str, Any]:
 
 
 def main() -> None:
-    """Entry point of the ``callid`` console script: every error is one line with its exit status."""
+    """Entry point of the ``callid`` console script: every error is one line with its exit status;
+    Ctrl-C (SIGINT) is "callid: interrupted", exit status 130, with no output installed."""
+    previous = signal.signal(signal.SIGINT, on_interrupt)
     try:
         app()
     except CallidError as exc:
+        if INTERRUPTED.is_set():
+            _interrupted()
         typer.echo(f"callid: error: {exc}", err=True)
         sys.exit(exc.exit_code)
     except OSError as exc:  # an output that cannot be written, a file that cannot be read
+        if INTERRUPTED.is_set():
+            _interrupted()
         where = f"{exc.filename}: " if exc.filename else ""
         typer.echo(f"callid: error: {where}{os_reason(exc)}", err=True)
         sys.exit(EXIT_FAILED)
-    except KeyboardInterrupt:
-        typer.echo("callid: interrupted", err=True)
-        sys.exit(130)
-    except Exception as exc:  # a database or file damaged beyond what the checks on opening see
+    except (KeyboardInterrupt, Interrupt):
+        _interrupted()
+    except SystemExit as exc:
+        if INTERRUPTED.is_set():  # (swallowed on the way, e.g. by DuckDB: the command still stops here)
+            _interrupted()
+        raise exc
+    except Exception as exc:
+        if INTERRUPTED.is_set():  # (what the interrupt became on its way, e.g. DuckDB's "Query interrupted")
+            _interrupted()
+        # a database or file damaged beyond what the checks on opening see
         if type(exc).__name__ != "IOException" or not type(exc).__module__.endswith("duckdb"):
             raise
         typer.echo(f"callid: error: damaged input ({str(exc).splitlines()[0]})", err=True)
         sys.exit(EXIT_USAGE)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _interrupted() -> None:
+    typer.echo("callid: interrupted", err=True)
+    sys.exit(130)
 
 
 if __name__ == "__main__":

@@ -4,13 +4,30 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from callid_core.errors import InputError
 
-__all__ = ["check_space", "install", "replacing", "temporary"]
+__all__ = ["INTERRUPTED", "Interrupt", "check_space", "install", "on_interrupt", "replacing", "temporary"]
+
+#: set once the user interrupted the command (its SIGINT handler: :func:`on_interrupt`); an interrupted
+#: command installs no output, even where a library swallowed the exception (DuckDB does when its query
+#: ends before it looks; when it looks in time, it raises its own "Query interrupted")
+INTERRUPTED = threading.Event()
+
+
+class Interrupt(BaseException):  # noqa: N818 (as KeyboardInterrupt: what ``except Exception`` lets through)
+    """Ctrl-C in the command line (a KeyboardInterrupt the command-line library does not turn into
+    its own "Aborted!")."""
+
+
+def on_interrupt(signum: int, frame: object) -> None:
+    """The command line's SIGINT handler: remember the interrupt, then raise it."""
+    INTERRUPTED.set()
+    raise Interrupt
 
 
 def temporary(out: str | os.PathLike[str]) -> Path:
@@ -21,7 +38,9 @@ def temporary(out: str | os.PathLike[str]) -> Path:
 
 def install(tmp: Path, out: Path) -> None:
     """Rename the finished ``tmp`` (a file or a directory) to ``out``; a previous ``out`` is
-    replaced only if this works."""
+    replaced only if this works.  :class:`Interrupt` if the command was interrupted."""
+    if INTERRUPTED.is_set():
+        raise Interrupt
     if not tmp.is_dir():
         os.replace(tmp, out)
         return

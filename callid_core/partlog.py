@@ -102,6 +102,10 @@ class PartLog:
         with self._lock:  # one writer at a time; appends go on (to the list's end)
             n = len(self._rows)
             if n < at_least:
+                if seal and self._open:  # (its rows are on disk already, written by time)
+                    self._parts += 1
+                    self._open = []
+                    return self._part(self._parts - 1)
                 return None
             new = self._rows[:n]
             del self._rows[:n]
@@ -109,7 +113,7 @@ class PartLog:
                 raise ValueError(f"{self.stem}: rows must have the {len(self.schema)} columns of the schema")
             rows = self._open + new
             columns = [column(values, field.type) for values, field in zip(zip(*rows), self.schema)]
-            path = self.directory / f"{self.stem}.{self._parts:06d}.parquet"
+            path = self._part(self._parts)
             try:
                 with replacing(path) as tmp:
                     pq.write_table(pa.Table.from_arrays(columns, schema=self.schema), tmp, compression="none",
@@ -123,6 +127,9 @@ class PartLog:
             else:
                 self._open = rows
         return path
+
+    def _part(self, index: int) -> Path:
+        return self.directory / f"{self.stem}.{index:06d}.parquet"
 
     def parts(self) -> list[Path]:
         """The sealed part files of this log in its directory (written whole: a part being written has

@@ -88,7 +88,9 @@ class RankSet:
         return cls(tuple(ranges))
 
     def __contains__(self, rank: object) -> bool:
-        i = bisect.bisect_right(self.ranges, (rank, MAX_RANK + 1)) - 1 if isinstance(rank, int) else -1
+        if not isinstance(rank, int):
+            return False
+        i = bisect.bisect_right(self.ranges, (rank, MAX_RANK + 1)) - 1
         return i >= 0 and self.ranges[i][0] <= rank <= self.ranges[i][1]
 
     def __len__(self) -> int:

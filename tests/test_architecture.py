@@ -1,7 +1,8 @@
 """The import graph is the architecture: one direction, no cycles (module-level and lazy imports).
 
-    callid.cli, callid.run,         the command line, the Python API and the runs they start (may import
-    callid.replay.job, callid.api   anything)
+    callid.console, callid.cli,     the console script, the command line, the Python API and the runs
+    callid.run, callid.replay.job,  they start (may import anything)
+    callid.api
     callid.mpiio, .trace, .launch,  the client inside the ranks (and the replayers, and the FUSE client
     callid.replay, callid.romio,    of a run on the MPI library; and the servers' wire client): the bottom
     callid.server_wire              layer, the client's own modules and the parts of server_sim a PVFS2
@@ -29,7 +30,7 @@ PACKAGES = ("callid_core", "callid", "server_sim", "pipeline")
 CLIENT_LINKS = ("server_sim.protocol", "server_sim.bmi", "server_sim.distribution")
 CLIENT = ("callid.mpiio", "callid.trace", "callid.launch", "callid.replay", "callid.romio",
           "callid.server_wire")
-TOP = ("callid.cli", "callid.run", "callid.replay.job", "callid.api")
+TOP = ("callid.console", "callid.cli", "callid.run", "callid.replay.job", "callid.api")
 #: the merge (the writer of a merged output) and the modules that read the output
 WRITER = "pipeline.merge"
 READERS = ("pipeline.merged", "pipeline.rules", "pipeline.stats", "pipeline.checks", "pipeline.insights",

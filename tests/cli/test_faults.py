@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -135,3 +136,24 @@ def test_a_killed_run_leaves_no_process(tmp_path):
     proc.kill()
     proc.communicate(timeout=60)
     assert proc.leftovers == []
+
+
+def test_ctrl_c_in_a_merge_stops_it_in_one_line_and_installs_nothing(tmp_path):
+    """SIGINT at any moment of a merge: exit 130, "callid: interrupted", no output and no temporary
+    left (DuckDB once swallowed the interrupt, or turned it into a "Query interrupted" traceback)."""
+    assert callid_cmd("synth", "--calls", "200000", "--ranks", "16", "-d", tmp_path / "s").returncode == 0
+    logs = [tmp_path / "s" / "client.parquet", tmp_path / "s" / "server.parquet"]
+    out = tmp_path / "m"
+    out.mkdir()
+    for delay in (0.5, 1.0, 1.5, 2.0, 2.5):
+        proc = subprocess.Popen([CALLID, "merge", *map(str, logs), "-o", "m.duckdb"], cwd=out, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+        if proc.returncode == 0:  # (it ended before the signal: a whole output)
+            assert {p.name for p in out.iterdir()} == {"m.duckdb", "m.duckdb.data"}
+            break
+        assert (proc.returncode, err.strip().splitlines()[-1]) == (130, "callid: interrupted"), err
+        assert "Traceback" not in err and list(out.iterdir()) == []

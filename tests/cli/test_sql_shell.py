@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import pty
 import select
+import signal
 import subprocess
 import time
 
@@ -55,6 +56,28 @@ def test_the_shell_runs_queries_refuses_writes_and_leaves(db, tmp_path):
         proc.kill()
         os.close(main)
     assert not (tmp_path / "stolen.csv").exists()
+
+
+def test_ctrl_c_stops_a_query_and_the_shell_goes_on(db):
+    """Ctrl-C during a long query: "query interrupted" and the prompt (it was a traceback)."""
+    main, child = pty.openpty()
+    proc = subprocess.Popen([CALLID, "sql", db], stdin=child, stdout=child, stderr=child,
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)), start_new_session=True)
+    os.close(child)
+    try:
+        _read_until(main, "callid> ")
+        os.write(main, b"SELECT count(*) FROM range(100000000000) t(i) WHERE i % 7 = 3;\r")
+        time.sleep(1.5)
+        proc.send_signal(signal.SIGINT)
+        seen = _read_until(main, "callid> ")
+        assert "callid: query interrupted" in seen and "Traceback" not in seen
+        os.write(main, b"SELECT 6 * 7 AS answer;\r")
+        assert "42" in _read_until(main, "(1 row)")
+        os.write(main, b".quit\r")
+        assert proc.wait(timeout=30) == 0
+    finally:
+        proc.kill()
+        os.close(main)
 
 
 def test_off_a_terminal_the_tables_are_listed(db):

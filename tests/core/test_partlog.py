@@ -108,6 +108,9 @@ def test_rows_are_written_by_time_into_one_open_part_until_sealed(tmp_path):
     assert [p.name for p in log.parts()] == ["s.000000.parquet"]
     log.append(_server_row(10))
     log.append(_server_row(11))
+    time.sleep(0.5)  # (both written by time: the flush that seals their part has no new row)
+    assert log.flush() == tmp_path / "s.000001.parquet"
+    assert [p.name for p in log.parts()] == ["s.000000.parquet", "s.000001.parquet"]
     log.close()
     assert [p.name for p in log.parts()] == ["s.000000.parquet", "s.000001.parquet"]
     assert _event_ids(log.parts()) == list(range(12))
