@@ -95,8 +95,8 @@ class PartLog:
         while not self._stop.wait(self.flush_seconds):
             try:
                 self._flush(1, seal=False)
-            except (OSError, InputError, ValueError):  # (rows wait; the next count flush or close says why)
-                pass
+            except (OSError, InputError, ValueError):  # (a failed write: the rows wait, and the next flush
+                pass                                       # by count or close says why)
 
     def _flush(self, at_least: int, seal: bool) -> Path | None:
         with self._lock:  # one writer at a time; appends go on (to the list's end)

@@ -14,15 +14,21 @@ by all ranks):
 
 Darshan records no hint values (``MPIIO_HINTS`` counts the calls that set hints; the job's ``h``
 metadata holds the hints Darshan used to write its own log), so hints come from the user.
+
+darshan-util (C) reads the log in a child process: on a damaged log it may abort (SIGABRT) or
+fail in its own way, which becomes one line here instead of the end of the command.
 """
 
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import sys
 import tempfile
 from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -93,14 +99,21 @@ class _Record:
     reads: np.ndarray
 
 
+#: what reading a log gives: job, modules, file names, exe, DXT records, MPI-IO counters, layer counters
+_Read = tuple[dict, dict, dict[int, str], str, dict[str, list[_Record]], dict, dict]
+
+
 def read_log(path: str | os.PathLike[str]) -> DarshanLog:
     """The accesses of the DXT traces in the Darshan log at ``path``; raise :class:`InputError`."""
-    from darshan.backend import cffi_backend as dbe
-
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise InputError(f"{path}: no such file")
-    job, modules, names, exe, records, counters, layers = _read(dbe, path)
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as child:
+        try:
+            job, modules, names, exe, records, counters, layers = child.submit(_read, path).result()
+        except BrokenProcessPool:
+            raise InputError(f"{path}: damaged or truncated Darshan log (darshan-util crashed reading it)") \
+                from None
     out = DarshanLog(path, int(job["nprocs"]), exe,
                      int(job["start_time_sec"]) * 10**9 + int(job.get("start_time_nsec") or 0),
                      ACCESS.schema.empty_table(), {})
@@ -113,8 +126,20 @@ def read_log(path: str | os.PathLike[str]) -> DarshanLog:
     return out
 
 
-def _read(dbe, path: str) -> tuple[dict, dict, dict[int, str], str, dict[str, list[_Record]], dict, dict]:
-    """Open the log, read it (:func:`_read_open`) and close it; darshan-util's errors as InputError."""
+def _read(path: str) -> _Read:
+    """Open the log, read it (:func:`_read_open`) and close it; darshan-util's errors as InputError
+    (in the child process that reads it)."""
+    from darshan.backend import cffi_backend as dbe
+
+    try:
+        return _read_with(dbe, path)
+    except InputError:
+        raise
+    except Exception as exc:  # (e.g. a file name or exe that is not UTF-8: a byte flipped)
+        raise InputError(f"{path}: damaged Darshan log ({type(exc).__name__}: {exc})") from None
+
+
+def _read_with(dbe, path: str) -> _Read:
     with _stderr_to(tempfile.TemporaryFile()) as said:  # (darshan-util prints its errors there)
         log = dbe.log_open(path)
         if log["handle"] == dbe.ffi.NULL:
@@ -128,8 +153,7 @@ def _read(dbe, path: str) -> tuple[dict, dict, dict[int, str], str, dict[str, li
     return read
 
 
-def _read_open(dbe, log: dict,
-               path: str) -> tuple[dict, dict, dict[int, str], str, dict[str, list[_Record]], dict, dict]:
+def _read_open(dbe, log: dict, path: str) -> _Read:
     """The open log's job, modules, file names, exe, DXT records, MPI-IO counters and layer counters."""
     job = dbe.log_get_job(log)
     modules = dbe.log_get_modules(log)

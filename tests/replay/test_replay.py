@@ -137,11 +137,22 @@ def test_a_log_without_dxt_is_refused_in_one_line(tmp_path):
     assert not (tmp_path / "r").exists()
 
 
-@pytest.mark.parametrize("content,message", [(b"", "not a Darshan log"), (b"x" * 5000, "not a Darshan log"),
-                                             (None, "damaged or truncated")])
+def _flipped(at: int) -> bytes:
+    data = bytearray(SIMPLE.read_bytes())
+    data[at] ^= 0xFF
+    return bytes(data)
+
+
+@pytest.mark.parametrize("content,message", [
+    (b"", "not a Darshan log"), (b"x" * 5000, "not a Darshan log"),
+    (SIMPLE.read_bytes()[:3000], "damaged or truncated"),
+    # darshan-util crashed the command on these (SIGSEGV, SIGABRT): it reads in a child process
+    (SIMPLE.read_bytes()[:1478], "damaged or truncated Darshan log (darshan-util crashed reading it)"),
+    (_flipped(1478), "damaged or truncated Darshan log (darshan-util crashed reading it)"),
+    (_flipped(300), "damaged or truncated Darshan log (darshan-util: Invalid POSIX module version")])
 def test_bad_logs_get_one_line(tmp_path, content, message):
     path = tmp_path / "bad.darshan"
-    path.write_bytes(SIMPLE.read_bytes()[:3000] if content is None else content)
+    path.write_bytes(content)
     res = cli("replay", path, "-d", tmp_path / "r")
     assert res.returncode == 2
     lines = res.stderr.strip().splitlines()
