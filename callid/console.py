@@ -13,7 +13,10 @@ def main() -> None:
     signal.signal(signal.SIGINT, on_interrupt)
     try:
         from callid.cli import main as command_line
-    except Interrupt:
+
+        command_line()
+    except Interrupt:  # (before the command line took over, or after it let go)
         print("callid: interrupted", file=sys.stderr)
         sys.exit(130)
-    command_line()
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # (done: a Ctrl-C now changes nothing)

@@ -129,8 +129,11 @@ def read_log(path: str | os.PathLike[str]) -> DarshanLog:
 def _read(path: str) -> _Read:
     """Open the log, read it (:func:`_read_open`) and close it; darshan-util's errors as InputError
     (in the child process that reads it)."""
+    import faulthandler
+
     from darshan.backend import cffi_backend as dbe
 
+    faulthandler.disable()  # (a crash here is said by the parent, in one line)
     try:
         return _read_with(dbe, path)
     except InputError:

@@ -246,6 +246,7 @@ def test_a_failed_rank_is_not_also_said_to_have_been_stopped(tmp_path):
                                            "rank 0 stopped after another rank ended, flushing its log"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("readers", "others"), [(None, 0o077), ("group", 0o007)])
 def test_what_callid_writes_is_its_owners_only_unless_asked(tmp_path, readers, others):
     """Under a umask of 022, everything a run, a merge and a report write (logs, servers' storage and

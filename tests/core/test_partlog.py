@@ -91,24 +91,24 @@ def _event_ids(paths) -> list[int]:
 
 
 def test_rows_are_written_by_time_into_one_open_part_until_sealed(tmp_path):
-    log = PartLog(S.SERVER_SCHEMA, tmp_path, "s", {}, flush_rows=10, flush_seconds=0.05)
+    log = PartLog(S.SERVER_SCHEMA, tmp_path, "s", {}, flush_rows=10, flush_seconds=0.02)
     for i in range(3):
         log.append(_server_row(i))
-    time.sleep(0.5)
+    time.sleep(0.2)
     assert _event_ids(tmp_path.glob("*.parquet")) == [0, 1, 2]  # on disk, no flush asked
     assert log.parts() == []  # (open: not listed, it is rewritten)
     for i in range(3, 6):
         log.append(_server_row(i))
-    time.sleep(0.5)
+    time.sleep(0.2)
     assert [p.name for p in tmp_path.glob("*.parquet")] == ["s.000000.parquet"]  # the same part, rewritten
     assert _event_ids(tmp_path.glob("*.parquet")) == list(range(6))
     for i in range(6, 10):  # the open part reaches 10 rows: sealed, the next one opens
         log.append(_server_row(i))
-    time.sleep(0.5)
+    time.sleep(0.2)
     assert [p.name for p in log.parts()] == ["s.000000.parquet"]
     log.append(_server_row(10))
     log.append(_server_row(11))
-    time.sleep(0.5)  # (both written by time: the flush that seals their part has no new row)
+    time.sleep(0.2)  # (both written by time: the flush that seals their part has no new row)
     assert log.flush() == tmp_path / "s.000001.parquet"
     assert [p.name for p in log.parts()] == ["s.000000.parquet", "s.000001.parquet"]
     log.close()
@@ -120,19 +120,19 @@ def test_a_killed_process_loses_at_most_its_last_second(tmp_path):
     code = (
         "import sys, time\nfrom callid_core import schema as S\nfrom callid_core.partlog import PartLog\n"
         f"log = PartLog(S.SERVER_SCHEMA, {str(tmp_path)!r}, 's', {{}})\n"
-        "for i in range(20):\n"
+        "for i in range(10):\n"
         "    log.append(S.SERVER.row(server='io0', clock='io0', layer='req', op='io_write', callid=i,\n"
         "                            callids=[i], event_id=i, t_start=i, t_end=i))\n"
         "    print(i, flush=True)\n"
-        "    time.sleep(0.1)\n"
+        "    time.sleep(0.05)\n"
         "time.sleep(600)\n"
     )
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
-        for _ in range(20):
+        for _ in range(10):
             proc.stdout.readline()
-        time.sleep(2)  # (more than the default second)
+        time.sleep(1.5)  # (more than the default second)
     finally:
         proc.kill()
         proc.wait()
-    assert _event_ids(tmp_path.glob("*.parquet")) == list(range(20))
+    assert _event_ids(tmp_path.glob("*.parquet")) == list(range(10))
