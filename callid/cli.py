@@ -1264,6 +1264,9 @@ def main() -> None:
     except CallidError as exc:
         if INTERRUPTED.is_set():
             _interrupted()
+        if exc.exit_code > 128:  # (stopped by a signal: one more, while this process ends, changes nothing)
+            for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+                signal.signal(sig, signal.SIG_IGN)
         typer.echo(f"callid: error: {exc}", err=True)
         sys.exit(exc.exit_code)
     except OSError as exc:  # an output that cannot be written, a file that cannot be read
@@ -1287,7 +1290,8 @@ def main() -> None:
         typer.echo(f"callid: error: damaged input ({str(exc).splitlines()[0]})", err=True)
         sys.exit(EXIT_USAGE)
     finally:
-        signal.signal(signal.SIGINT, previous)
+        if signal.getsignal(signal.SIGINT) is on_interrupt:
+            signal.signal(signal.SIGINT, previous)
 
 
 def _interrupted() -> None:

@@ -25,6 +25,7 @@ import runpy
 import signal
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -46,28 +47,34 @@ class RankState:
     trace_dir: str | None = None
     rank: int = -1
     flush: Callable[[], None] | None = None  # flushes the rank's log
+    keeper: int | None = None  # the process mpiexec started, which waits for this one (_keep_rank)
 
 
 def watch_signals() -> RankState:
     """Call before MPI starts its threads (they inherit the mask, so only the signal thread takes
     the stop signals): block them, start the thread that handles them.  Under ``callid run`` the
     rank first gets a keeper (``_keep_rank``)."""
-    if os.environ.get(NO_ABORT_ENV):
-        _keep_rank()
+    keeper = _keep_rank() if os.environ.get(NO_ABORT_ENV) else None
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     state = RankState()
+    state.keeper = keeper
     threading.Thread(target=_stop_on_signal, args=(state,), name="callid-signals", daemon=True).start()
     return state
 
 
-def _keep_rank() -> None:
+def _keep_rank() -> int:
     """Fork: the child goes on to be the rank; the parent (the process mpiexec started) waits for it
     and exits with its status, or 128 + the signal that killed it, after marking it
     ``rank-N.failed``.  MPICH's launcher SIGKILLs every rank at once when one of its processes dies
-    of a signal, before the others can flush; for an exit it sends them SIGUSR1."""
+    of a signal, before the others can flush; for an exit it sends them SIGUSR1.  The rank gets
+    SIGTERM if its keeper dies (it stops, and says why).  Returns the keeper's process id (in the rank)."""
+    keeper = os.getpid()
     pid = os.fork()
     if pid == 0:
-        return
+        die_with_parent()
+        if os.getppid() != keeper:  # (it died before that)
+            os.kill(os.getpid(), signal.SIGTERM)
+        return keeper
     for sig in STOP_SIGNALS:  # (sent to the whole process group: they are the rank's to handle)
         signal.signal(sig, signal.SIG_IGN)
     code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
@@ -152,14 +159,55 @@ def _stop_on_signal(state: RankState) -> None:
     """The signal thread: wait for a stop signal, flush the log, exit."""
     sig = signal.sigwait(STOP_SIGNALS)
     name = signal.Signals(sig).name
-    write_marker(state.trace_dir, state.rank, "stopped", name)
+    orphan = state.keeper is not None and os.getppid() != state.keeper  # (die_with_parent's SIGTERM)
+    if orphan:
+        write_marker(state.trace_dir, state.rank, "failed", f"its process {state.keeper}, the one mpiexec "
+                     "started, died (killed?): the rank stopped, flushing its log")
+    else:
+        write_marker(state.trace_dir, state.rank, "stopped", name)
     try:
         if state.flush is not None:
             state.flush()
     finally:
         if state.trace_dir is not None:
             marker(state.trace_dir, state.rank, "running").unlink(missing_ok=True)
+            if orphan:  # (mpiexec kills the others at once when this one ends: they stop first)
+                _stop_peers(Path(state.trace_dir))
         os._exit(128 + sig)
+
+
+def _stop_peers(trace_dir: Path, within: float = 5.0) -> None:
+    """Tell the other ranks another ended (SIGUSR1), and wait until they have stopped (at most
+    ``within`` seconds)."""
+    config = os.environ.get(CONFIG_ENV)
+    if not config:
+        return
+    signal_ranks(trace_dir, config, signal.SIGUSR1)
+    deadline = time.monotonic() + within
+    while any(trace_dir.glob("rank-*.running")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def signal_ranks(trace_dir: Path, config: str, sig: int) -> None:
+    """Signal every rank of the run of ``config`` still running (their ``rank-N.running`` markers)."""
+    for running in trace_dir.glob("rank-*.running"):
+        try:
+            _signal_rank(int(running.read_text()), config, sig)
+        except (ValueError, OSError):
+            pass
+
+
+def _signal_rank(pid: int, config: str, sig: int) -> None:
+    """Signal ``pid`` if it is a rank of this run: its environment names this run's configuration
+    (a marker left by a rank that died may name a process id reused since; the pidfd pins the process
+    checked to the one signalled)."""
+    fd = os.pidfd_open(pid)
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        if f"{CONFIG_ENV}={config}".encode() in environ:
+            signal.pidfd_send_signal(fd, sig)
+    finally:
+        os.close(fd)
 
 
 def main(argv: list[str] | None = None) -> int:

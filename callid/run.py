@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import callid.servers as servers
-from callid.launch import NO_ABORT_ENV, die_with_parent
+from callid.launch import NO_ABORT_ENV, die_with_parent, signal_ranks
 from callid.romio import launch as romio_launch
 from callid.romio import session as romio_session
 from callid.server_wire import RunError, log_parts, ping, take_log_parts
@@ -329,32 +329,18 @@ def run(opts: RunOptions) -> RunResult:
     failures: list[str] = []
     stdout = ""
     interrupted: signal.Signals | None = None
-    with _stop_signals() as stop:
+    with _stop_signals() as stops:
         try:
             group.start()
-            stdout, failed = _run_ranks(opts, config_path, parts, stop)
+            stdout, failed = _run_ranks(opts, config_path, parts)
             failures += failed
         except Interrupted as exc:
             interrupted = exc.signal
         finally:
+            stops.raising = False  # (from here on a stop signal is counted: the logs are written anyway)
             failures += group.stop()
-    # Even a failed run keeps what every rank and server flushed.
-    meta_args = (opts.callid_layout, config.run_id, config.to_json(), opts.source, opts.source_notes,
-                 opts.source_job)
-    if mpi_io(opts) == MpiIo.ROMIO:
-        romio_launch.collect(parts, S.file_metadata(S.KIND_CLIENT, *meta_args))
-    client = out / "client.parquet"
-    server = out / "server.parquet"
-    client_parts = sorted(parts.glob("client-*.parquet"))
-    server_parts = sorted(parts.glob("server-*.parquet"))
-    try:
-        client_rows = combine_parts(client_parts, client, S.CLIENT_SCHEMA,
-                                    S.file_metadata(S.KIND_CLIENT, *meta_args))
-        server_rows = combine_parts(server_parts, server, S.SERVER_SCHEMA,
-                                    S.file_metadata(S.KIND_SERVER, *meta_args))
-    except OSError as exc:  # (a full disk: the run's own failures say more, if there are any)
-        raise RunError("; ".join([f"cannot write the logs of the run in {out} ({os_reason(exc)})",
-                                  *failures])) from None
+        client, server, client_rows, server_rows = _combine(opts, config, out, parts, failures)
+        interrupted = interrupted or (stops.received[0] if stops.received else None)
     if interrupted is not None:
         error = RunError(f"stopped by {interrupted.name}: ranks and servers stopped "
                          f"(the events they logged are in {client} and {server})")
@@ -362,9 +348,30 @@ def run(opts: RunOptions) -> RunResult:
         raise error
     if failures:
         raise RunError("; ".join(failures) + f" (the events logged before are in {client} and {server})")
-    for part in [*client_parts, *server_parts]:
+    for part in [*parts.glob("client-*.parquet"), *parts.glob("server-*.parquet")]:
         part.unlink()  # (in client.parquet and server.parquet now: only a failed run keeps its parts)
     return RunResult(out, client, server, client_rows, server_rows, time.monotonic() - t0, stdout)
+
+
+def _combine(opts: RunOptions, config: Config, out: Path, parts: Path,
+             failures: list[str]) -> tuple[Path, Path, int, int]:
+    """The run's client and server logs from the parts its ranks and servers flushed (even a failed
+    run keeps them): their paths and rows."""
+    meta_args = (opts.callid_layout, config.run_id, config.to_json(), opts.source, opts.source_notes,
+                 opts.source_job)
+    if mpi_io(opts) == MpiIo.ROMIO:
+        romio_launch.collect(parts, S.file_metadata(S.KIND_CLIENT, *meta_args))
+    client = out / "client.parquet"
+    server = out / "server.parquet"
+    try:
+        client_rows = combine_parts(sorted(parts.glob("client-*.parquet")), client, S.CLIENT_SCHEMA,
+                                    S.file_metadata(S.KIND_CLIENT, *meta_args))
+        server_rows = combine_parts(sorted(parts.glob("server-*.parquet")), server, S.SERVER_SCHEMA,
+                                    S.file_metadata(S.KIND_SERVER, *meta_args))
+    except OSError as exc:  # (a full disk: the run's own failures say more, if there are any)
+        raise RunError("; ".join([f"cannot write the logs of the run in {out} ({os_reason(exc)})",
+                                  *failures])) from None
+    return client, server, client_rows, server_rows
 
 
 def fs_run_config(opts: RunOptions, out: Path) -> Config:
@@ -499,29 +506,37 @@ class Interrupted(Exception):
         self.signal = sig
 
 
+@dataclass
+class _Stops:
+    """The stop signals ``callid run`` received; the first raises :class:`Interrupted` while
+    ``raising``, the others (and any once it is off) are only counted."""
+
+    received: list[signal.Signals] = field(default_factory=list)
+    raising: bool = True
+
+
 @contextmanager
-def _stop_signals() -> Iterator[list[signal.Signals]]:
+def _stop_signals() -> Iterator[_Stops]:
     """Turn SIGTERM, SIGINT and SIGHUP into :class:`Interrupted` (once) while the block runs."""
-    received: list[signal.Signals] = []
+    stops = _Stops()
     if threading.current_thread() is not threading.main_thread():
-        yield received
+        yield stops
         return
 
     def handler(signum: int, frame: Any) -> None:
-        if not received:
-            received.append(signal.Signals(signum))
+        stops.received.append(signal.Signals(signum))
+        if stops.raising and len(stops.received) == 1:
             raise Interrupted(signal.Signals(signum))
 
     old = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
     try:
-        yield received
+        yield stops
     finally:
         for sig, previous in old.items():
             signal.signal(sig, previous)
 
 
-def _run_ranks(opts: RunOptions, config_path: Path, parts: Path,
-               stop: list[signal.Signals]) -> tuple[str, list[str]]:
+def _run_ranks(opts: RunOptions, config_path: Path, parts: Path) -> tuple[str, list[str]]:
     """Run the ranks; their standard output (with ``opts.capture``) and what failed.
 
     ``mpiexec -disable-auto-cleanup``: a rank that ends early does not get the others killed before
@@ -549,6 +564,7 @@ def _run_ranks(opts: RunOptions, config_path: Path, parts: Path,
             raise
         raise RunError("--mpi-io romio: cannot make a mount namespace for the run's FUSE mount (it needs "
                        "root, or a kernel that lets users make namespaces)") from None
+    ended: float | None = None  # when a rank was first seen to have stopped or failed
     with proc:
         try:
             while True:
@@ -560,6 +576,11 @@ def _run_ranks(opts: RunOptions, config_path: Path, parts: Path,
                         timed_out = True
                         _stop_ranks(proc, parts, env[CONFIG_ENV], romio)
                         break
+                    if ended is None and _a_rank_ended(parts):
+                        ended = time.monotonic()
+                    elif ended is not None and time.monotonic() - ended > PEERS_GRACE:
+                        signal_ranks(parts, env[CONFIG_ENV], signal.SIGUSR1)  # (once: mpiexec may not have)
+                        ended = float("inf")
                     if opts.on_wait is not None:
                         opts.on_wait()
         except BaseException:
@@ -575,17 +596,23 @@ def _in_namespace() -> None:
     die_with_parent()
 
 
+#: seconds after a rank stopped or failed before callid run tells the ranks still running, as mpiexec
+#: does at once when a rank exits (not when the process it started is killed: then it tells no one)
+PEERS_GRACE = 2.0
+
+
+def _a_rank_ended(parts: Path) -> bool:
+    """Has a rank stopped or failed (its marker, ``callid.launch``)?"""
+    return any(parts.glob("rank-*.failed")) or any(parts.glob("rank-*.stopped"))
+
+
 def _stop_ranks(proc: subprocess.Popen, parts: Path, config: str, romio: bool = False,
                 grace: float = 10.0) -> None:
     """SIGTERM every rank still running (each flushes its log), then the rest of mpiexec's session.
     (On the MPI library: SIGTERM the session, which passes it on to mpiexec and unmounts.)"""
     if romio and proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
-    for running in parts.glob("rank-*.running"):
-        try:
-            _signal_rank(int(running.read_text()), config, signal.SIGTERM)
-        except (ValueError, OSError):
-            pass
+    signal_ranks(parts, config, signal.SIGTERM)
     try:
         proc.communicate(timeout=grace)
     except subprocess.TimeoutExpired:
@@ -595,19 +622,6 @@ def _stop_ranks(proc: subprocess.Popen, parts: Path, config: str, romio: bool = 
     except OSError:
         pass
     proc.wait()
-
-
-def _signal_rank(pid: int, config: str, sig: int) -> None:
-    """Signal ``pid`` if it is a rank of this run: its environment names this run's configuration
-    (a marker left by a rank that died may name a process id reused since; the pidfd pins the process
-    checked to the one signalled)."""
-    fd = os.pidfd_open(pid)
-    try:
-        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-        if f"{CONFIG_ENV}={config}".encode() in environ:
-            signal.pidfd_send_signal(fd, sig)
-    finally:
-        os.close(fd)
 
 
 def _rank_failures(parts: Path, status: int) -> list[str]:

@@ -157,3 +157,52 @@ def test_ctrl_c_in_a_merge_stops_it_in_one_line_and_installs_nothing(tmp_path):
             break
         assert (proc.returncode, err.strip().splitlines()[-1]) == (130, "callid: interrupted"), err
         assert "Traceback" not in err and list(out.iterdir()) == []
+
+
+def _rank_processes(proc: Tracked, rank: int) -> dict[int, int]:
+    """The ``callid.launch`` processes of ``rank``: process id -> its parent's."""
+    found = {}
+    for pid, args in proc.descendants().items():
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except OSError:
+            continue
+        if "callid.launch" in args and f"PMI_RANK={rank}".encode() in environ:
+            found[pid] = ppid
+    return found
+
+
+def test_a_killed_keeper_stops_its_rank_and_the_run(tmp_path):
+    """SIGKILL to the process mpiexec started for rank 1 (which waits for the rank): the rank stops
+    with its log flushed and says why, the other rank is told; the run ends at once (it hung until
+    the program ended), nothing is left."""
+    proc, out = _start(tmp_path, "wait", ranks=2)
+    _wait_written(proc, 2)
+    launched = _rank_processes(proc, 1)
+    [keeper] = [pid for pid, parent in launched.items() if parent not in launched]
+    proc.send_signal(signal.SIGKILL, keeper)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1
+    last = err.strip().splitlines()[-1]
+    assert f"rank 1 failed: its process {keeper}, the one mpiexec started, died (killed?)" in last, err
+    assert "rank 0 stopped after another rank ended, flushing its log" in last
+    assert "Traceback" not in err
+    assert _writes(out) == {0: WRITES, 1: WRITES}
+    assert proc.leftovers == []
+
+
+def test_a_second_sigterm_changes_nothing(tmp_path):
+    """Two SIGTERMs (a user, then a batch system): the run stops once, cleanly, and says so (the
+    second once killed callid run while it stopped its ranks or wrote the logs)."""
+    proc, out = _start(tmp_path, "wait", ranks=2)
+    _wait_written(proc, 2)
+    proc.send_signal(signal.SIGTERM)
+    for _ in range(10):
+        time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert err.strip().splitlines()[-1].startswith("callid: error: stopped by SIGTERM: ranks and servers")
+    assert _writes(out) == {0: WRITES, 1: WRITES}
+    assert proc.leftovers == []
