@@ -140,7 +140,7 @@ class TwoPhase:
         self._phase(call, "plan", t0)
         return file_domains(ranges, len(self.aggs), self.hints.mode(io_type))
 
-    def _agreed(self, error: tuple[int, str] | None, call: CallContext) -> None:
+    def _agreed(self, error: tuple[int, str, bool] | None, call: CallContext) -> None:
         """Raise on every rank if any aggregator failed (the ``wait`` phase: the ranks wait for the
         aggregators' I/O here)."""
         t0 = clock.now()
@@ -171,7 +171,7 @@ class TwoPhase:
             try:
                 self.write_domain(received, call)
             except FsError as exc:
-                error = (MPI.ERR_IO, str(exc))
+                error = (MPI.ERR_IO, str(exc), exc.lost)
         self._agreed(error, call)
 
     def write_domain(self, received: list, mine: CallContext) -> None:
@@ -236,7 +236,7 @@ class TwoPhase:
             try:
                 answers = self.read_domain(received, call)
             except FsError as exc:
-                error = (MPI.ERR_IO, str(exc))
+                error = (MPI.ERR_IO, str(exc), exc.lost)
         self._agreed(error, call)
         t0 = clock.now()
         me = self.comm.Get_rank()

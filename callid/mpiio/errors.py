@@ -10,9 +10,11 @@ __all__ = ["SimIOError"]
 class SimIOError(MPI.Exception):
     """``MPI.Exception`` (an error class of the standard) that also says what the file system answered."""
 
-    def __init__(self, error_class: int, detail: str) -> None:
+    def __init__(self, error_class: int, detail: str, lost_server: bool = False) -> None:
         super().__init__(error_class)
         self.detail = detail
+        #: a server could not be reached or its connection broke (the file system failed, not the call)
+        self.lost_server = lost_server
 
     def __str__(self) -> str:
         return f"{super().__str__()}: {self.detail}"

@@ -37,11 +37,13 @@ def _no_phase(*args: Any, **kwargs: Any) -> None:
 
 
 class FsError(Failed):
-    """A file-system operation answered with an error status (or a server that cannot be reached)."""
+    """A file-system operation answered with an error status (or a server that cannot be reached:
+    ``lost``, the file system failed, not the request)."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, lost: bool = False) -> None:
         super().__init__(message)
         self.status = status
+        self.lost = lost
 
 
 @dataclass(frozen=True)
@@ -170,7 +172,7 @@ class SysInt:
                     conn = _Connection(cfg.host, cfg.port, self._secret)
                 except OSError as exc:
                     raise FsError(P.Status.EIO, f"cannot reach server {server} at "
-                                                f"{cfg.host}:{cfg.port}: {exc}") from None
+                                                f"{cfg.host}:{cfg.port}: {exc}", lost=True) from None
                 self._conns[server] = conn
             self._used[server] = now
             return conn
@@ -209,7 +211,7 @@ class SysInt:
                     resp = yield from body(conn, seq)
             except (OSError, bmi.BmiError, P.ProtocolError) as exc:
                 self._drop(server)
-                raise FsError(P.Status.EIO, f"server {server}: {exc}") from None
+                raise FsError(P.Status.EIO, f"server {server}: {exc}", lost=True) from None
             if isinstance(resp, P.ErrorResponse):
                 error = P.status_name(resp.status)
                 raise FsError(resp.status, f"server {server}: {op} failed with {error}")

@@ -38,6 +38,9 @@ if mode == "kill" and comm.rank == 1:
     os.kill(os.getpid(), signal.SIGKILL)
 if mode == "wait":
     time.sleep(600)
+while mode == "loop":  # (writing on both servers until something fails)
+    f.Write_at(comm.rank * 131072, bytearray(131072))
+    time.sleep(0.01)
 comm.Barrier()
 f.Close()
 """
@@ -205,4 +208,21 @@ def test_a_second_sigterm_changes_nothing(tmp_path):
     assert proc.returncode == 128 + signal.SIGTERM
     assert err.strip().splitlines()[-1].startswith("callid: error: stopped by SIGTERM: ranks and servers")
     assert _writes(out) == {0: WRITES, 1: WRITES}
+    assert proc.leftovers == []
+
+
+def test_a_server_killed_under_the_ranks_io_is_one_line(tmp_path):
+    """io1 killed while the ranks write: each rank's failure is one line (its traceback in a file),
+    not a Python traceback on the terminal."""
+    proc, out = _start(tmp_path, "loop", ranks=2)
+    _wait_written(proc, 2)
+    [pid] = [pid for pid, args in proc.descendants().items() if "server_sim serve" in args
+             and f"--config {out}/fs.json --name io1 " in args]
+    proc.send_signal(signal.SIGKILL, pid)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1
+    assert "Traceback" not in err, err
+    last = err.strip().splitlines()[-1]
+    assert "server io1" in last and "(traceback in " in last and "rank-" in last, err
+    assert "SimIOError" in last and "rank 0 failed" in last and "rank 1 failed" in last, err
     assert proc.leftovers == []
