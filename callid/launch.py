@@ -243,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
         if code:
             write_marker(state.trace_dir, rank, "failed", f"exited with status {code}")
     except BaseException as exc:  # a failing rank stops the job (as mpi4py.run does)
-        if isinstance(exc, OSError) or getattr(exc, "lost_server", False):  # (a full disk, a lost server)
+        if isinstance(exc, OSError) or getattr(exc, "fs_failed", False):  # (a full disk, a lost server)
             fail_rank(state.trace_dir, rank, exc)  # (one line; the traceback in a file)
         else:
             if not isinstance(exc, CallidError):  # (callid's own errors are one line)

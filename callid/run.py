@@ -369,8 +369,8 @@ def _combine(opts: RunOptions, config: Config, out: Path, parts: Path,
         server_rows = combine_parts(sorted(parts.glob("server-*.parquet")), server, S.SERVER_SCHEMA,
                                     S.file_metadata(S.KIND_SERVER, *meta_args))
     except OSError as exc:  # (a full disk: the run's own failures say more, if there are any)
-        raise RunError("; ".join([f"cannot write the logs of the run in {out} ({os_reason(exc)})",
-                                  *failures])) from None
+        raise RunError("; ".join([f"cannot write the logs of the run in {out} ({os_reason(exc)}; what the "
+                                  f"ranks and servers flushed is in {parts})", *failures])) from None
     return client, server, client_rows, server_rows
 
 

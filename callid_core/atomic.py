@@ -72,6 +72,10 @@ def replacing(out: str | os.PathLike[str]) -> Iterator[Path]:
     try:
         yield tmp
         install(tmp, out)
+    except OSError as exc:
+        if exc.filename is None:  # (e.g. a full disk while writing: say which output it was)
+            exc.filename = str(out)
+        raise
     finally:
         tmp.unlink(missing_ok=True)
 

@@ -16,6 +16,7 @@ import sys
 import sysconfig
 import traceback
 import venv
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -188,3 +189,27 @@ def demo(tmp_path_factory) -> Traced:
 def collective_fanin(tmp_path_factory) -> Traced:
     """:data:`COLLECTIVE_FANIN`, traced and merged once for every test that reads it."""
     return traced(tmp_path_factory.mktemp("collective"), "out", *COLLECTIVE_FANIN)
+
+
+@pytest.fixture
+def tmpfs(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Path]:
+    """A tmpfs of ``request.param`` bytes, mounted for the test (root only: skipped elsewhere)."""
+    where = tmp_path / "disk"
+    where.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={request.param}", "tmpfs", str(where)],
+                             capture_output=True, text=True)
+    if mounted.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def fill(disk: Path, leave: int) -> None:
+    """Fill ``disk`` up to ``leave`` bytes free."""
+    info = os.statvfs(disk)
+    with open(disk / "filler", "wb") as f:
+        os.posix_fallocate(f.fileno(), 0, info.f_bavail * info.f_frsize - leave)

@@ -171,7 +171,7 @@ class TwoPhase:
             try:
                 self.write_domain(received, call)
             except FsError as exc:
-                error = (MPI.ERR_IO, str(exc), exc.lost)
+                error = (MPI.ERR_IO, str(exc), exc.fs_failed)
         self._agreed(error, call)
 
     def write_domain(self, received: list, mine: CallContext) -> None:
@@ -236,7 +236,7 @@ class TwoPhase:
             try:
                 answers = self.read_domain(received, call)
             except FsError as exc:
-                error = (MPI.ERR_IO, str(exc), exc.lost)
+                error = (MPI.ERR_IO, str(exc), exc.fs_failed)
         self._agreed(error, call)
         t0 = clock.now()
         me = self.comm.Get_rank()

@@ -32,7 +32,7 @@ _ERROR_CLASSES = {
 
 
 def _mpi_error(exc: FsError) -> SimIOError:
-    return SimIOError(_ERROR_CLASSES.get(exc.status, MPI.ERR_IO), str(exc), exc.lost)
+    return SimIOError(_ERROR_CLASSES.get(exc.status, MPI.ERR_IO), str(exc), exc.fs_failed)
 
 
 def buffer_spec(buf: Any) -> tuple[memoryview, int, MPI.Datatype]:
@@ -164,9 +164,9 @@ class SimFile:
             try:
                 outcome = ("ok", fn())
             except FsError as exc:
-                outcome = ("error", (_ERROR_CLASSES.get(exc.status, MPI.ERR_IO), str(exc), exc.lost))
+                outcome = ("error", (_ERROR_CLASSES.get(exc.status, MPI.ERR_IO), str(exc), exc.fs_failed))
             except MPI.Exception as exc:
-                outcome = ("error", (exc.Get_error_class(), str(exc), getattr(exc, "lost_server", False)))
+                outcome = ("error", (exc.Get_error_class(), str(exc), getattr(exc, "fs_failed", False)))
         outcome = self.comm.bcast(outcome, root=0)
         if outcome[0] == "error":
             raise SimIOError(*outcome[1])
@@ -192,7 +192,7 @@ class SimFile:
             try:
                 outcome = ("ok", _lookup_or_create(sysint, rec, path, amode, hints))
             except FsError as exc:
-                outcome = ("error", (_ERROR_CLASSES.get(exc.status, MPI.ERR_IO), str(exc), exc.lost))
+                outcome = ("error", (_ERROR_CLASSES.get(exc.status, MPI.ERR_IO), str(exc), exc.fs_failed))
         outcome = comm.bcast(outcome, root=0)
         if outcome[0] == "error":
             raise SimIOError(*outcome[1])

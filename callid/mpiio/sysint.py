@@ -45,6 +45,11 @@ class FsError(Failed):
         self.status = status
         self.lost = lost
 
+    @property
+    def fs_failed(self) -> bool:
+        """Did the file system fail (a server lost, its disk full), rather than the request?"""
+        return self.lost or self.status == P.Status.ENOSPC
+
 
 @dataclass(frozen=True)
 class FileAttrs:

@@ -17,7 +17,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from tests.conftest import CALLID, ROOT, callid_cmd
+from tests.conftest import CALLID, ROOT, callid_cmd, fill
 from tests.tracked import Tracked
 
 pytestmark = [pytest.mark.mpi, pytest.mark.slow]
@@ -225,4 +225,21 @@ def test_a_server_killed_under_the_ranks_io_is_one_line(tmp_path):
     last = err.strip().splitlines()[-1]
     assert "server io1" in last and "(traceback in " in last and "rank-" in last, err
     assert "SimIOError" in last and "rank 0 failed" in last and "rank 1 failed" in last, err
+    assert proc.leftovers == []
+
+
+@pytest.mark.parametrize("tmpfs", [2 << 20], indirect=True)
+def test_a_run_on_a_full_disk_is_one_line(tmpfs):
+    """The run's directory on a disk with 150 KiB free: its servers' storage fills, then its logs
+    cannot be written; one line says so and where the parts are (a pyarrow traceback once, and the
+    ranks' tracebacks of the full disk)."""
+    fill(tmpfs, 150 << 10)
+    prog = tmpfs.parent / "faults.py"
+    prog.write_text(PROGRAM.replace("WRITES", str(WRITES)))
+    proc = Tracked([CALLID, "run", "-n", "2", "-d", tmpfs / "r", prog, "ok"], grace=15, within=tmpfs.parent,
+                   env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert "No space left on device" in err or "ENOSPC" in err, err
     assert proc.leftovers == []

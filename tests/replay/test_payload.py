@@ -9,13 +9,12 @@ import json
 import os
 import subprocess
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
 import pytest
 
-from tests.conftest import callid_cmd, cli
+from tests.conftest import callid_cmd, cli, fill
 
 pytestmark = pytest.mark.mpi
 
@@ -100,30 +99,6 @@ def test_a_replay_without_payload_has_the_events_arrows_and_figures_of_one_with(
     assert {k: size for k, (size, _) in without.items()} == {k: size for k, (size, _) in with_data.items()}
     assert sum(used for _, used in with_data.values()) >= sum(size for size, _ in with_data.values()) > 0
     assert sum(used for _, used in without.values()) == 0
-
-
-@pytest.fixture
-def tmpfs(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Path]:
-    """A tmpfs of ``request.param`` bytes, mounted for the test (root only: skipped elsewhere)."""
-    where = tmp_path / "disk"
-    where.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs needs root")
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={request.param}", "tmpfs", str(where)],
-                             capture_output=True, text=True)
-    if mounted.returncode:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-    try:
-        yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=False)
-
-
-def fill(disk: Path, leave: int) -> None:
-    """Fill ``disk`` up to ``leave`` bytes free."""
-    info = os.statvfs(disk)
-    with open(disk / "filler", "wb") as f:
-        os.posix_fallocate(f.fileno(), 0, info.f_bavail * info.f_frsize - leave)
 
 
 def one_line(res: subprocess.CompletedProcess) -> str:
