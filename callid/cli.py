@@ -1257,7 +1257,7 @@ def commands() -> dict[str, Any]:
 
 def main() -> None:
     """Entry point of the ``callid`` console script: every error is one line with its exit status;
-    Ctrl-C (SIGINT) is "callid: interrupted", exit status 130, with no output installed."""
+    Ctrl-C (SIGINT) is "callid: interrupted", exit status 130, with no partial output left."""
     previous = signal.signal(signal.SIGINT, on_interrupt)
     try:
         app()

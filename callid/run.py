@@ -553,9 +553,6 @@ def _run_ranks(opts: RunOptions, config_path: Path, parts: Path) -> tuple[str, l
                opts.launcher, *opts.target]
     stdout = (subprocess.PIPE if opts.capture else subprocess.DEVNULL if opts.quiet
               else sys.stderr.fileno() if opts.stdout_to_stderr else None)
-    deadline = None if opts.timeout is None else time.monotonic() + opts.timeout
-    timed_out = False
-    out = ""
     try:
         proc = subprocess.Popen(cmd, env=env, stdout=stdout, text=opts.capture, start_new_session=True,
                                 preexec_fn=_in_namespace if romio else die_with_parent)
@@ -564,30 +561,38 @@ def _run_ranks(opts: RunOptions, config_path: Path, parts: Path) -> tuple[str, l
             raise
         raise RunError("--mpi-io romio: cannot make a mount namespace for the run's FUSE mount (it needs "
                        "root, or a kernel that lets users make namespaces)") from None
-    ended: float | None = None  # when a rank was first seen to have stopped or failed
     with proc:
         try:
-            while True:
-                try:
-                    out, _ = proc.communicate(timeout=0.25)
-                    break
-                except subprocess.TimeoutExpired:
-                    if deadline is not None and time.monotonic() > deadline:
-                        timed_out = True
-                        _stop_ranks(proc, parts, env[CONFIG_ENV], romio)
-                        break
-                    if ended is None and _a_rank_ended(parts):
-                        ended = time.monotonic()
-                    elif ended is not None and time.monotonic() - ended > PEERS_GRACE:
-                        signal_ranks(parts, env[CONFIG_ENV], signal.SIGUSR1)  # (once: mpiexec may not have)
-                        ended = float("inf")
-                    if opts.on_wait is not None:
-                        opts.on_wait()
+            out, timed_out = _wait_ranks(proc, opts, parts, env[CONFIG_ENV], romio)
         except BaseException:
             _stop_ranks(proc, parts, env[CONFIG_ENV], romio)
             raise
     msgs = [f"ranks did not finish within {opts.timeout} s and were stopped"] if timed_out else []
     return out or "", msgs + _rank_failures(parts, proc.returncode)
+
+
+def _wait_ranks(proc: subprocess.Popen, opts: RunOptions, parts: Path, config: str,
+                romio: bool) -> tuple[str, bool]:
+    """Until ``mpiexec`` ends: its standard output, and whether the ranks were stopped at the run's
+    timeout.  A rank that stopped or failed and whose peers mpiexec did not tell (its keeper killed)
+    gets them told after ``PEERS_GRACE``."""
+    deadline = None if opts.timeout is None else time.monotonic() + opts.timeout
+    ended: float | None = None  # when a rank was first seen to have stopped or failed
+    while True:
+        try:
+            out, _ = proc.communicate(timeout=0.25)
+            return out, False
+        except subprocess.TimeoutExpired:
+            if deadline is not None and time.monotonic() > deadline:
+                _stop_ranks(proc, parts, config, romio)
+                return "", True
+            if ended is None and _a_rank_ended(parts):
+                ended = time.monotonic()
+            elif ended is not None and time.monotonic() - ended > PEERS_GRACE:
+                signal_ranks(parts, config, signal.SIGUSR1)  # (once: mpiexec may not have)
+                ended = float("inf")
+            if opts.on_wait is not None:
+                opts.on_wait()
 
 
 def _in_namespace() -> None:
