@@ -8,6 +8,9 @@ import select
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -38,12 +41,22 @@ def _read_until(fd: int, marker: str, timeout: float = 30.0) -> str:
     return seen
 
 
-def test_the_shell_runs_queries_refuses_writes_and_leaves(db, tmp_path):
+@contextmanager
+def _shell(db: Path) -> Iterator[tuple[int, subprocess.Popen]]:
+    """``callid sql DB`` on a terminal (a pty): its terminal's end and the process, killed after."""
     main, child = pty.openpty()
     proc = subprocess.Popen([CALLID, "sql", db], stdin=child, stdout=child, stderr=child,
                             env=dict(os.environ, PYTHONPATH=str(ROOT)), start_new_session=True)
     os.close(child)
     try:
+        yield main, proc
+    finally:
+        proc.kill()
+        os.close(main)
+
+
+def test_the_shell_runs_queries_refuses_writes_and_leaves(db, tmp_path):
+    with _shell(db) as (main, proc):
         assert "arrows" in _read_until(main, "callid> ")
         os.write(main, b"SELECT count(*) AS n\r")
         os.write(main, b"FROM calls;\r")
@@ -52,22 +65,17 @@ def test_the_shell_runs_queries_refuses_writes_and_leaves(db, tmp_path):
         assert "refused: callid sql runs queries only" in _read_until(main, "callid> ")
         os.write(main, b".quit\r")
         assert proc.wait(timeout=30) == 0
-    finally:
-        proc.kill()
-        os.close(main)
     assert not (tmp_path / "stolen.csv").exists()
 
 
 def test_ctrl_c_stops_a_query_and_the_shell_goes_on(db):
     """Ctrl-C during a long query: "query interrupted" and the prompt (it was a traceback)."""
-    main, child = pty.openpty()
-    proc = subprocess.Popen([CALLID, "sql", db], stdin=child, stdout=child, stderr=child,
-                            env=dict(os.environ, PYTHONPATH=str(ROOT)), start_new_session=True)
-    os.close(child)
-    try:
+    with _shell(db) as (main, proc):
+        _read_until(main, "callid> ")
+        os.write(main, b"SELECT 1 AS warm;\r")  # (a first query: the shell is past its start)
         _read_until(main, "callid> ")
         os.write(main, b"SELECT count(*) FROM range(100000000000) t(i) WHERE i % 7 = 3;\r")
-        time.sleep(1.5)
+        time.sleep(2)
         proc.send_signal(signal.SIGINT)
         seen = _read_until(main, "callid> ")
         assert "callid: query interrupted" in seen and "Traceback" not in seen
@@ -75,9 +83,6 @@ def test_ctrl_c_stops_a_query_and_the_shell_goes_on(db):
         assert "42" in _read_until(main, "(1 row)")
         os.write(main, b".quit\r")
         assert proc.wait(timeout=30) == 0
-    finally:
-        proc.kill()
-        os.close(main)
 
 
 def test_off_a_terminal_the_tables_are_listed(db):
