@@ -1261,37 +1261,38 @@ def main() -> None:
     previous = signal.signal(signal.SIGINT, on_interrupt)
     try:
         app()
-    except CallidError as exc:
-        if INTERRUPTED.is_set():
+    except SystemExit:
+        if INTERRUPTED.is_set():  # (swallowed on the way, e.g. by DuckDB: the command still stops here)
             _interrupted()
+        raise
+    except (KeyboardInterrupt, Interrupt):
+        _interrupted()
+    except Exception as exc:
+        if INTERRUPTED.is_set():  # (what the interrupt became on its way, e.g. DuckDB's "Query interrupted")
+            _interrupted()
+        _fail(exc)
+    finally:
+        if signal.getsignal(signal.SIGINT) is on_interrupt:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _fail(exc: Exception) -> None:
+    """Say ``exc`` in one line and exit with its status; an exception nobody expected goes on up."""
+    if isinstance(exc, CallidError):
         if exc.exit_code > 128:  # (stopped by a signal: one more, while this process ends, changes nothing)
             for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
                 signal.signal(sig, signal.SIG_IGN)
         typer.echo(f"callid: error: {exc}", err=True)
         sys.exit(exc.exit_code)
-    except OSError as exc:  # an output that cannot be written, a file that cannot be read
-        if INTERRUPTED.is_set():
-            _interrupted()
+    if isinstance(exc, OSError):  # an output that cannot be written, a file that cannot be read
         where = f"{exc.filename}: " if exc.filename else ""
         typer.echo(f"callid: error: {where}{os_reason(exc)}", err=True)
         sys.exit(EXIT_FAILED)
-    except (KeyboardInterrupt, Interrupt):
-        _interrupted()
-    except SystemExit as exc:
-        if INTERRUPTED.is_set():  # (swallowed on the way, e.g. by DuckDB: the command still stops here)
-            _interrupted()
+    # a database or file damaged beyond what the checks on opening see
+    if type(exc).__name__ != "IOException" or not type(exc).__module__.endswith("duckdb"):
         raise exc
-    except Exception as exc:
-        if INTERRUPTED.is_set():  # (what the interrupt became on its way, e.g. DuckDB's "Query interrupted")
-            _interrupted()
-        # a database or file damaged beyond what the checks on opening see
-        if type(exc).__name__ != "IOException" or not type(exc).__module__.endswith("duckdb"):
-            raise
-        typer.echo(f"callid: error: damaged input ({str(exc).splitlines()[0]})", err=True)
-        sys.exit(EXIT_USAGE)
-    finally:
-        if signal.getsignal(signal.SIGINT) is on_interrupt:
-            signal.signal(signal.SIGINT, previous)
+    typer.echo(f"callid: error: damaged input ({str(exc).splitlines()[0]})", err=True)
+    sys.exit(EXIT_USAGE)
 
 
 def _interrupted() -> None:

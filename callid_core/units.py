@@ -79,13 +79,18 @@ class RankSet:
     @classmethod
     def of(cls, ranks: Iterable[int]) -> RankSet:
         """The ranks of an iterable of numbers."""
-        ranges: list[tuple[int, int]] = []
-        for r in sorted(set(ranks)):
-            if ranges and ranges[-1][1] == r - 1:
-                ranges[-1] = (ranges[-1][0], r)
+        return cls.spanning((r, r) for r in ranks)
+
+    @classmethod
+    def spanning(cls, spans: Iterable[tuple[int, int]]) -> RankSet:
+        """The ranks of ranges ``(lo, hi)`` in any order, overlapping or touching (merged here)."""
+        merged: list[tuple[int, int]] = []
+        for lo, hi in sorted(spans):
+            if merged and lo <= merged[-1][1] + 1:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
             else:
-                ranges.append((r, r))
-        return cls(tuple(ranges))
+                merged.append((lo, hi))
+        return cls(tuple(merged))
 
     def __contains__(self, rank: object) -> bool:
         if not isinstance(rank, int):
@@ -113,13 +118,7 @@ def parse_ranks(text: str) -> RankSet:
         spans.append((a, b))
     if not spans:
         raise BadValue("--ranks: no ranks given")
-    merged: list[tuple[int, int]] = []
-    for a, b in sorted(spans):
-        if merged and a <= merged[-1][1] + 1:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
-        else:
-            merged.append((a, b))
-    return RankSet(tuple(merged))
+    return RankSet.spanning(spans)
 
 
 def parse_window(text: str) -> tuple[float, float]:

@@ -3,7 +3,9 @@
 The ranges come from two declarations, never restated here: the protocol says which log
 column each request field and hint becomes (``valid`` of ``protocol.wire``,
 ``protocol.HINT_VALID``), and the log schema (``callid_core.schema.SERVER``) gives each
-column's Arrow type, hence its range.  A request is checked once, before its state machine
+column's Arrow type, hence its range.  Beyond ranges, a path must name a file and a strip size be
+one the file system can use, as the command line checks them (``_MEANING``).  A request is checked
+once, before its state machine
 runs (:func:`check_request`); a row is checked when it is appended to the log
 (:func:`row_check`), so a value that slipped through can fail its own request but never the
 batch of rows it would have joined.  A check skips what a field's codec already guarantees

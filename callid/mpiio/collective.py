@@ -34,6 +34,9 @@ from callid_core import clock
 from callid_core.config import DEFAULT_CB_BUFFER_SIZE, host_of
 from server_sim import protocol as P
 
+#: the values of the hints romio_cb_write and romio_cb_read (ROMIO's)
+CB_MODES = ("enable", "disable", "automatic")
+
 
 @dataclass(frozen=True)
 class CbHints:
@@ -54,7 +57,7 @@ class CbHints:
 
         def mode(key: str) -> str:
             value = (info.get(key) or "automatic").lower()
-            return value if value in ("enable", "disable", "automatic") else "automatic"
+            return value if value in CB_MODES else "automatic"
 
         return cls(number("cb_nodes", hosts), number("cb_buffer_size", DEFAULT_CB_BUFFER_SIZE),
                    mode("romio_cb_write"), mode("romio_cb_read"))

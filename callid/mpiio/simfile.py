@@ -31,8 +31,13 @@ _ERROR_CLASSES = {
 }
 
 
+def _error_of(exc: FsError) -> tuple[int, str, bool]:
+    """The arguments of the :class:`SimIOError` of ``exc`` (to raise here, or on other ranks)."""
+    return _ERROR_CLASSES.get(exc.status, MPI.ERR_IO), str(exc), exc.fs_failed
+
+
 def _mpi_error(exc: FsError) -> SimIOError:
-    return SimIOError(_ERROR_CLASSES.get(exc.status, MPI.ERR_IO), str(exc), exc.fs_failed)
+    return SimIOError(*_error_of(exc))
 
 
 def buffer_spec(buf: Any) -> tuple[memoryview, int, MPI.Datatype]:
@@ -164,7 +169,7 @@ class SimFile:
             try:
                 outcome = ("ok", fn())
             except FsError as exc:
-                outcome = ("error", (_ERROR_CLASSES.get(exc.status, MPI.ERR_IO), str(exc), exc.fs_failed))
+                outcome = ("error", _error_of(exc))
             except MPI.Exception as exc:
                 outcome = ("error", (exc.Get_error_class(), str(exc), getattr(exc, "fs_failed", False)))
         outcome = self.comm.bcast(outcome, root=0)
@@ -192,7 +197,7 @@ class SimFile:
             try:
                 outcome = ("ok", _lookup_or_create(sysint, rec, path, amode, hints))
             except FsError as exc:
-                outcome = ("error", (_ERROR_CLASSES.get(exc.status, MPI.ERR_IO), str(exc), exc.fs_failed))
+                outcome = ("error", _error_of(exc))
         outcome = comm.bcast(outcome, root=0)
         if outcome[0] == "error":
             raise SimIOError(*outcome[1])

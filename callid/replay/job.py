@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from callid.mpiio.collective import CB_MODES
 from callid.replay.darshan import POSIX, read_log
 from callid.replay.layers import links
 from callid.replay.plan import OPTIONS_KEY, make_plan, select, stored_bytes
@@ -84,8 +85,8 @@ def _whole(lo: int, hi: int) -> Callable[[str], bool]:
 REPLAY_HINTS: dict[str, tuple[Callable[[str], bool], str]] = {
     "cb_nodes": (_whole(1, 1 << 31), "a number of aggregators, at least 1"),
     "cb_buffer_size": (_whole(1, 1 << 40), "bytes, at least 1"),
-    "romio_cb_write": (lambda v: v in ("enable", "disable", "automatic"), "enable, disable or automatic"),
-    "romio_cb_read": (lambda v: v in ("enable", "disable", "automatic"), "enable, disable or automatic"),
+    **{key: (CB_MODES.__contains__, "one of " + ", ".join(CB_MODES))
+       for key in ("romio_cb_write", "romio_cb_read")},
     "striping_factor": (_whole(1, defaults.MAX_IO_SERVERS), "a number of servers, at least 1"),
     "striping_unit": (_whole(defaults.MIN_STRIP_SIZE, defaults.MAX_STRIP_SIZE),
                       f"bytes, {defaults.MIN_STRIP_SIZE} to {defaults.MAX_STRIP_SIZE}"),
