@@ -23,9 +23,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from callid_core import checksum
 from callid_core.atomic import replacing
 from callid_core.config import DEFAULT_FLUSH_ROWS, DEFAULT_FLUSH_SECONDS
 from callid_core.errors import InputError
+from callid_core.schema import META_CHECKSUM
 
 __all__ = ["PartLog", "column", "combine_parts", "is_part"]
 
@@ -147,14 +149,25 @@ class PartLog:
         self.flush()
 
 
+class _LogWriter(pq.ParquetWriter):
+    """A Parquet writer that ends its file with a checksum (:mod:`callid_core.checksum`)."""
+
+    def close(self) -> None:
+        if self.is_open:
+            self.add_key_value_metadata({META_CHECKSUM: checksum.PLACEHOLDER})
+            super().close()
+            checksum.seal(self.where)
+
+
 def log_writer(where: str | os.PathLike[str], schema: pa.Schema) -> pq.ParquetWriter:
     """A writer of a log as ``callid merge`` reads it: integers delta-encoded, labels
-    dictionary-encoded, Parquet 2 data pages, row groups of a million rows.  (A merged output's
+    dictionary-encoded, Parquet 2 data pages, row groups of a million rows, a checksum of the whole
+    file in its footer.  (A merged output's
     views read the log itself: half the size of pyarrow's defaults, and a scan of the times in half
     the time; ``bench merge``, 10 M events: busy time per server 1.44x a DuckDB table's, 2.9x before;
     bytes per server 1.7x, 1.4x before.)"""
     ints = [f.name for f in schema if pa.types.is_integer(f.type)]
-    return pq.ParquetWriter(where, schema, data_page_version="2.0",
+    return _LogWriter(where, schema, data_page_version="2.0",
                             use_dictionary=[f.name for f in schema if pa.types.is_string(f.type)],
                             column_encoding=dict.fromkeys(ints, "DELTA_BINARY_PACKED"))
 

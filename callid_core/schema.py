@@ -54,6 +54,9 @@ META_SOURCE_NOTES = "callid.source_notes"
 #: prefix of the keys of what a replay's source says of its job (``callid.job.jobid``, ...; in the
 #: merged run table ``client.job.jobid``, ...: see callid.replay.darshan.DarshanLog.job)
 META_JOB_PREFIX = "callid.job."
+#: a whole log file's CRC-32 (8 hex digits; see callid_core.checksum), in the footer of a log written
+#: whole (not of the parts a run writes as it goes)
+META_CHECKSUM = "callid.crc32"
 
 KIND_CLIENT = "client"
 KIND_SERVER = "server"

@@ -14,12 +14,16 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from callid_core import checksum
 from callid_core import schema as S
 from callid_core.errors import InputError
 from callid_core.ids import CallIDError, Layout
 from pipeline.dialect import DUCKDB, Dialect
 
 _META_PREFIX = "callid."
+#: the metadata key saying whether every file of a log carried a checksum, all verified ("yes"), or
+#: not ("no": parts of a run, or written by an earlier callid); ``client.checksummed`` in the run table
+CHECKED = "checksummed"
 
 
 @dataclass(frozen=True)
@@ -90,8 +94,9 @@ def check_layout(layout: str, where: str) -> None:
         raise InputError(f"{where}: unknown CallID layout {layout!r} in '{S.META_LAYOUT}' ({exc})") from None
 
 
-def _check_file(path: str, kind: str) -> tuple[dict[str, str], int]:
-    """Validate one file's footer; return its ``callid.*`` metadata and row count."""
+def _check_file(path: str, kind: str) -> tuple[dict[str, str], int, bool]:
+    """Validate one file's footer and checksum; return its ``callid.*`` metadata, its row count and
+    whether it carried a checksum."""
     if os.path.getsize(path) == 0:
         raise InputError(f"{path}: empty file, expected a {kind} log")
     try:
@@ -120,7 +125,11 @@ def _check_file(path: str, kind: str) -> tuple[dict[str, str], int]:
         if _normal(got) != _normal(expected.type):
             raise InputError(f"{path}: column '{expected.name}' has type {got}, expected {expected.type}")
     check_layout(kv.get(S.META_LAYOUT, ""), path)
-    return kv, meta.num_rows
+    verified = checksum.verify(path)
+    if verified is False:
+        raise InputError(f"{path}: damaged: its bytes do not match the checksum callid wrote in it "
+                         "(changed since it was written)")
+    return kv, meta.num_rows, bool(verified)
 
 
 def validate_log(path_or_glob: str, kind: str) -> LogInfo:
@@ -128,18 +137,22 @@ def validate_log(path_or_glob: str, kind: str) -> LogInfo:
     files = resolve(path_or_glob)
     rows = 0
     first: dict[str, str] = {}
+    checked = True
     for path in files:
-        kv, n = _check_file(path, kind)
+        kv, n, verified = _check_file(path, kind)
         rows += n
+        checked = checked and verified
         if path == files[0]:
             first = kv
             continue
         for key in (S.META_LAYOUT, S.META_RUN_ID):
             if kv.get(key) != first.get(key):
                 raise InputError(f"{path}: '{key}' is {kv.get(key)!r} but {first.get(key)!r} in {files[0]}")
+    meta = {k: v for k, v in first.items() if k != S.META_CHECKSUM}
+    meta[_META_PREFIX + CHECKED] = "yes" if checked else "no"
     return LogInfo(kind, files, first[S.META_LAYOUT], first.get(S.META_RUN_ID, ""),
                    first.get(S.META_CONFIG, ""), rows,
-                   {k.removeprefix(_META_PREFIX): v for k, v in first.items()})
+                   {k.removeprefix(_META_PREFIX): v for k, v in meta.items()})
 
 
 #: of the ids a server gives its events, a span at most this many times their number is checked for

@@ -3,7 +3,7 @@
 Each warning is a SQL query over the merged tables returning one row (a number and the ranks or
 clocks involved) when it fires: no traced call, ranks that logged nothing or stopped early (not on a
 replay that did not keep the ranks' pace: ``pipeline.lag``), server operations whose call is missing,
-clocks that could not be aligned, violations left after alignment.
+clocks that could not be aligned, violations left after alignment, logs without a checksum.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from callid_core.units import ranks_phrase
 from pipeline.lag import PACE_KEPT_SQL
+from pipeline.load import CHECKED
 from pipeline.merged import Merged
 
 __all__ = ["merge_warnings"]
@@ -64,6 +65,15 @@ def _clocks(row: tuple) -> str | None:
     return "; ".join(parts) or None
 
 
+def _unchecked(row: tuple) -> str | None:
+    (logs,) = row
+    if not logs:
+        return None
+    one = len(logs) == 1
+    return (f"the {' and '.join(logs)} log{'' if one else 's'} carried no checksum (parts of a run, or written "
+            f"by an earlier callid): damage to {'it' if one else 'them'} could not be detected")
+
+
 #: (query, what the row means)
 CHECKS: list[tuple[str, Callable[[tuple], str | None]]] = [
     ("SELECT (SELECT count(*) FROM calls), (SELECT count(*) FROM server_ops)", _no_calls),
@@ -74,6 +84,8 @@ CHECKS: list[tuple[str, Callable[[tuple], str | None]]] = [
         ANTI JOIN calls c ON c.callid = o.callid""", _orphans),
     ("""SELECT list(DISTINCT clock ORDER BY clock) FILTER (WHERE quality = 'failed'),
                coalesce(sum(violations_after), 0) FROM clocks""", _clocks),
+    (f"""SELECT list(split_part(key, '.', 1) ORDER BY key) FROM run
+         WHERE key IN ('client.{CHECKED}', 'server.{CHECKED}') AND value = 'no'""", _unchecked),
 ]
 
 

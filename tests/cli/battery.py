@@ -98,7 +98,7 @@ CASES = [
     *(Case(f"merge {what}", ["merge", f"bad/{name}.parquet", "run/server.parquet", "-o", "x.duckdb"])
       for what, name in [("NULL t_start", "null_t_start"), ("NULL callid", "null_callid"),
                          ("negative size", "negative_size"), ("t_end < t_start", "backwards"),
-                         ("duplicate rows", "duplicates")]),
+                         ("duplicate rows", "duplicates"), ("a bit flipped in a page", "flipped")]),
     Case("merge NULL server", ["merge", "run/client.parquet", "bad/null_server.parquet", "-o", "x.duckdb"]),
     Case("merge --memory-limit -1GB", ["merge", *LOGS, "--memory-limit", "-1GB", "-o", "neg.duckdb"]),
     Case("merge --memory-limit 99999TB", ["merge", *LOGS, "--memory-limit", "99999TB", "-o", "big.duckdb"]),
@@ -282,6 +282,9 @@ def make_workspace(where: Path, checkout: Path = ROOT) -> Path:
                    bad / "duplicates.parquet")
     pq.write_table(null_first(server, "server").replace_schema_metadata(server.schema.metadata),
                    bad / "null_server.parquet")
+    data = bytearray((ws / "run" / "client.parquet").read_bytes())
+    data[300] ^= 1  # (a value of the first page, which DuckDB reads without a word)
+    (bad / "flipped.parquet").write_bytes(data)
     # a merged run whose file name holds what could end the page's script
     weird = client.set_column(client.schema.get_field_index("file"), client.schema.field("file"),
                               pa.array([f.replace("battery", "<!--</script>x") if f else f

@@ -113,7 +113,7 @@ def _columns(db, table):
 def test_merge_returns_row_counts(logs, tmp_path):
     counts = merge(str(logs[0]), str(logs[1]), str(tmp_path / "c.duckdb"))
     assert counts == {"calls": 4, "waits": 0, "mpi_calls": 0, "rpcs": 1, "phases": 0, "server_ops": 8,
-                      "arrows": 6, "fanout": 4, "clocks": 4, "run": 16, "source_io": 0}
+                      "arrows": 6, "fanout": 4, "clocks": 4, "run": 18, "source_io": 0}
 
 
 def test_arrows_are_one_row_per_call_and_disk_operation_including_fan_in(merged):
@@ -232,7 +232,7 @@ def test_clocks_run_and_events(merged):
         "layout": LAYOUT, "sentinel": str(NONE), "clock_sync": "none", "start_ns": "1000",
         **{f"{k}.{key}": v for k in ("client", "server") for key, v in (
             ("config", '{"servers": 2}'), ("files", "1"), ("layout", LAYOUT), ("run_id", "run1"),
-            ("schema_version", S.SCHEMA_VERSION))},
+            ("schema_version", S.SCHEMA_VERSION), ("checksummed", "yes"))},
         "client.rows": str(len(CLIENT_ROWS)), "server.rows": str(len(SERVER_ROWS))}
     events = query(merged, "SELECT source, lane, layer, name, callid_hex, t_start, dur_ns, t_rel_ns, size "
                         "FROM events ORDER BY t_start, source")
@@ -287,6 +287,18 @@ def test_directories_and_globs_of_parts_are_inputs(logs, tmp_path):
     db = tmp_path / "parts.duckdb"
     merge(str(tmp_path / "client-parts"), str(tmp_path / "server-parts" / "*.parquet"), str(db))
     assert query(db, "SELECT count(*) FROM arrows") == [(6,)]
+
+
+def test_logs_written_whole_are_verified_and_others_merged_with_a_warning(logs, tmp_path):
+    assert validate_log(str(logs[0]), S.KIND_CLIENT).metadata["checksummed"] == "yes"
+    db = tmp_path / "parts.duckdb"
+    merge(str(tmp_path / "client-parts"), str(logs[1]), str(db))  # (parts carry no checksum)
+    assert ("client.checksummed", "no") in query(db, "SELECT * FROM run")
+    assert [w for w in api.merge_warnings(db) if "checksum" in w] == [
+        "the client log carried no checksum (parts of a run, or written by an earlier callid): damage to "
+        "it could not be detected"]
+    merge(str(logs[0]), str(logs[1]), str(db))
+    assert not [w for w in api.merge_warnings(db) if "checksum" in w]
 
 
 def test_extra_columns_and_other_writers_list_types_are_accepted(logs, tmp_path):
@@ -567,6 +579,10 @@ def _make_bad(case, bad, client, server):
         _set_meta(client, bad, **{S.META_LAYOUT: None})
     elif case == "unknown_layout":
         _set_meta(client, bad, **{S.META_LAYOUT: "48/8"})
+    elif case.startswith("flipped"):  # one bit of a data page, or of the footer's last string
+        data = bytearray(client.read_bytes())
+        data[200 if case == "flipped_page" else data.rfind(b"parquet-cpp-arrow")] ^= 1
+        bad.write_bytes(data)
 
 
 BAD_CLIENT = [
@@ -580,6 +596,8 @@ BAD_CLIENT = [
     ("no_kind", "client.bad.parquet: not a callid log (no 'callid.kind' metadata)"),
     ("no_layout", "client.bad.parquet: no 'callid.layout' metadata"),
     ("unknown_layout", "client.bad.parquet: unknown CallID layout '48/8'"),
+    ("flipped_page", "client.bad.parquet: damaged: its bytes do not match the checksum"),
+    ("flipped_footer", "client.bad.parquet: damaged: its bytes do not match the checksum"),
 ]
 
 
