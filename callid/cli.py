@@ -809,19 +809,23 @@ def sql(
         "times in ns, as strings, so that JavaScript readers keep them exact)")] = RowFormat.TABLE,
     as_json: Annotated[bool, typer.Option("--json", help="print the rows as JSON (same as --format json)")]
     = False,
+    timeout: Annotated[float, typer.Option(
+        parser=_duration, metavar="DURATION", help="stop a query still running after this long, e.g. 30s, "
+        "10min (0: never)")] = defaults.DEFAULT_SQL_TIMEOUT,
 ) -> None:
     """Run a SQL query on a merged database (tables: calls, rpcs, server_ops, arrows, fanout, ...).
 
     Without a query it lists the tables and views with their row counts; --query NAME runs one
     of the queries that ship with callid (--list-queries shows them and what each answers).
     Queries only (SELECT, SHOW, DESCRIBE, SUMMARIZE, EXPLAIN): any other statement is refused, and
-    only the output's own files can be read.
+    only the output's own files can be read.  Rows are printed as they are read (a table's column
+    widths are those of its first 10,000 rows).
 
     Example: callid sql merged.duckdb "SELECT func, count(*) FROM arrows GROUP BY func"
     """
     from callid import api
     from pipeline.formatting import format_rows
-    from pipeline.query import named_queries, named_query, run_query, table_counts
+    from pipeline.query import named_queries, named_query, table_counts
 
     fmt = RowFormat.JSON if as_json else fmt
     if list_queries:
@@ -842,12 +846,21 @@ def sql(
         if query is None:
             typer.echo(format_rows(["name", "kind", "rows"], table_counts(m), fmt))
             if sys.stdin.isatty() and sys.stdout.isatty():
-                _shell(m, fmt)
+                _shell(m, fmt, timeout / 1e9)
             elif fmt == RowFormat.TABLE:
                 typer.echo("(give QUERY, -f FILE or --query NAME to run a query; --list-queries)", err=True)
             return
-        columns, rows = run_query(m, query)
-    typer.echo(format_rows(columns, rows, fmt))
+        _interruptible(m.con, functools.partial(_print_query, m, query, fmt, timeout / 1e9))
+
+
+def _print_query(m, query: str, fmt: RowFormat, timeout: float) -> None:
+    """Print the rows of ``query`` on ``m`` as they are read."""
+    from pipeline.formatting import stream_rows
+    from pipeline.query import stream_query
+
+    columns, batches = stream_query(m, query, timeout)
+    for block in stream_rows(columns, batches, fmt):
+        typer.echo(block)
 
 
 #: the largest query file callid sql reads
@@ -869,13 +882,13 @@ def _query_file(file: Path) -> str:
         raise BadValue(f"{file}: {exc.strerror}") from None
 
 
-def _shell(m, fmt: RowFormat) -> None:
+def _shell(m, fmt: RowFormat, timeout: float) -> None:
     """An interactive SQL shell on ``m`` (read-only, sandboxed as every query of callid sql): a query
     ends with ';' (it may span lines); .queries lists the shipped queries, .quit or Ctrl-D leaves."""
     import readline  # noqa: F401  (line editing and history for input())
 
     from pipeline.formatting import format_rows
-    from pipeline.query import QueryError, named_queries, run_query
+    from pipeline.query import QueryError, named_queries
 
     typer.echo("enter SQL ending with ';' (.queries: the shipped queries, .quit: leave)", err=True)
     text = ""
@@ -900,8 +913,7 @@ def _shell(m, fmt: RowFormat) -> None:
         if not text.rstrip().endswith(";"):
             continue
         try:
-            columns, rows = _interruptible(m.con, functools.partial(run_query, m, text))
-            typer.echo(format_rows(columns, rows, fmt))
+            _interruptible(m.con, functools.partial(_print_query, m, text, fmt, timeout))
         except QueryError as exc:
             typer.echo(f"callid: error: {exc}", err=True)
         except Interrupt:

@@ -58,6 +58,8 @@ DEFAULT_MAX_FLOW = 1 << 30
 DEFAULT_MAX_CONNECTIONS = 256
 #: the longest --timeout of a run (seconds: 30 days)
 MAX_TIMEOUT = 30 * 24 * 3600.0
+#: ``callid sql --timeout``: a query still running after this long is stopped
+DEFAULT_SQL_TIMEOUT = "1h"
 #: seconds a server waits for the next bytes of a connection before it closes it
 DEFAULT_IDLE_TIMEOUT = 300.0
 #: bytes of a file system's secret

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Iterable, Iterator
 
 from callid_core import jsonout
 from callid_core.choices import RowFormat, listed
 from callid_core.errors import InputError
 
-__all__ = ["MAX_CELL", "format_rows"]
+__all__ = ["MAX_CELL", "format_rows", "stream_rows"]
 
 
 def _cell(value: object) -> str:
@@ -39,30 +40,73 @@ def _widths(columns: list[str], cells: list[list[str]]) -> list[int]:
 def format_rows(columns: list[str], rows: list[tuple], fmt: str = "table", cut: bool = True) -> str:
     """Render a result for people (``table``, ``markdown``) or programs (``csv``, ``json``); ``cut``: a
     table's wide values are cut to :data:`MAX_CELL` characters."""
-    if fmt == "json":  # (integers beyond 2^53 as strings: exact for JavaScript readers)
-        return jsonout.dumps([dict(zip(columns, row)) for row in rows])
-    cells = [[_cell(v) for v in row] for row in rows]
-    if fmt == "csv":
-        buf = io.StringIO()
-        writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow(columns)
-        writer.writerows(cells)
-        return buf.getvalue().rstrip("\n")
-    if fmt == "markdown":
-        cells = [[v.replace("|", "\\|").replace("\n", " ") for v in row] for row in cells]
-        widths = _widths(columns, cells)
-        line = lambda vals: "| " + " | ".join(v.ljust(w) for v, w in zip(vals, widths)) + " |"  # noqa: E731
-        return "\n".join([line(columns), "|" + "|".join("-" * (w + 2) for w in widths) + "|",
-                          *map(line, cells)])
-    if fmt != "table":
+    return "\n".join(stream_rows(columns, [rows], fmt, cut))
+
+
+def stream_rows(columns: list[str], batches: Iterable[list[tuple]], fmt: str = "table",
+                cut: bool = True) -> Iterator[str]:
+    """:func:`format_rows` of a result read in batches, as blocks of whole lines (no final newline),
+    one per batch: nothing but a batch is held.  A table's (and markdown's) column widths are those
+    of its first batch: a wider value further on is not cut to it."""
+    if fmt not in set(RowFormat):
         raise InputError(f"unknown format {fmt!r}: choose {listed(RowFormat)}")
-    cells = [[_fit(v) if cut else v.replace("\n", " ") for v in row] for row in cells]
-    widths = _widths(columns, cells)
-    line = lambda vals: "  ".join(v.rjust(w) if _numeric(v) else v.ljust(w)  # noqa: E731
-                                  for v, w in zip(vals, widths)).rstrip()
-    out = [line(columns), "  ".join("-" * w for w in widths), *map(line, cells)]
-    out.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
-    return "\n".join(out)
+    n, widths = 0, None
+    if fmt == "json":  # (integers beyond 2^53 as strings: exact for JavaScript readers)
+        yield from _json(columns, batches)
+        return
+    if fmt == "csv":
+        yield _csv([columns])
+    for batch in batches:
+        cells = [[_cell(v) for v in row] for row in batch]
+        n += len(cells)
+        if fmt == "csv":
+            if cells:
+                yield _csv(cells)
+            continue
+        if fmt == "markdown":
+            cells = [[v.replace("|", "\\|").replace("\n", " ") for v in row] for row in cells]
+        else:
+            cells = [[_fit(v) if cut else v.replace("\n", " ") for v in row] for row in cells]
+        if widths is None:
+            widths = _widths(columns, cells)
+            yield from _head(columns, widths, fmt)
+        if cells:
+            yield "\n".join(_line(row, widths, fmt) for row in cells)
+    if widths is None and fmt != "csv":
+        yield from _head(columns, _widths(columns, []), fmt)
+    if fmt == "table":
+        yield f"({n} row{'s' if n != 1 else ''})"
+
+
+def _json(columns: list[str], batches: Iterable[list[tuple]]) -> Iterator[str]:
+    """A JSON list of the rows as objects, a block per batch (the last one holding the closing ``]``)."""
+    pending = None
+    for batch in batches:
+        if batch:
+            if pending is not None:
+                yield pending
+            pending = ("[" if pending is None else ", ") + ", ".join(
+                jsonout.dumps(dict(zip(columns, row))) for row in batch)
+    yield (pending or "[") + "]"
+
+
+def _csv(rows: list[list[str]]) -> str:
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows(rows)
+    return buf.getvalue().rstrip("\n")
+
+
+def _head(columns: list[str], widths: list[int], fmt: str) -> Iterator[str]:
+    if fmt == "markdown":
+        yield _line(columns, widths, fmt) + "\n|" + "|".join("-" * (w + 2) for w in widths) + "|"
+    else:
+        yield _line(columns, widths, fmt) + "\n" + "  ".join("-" * w for w in widths)
+
+
+def _line(values: list[str], widths: list[int], fmt: str) -> str:
+    if fmt == "markdown":
+        return "| " + " | ".join(v.ljust(w) for v, w in zip(values, widths)) + " |"
+    return "  ".join(v.rjust(w) if _numeric(v) else v.ljust(w) for v, w in zip(values, widths)).rstrip()
 
 
 def _numeric(text: str) -> bool:

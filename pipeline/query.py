@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
 
@@ -61,20 +63,75 @@ class QueryError(InputError):
 QUERY_STATEMENTS = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
 
 
+#: rows fetched at a time: a result is never held whole
+BATCH_ROWS = 10_000
+
+
 def run_query(m: Merged, sql: str) -> tuple[list[str], list[tuple]]:
     """Run ``sql`` on ``m`` (opened with ``sandbox=True`` for ``callid sql``); return column names and
     rows.  A failed or refused query (any statement but a query) is a :class:`QueryError`."""
+    columns, batches = stream_query(m, sql)
+    return columns, [row for batch in batches for row in batch]
+
+
+def stream_query(
+    m: Merged, sql: str, timeout: float | None = None,
+) -> tuple[list[str], Iterator[list[tuple]]]:
+    """As :func:`run_query`, the rows in batches of :data:`BATCH_ROWS` as they are fetched; a query
+    still running ``timeout`` seconds after it started is stopped (:class:`QueryError`)."""
     try:
         refused = [st.type.name for st in m.con.extract_statements(sql) if st.type not in QUERY_STATEMENTS]
-        if refused:
-            raise QueryError(f"refused: callid sql runs queries only (SELECT, SHOW, DESCRIBE, EXPLAIN ...), "
-                             f"not {refused[0]}")
-        cur = m.con.execute(sql)
-        if cur.description is None:
-            return [], []
-        return [d[0] for d in cur.description], cur.fetchall()
-    except duckdb.PermissionException as exc:
-        raise QueryError(f"refused: callid sql reads the database only ({str(exc).splitlines()[0]})") \
-            from None
     except duckdb.Error as exc:
-        raise QueryError(f"SQL error: {str(exc).splitlines()[0]}") from None
+        raise _error(exc) from None
+    if refused:
+        raise QueryError(f"refused: callid sql runs queries only (SELECT, SHOW, DESCRIBE, EXPLAIN ...), "
+                         f"not {refused[0]}")
+    deadline = _Deadline(m, timeout)
+    try:
+        cur = m.con.execute(sql)
+    except duckdb.Error as exc:
+        deadline.cancel()
+        raise deadline.error(exc) from None
+    if cur.description is None:
+        deadline.cancel()
+        return [], iter(())
+    return [d[0] for d in cur.description], _batches(cur, deadline)
+
+
+def _batches(cur: duckdb.DuckDBPyConnection, deadline: _Deadline) -> Iterator[list[tuple]]:
+    try:
+        while batch := cur.fetchmany(BATCH_ROWS):
+            yield batch
+    except duckdb.Error as exc:
+        raise deadline.error(exc) from None
+    finally:
+        deadline.cancel()
+
+
+class _Deadline:
+    """Interrupts the queries of ``m`` once ``timeout`` seconds have passed (none: never)."""
+
+    def __init__(self, m: Merged, timeout: float | None) -> None:
+        self.timeout, self.fired = timeout, False
+        self._timer = threading.Timer(timeout, self._fire, (m,)) if timeout else None
+        if self._timer:
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _fire(self, m: Merged) -> None:
+        self.fired = True
+        m.con.interrupt()
+
+    def cancel(self) -> None:
+        if self._timer:
+            self._timer.cancel()
+
+    def error(self, exc: duckdb.Error) -> QueryError:
+        """What ``exc``, raised by a query, says to the user."""
+        return QueryError(f"stopped after {self.timeout:g} s (--timeout)") if self.fired else _error(exc)
+
+
+def _error(exc: duckdb.Error) -> QueryError:
+    if isinstance(exc, duckdb.PermissionException):
+        return QueryError(f"refused: callid sql reads the database only ({str(exc).splitlines()[0]})")
+    return QueryError(f"SQL error: {str(exc).splitlines()[0]}")

@@ -70,8 +70,8 @@ def _unchecked(row: tuple) -> str | None:
     if not logs:
         return None
     one = len(logs) == 1
-    return (f"the {' and '.join(logs)} log{'' if one else 's'} carried no checksum (parts of a run, or written "
-            f"by an earlier callid): damage to {'it' if one else 'them'} could not be detected")
+    return (f"the {' and '.join(logs)} log{'' if one else 's'} carried no checksum (parts of a run, or "
+            f"written by an earlier callid): damage to {'it' if one else 'them'} could not be detected")
 
 
 #: (query, what the row means)

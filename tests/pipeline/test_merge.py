@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
@@ -13,20 +15,21 @@ import pytest
 
 from callid import api
 from callid_core import schema as S
+from callid_core.choices import RowFormat
 from callid_core.errors import InputError
 from callid_core.ids import Layout
 from callid_core.partlog import PartLog, combine_parts
 from callid_core.schema import file_metadata
 from callid_core.units import ranks_text
 from pipeline import clocks
-from pipeline.formatting import format_rows
+from pipeline.formatting import format_rows, stream_rows
 from pipeline.load import validate_log
 from pipeline.merge import merge
 from pipeline.merged import CATALOG, open_merged
-from pipeline.query import run_query
+from pipeline.query import BATCH_ROWS, run_query, stream_query
 from pipeline.stats import render_stats
 from pipeline.synth import SynthOptions, synthesize
-from tests.conftest import callid_cmd, cli, query
+from tests.conftest import CALLID, ROOT, callid_cmd, cli, query
 
 LAYOUT = "32/8"
 NONE = 0xFFFFFFFF
@@ -434,6 +437,39 @@ def test_query_errors_are_one_line_input_errors(merged, logs, tmp_path):
     assert query(merged, "SELECT count(*) FROM calls") == [(4,)]
     with pytest.raises(InputError, match="unknown format"):
         format_rows(["a"], [], "xml")
+
+
+def test_sql_prints_rows_as_it_reads_them_and_stops_a_query_past_its_timeout(merged):
+    n = 2 * BATCH_ROWS + 5
+    with open_merged(merged, sandbox=True) as m:
+        columns, batches = stream_query(m, f"SELECT range + 100000 AS i, 'x' || i AS s FROM range({n})")
+        batches = list(batches)
+        assert columns == ["i", "s"] and [len(b) for b in batches] == [BATCH_ROWS, BATCH_ROWS, 5]
+        rows = [r for b in batches for r in b]
+        for fmt in RowFormat:  # (in blocks, one per batch: what format_rows prints whole; JSON split
+            whole = format_rows(columns, rows, fmt)  # between rows)
+            streamed = "\n".join(stream_rows(columns, batches, fmt))
+            assert (json.loads(streamed) == json.loads(whole)) if fmt == RowFormat.JSON else streamed == whole
+    forever = "WITH RECURSIVE t(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM t) SELECT count(*) FROM t"
+    result = callid_cmd("sql", merged, forever, "--timeout", "1s")
+    assert (result.returncode, result.stdout, result.stderr) == (
+        2, "", "callid: error: stopped after 1 s (--timeout)\n")
+    result = callid_cmd("sql", merged, "SELECT * FROM range(25000)", "--format", "csv", "--timeout", "0")
+    assert result.returncode == 0 and result.stdout.split() == ["range", *map(str, range(25000))]
+
+
+@pytest.mark.slow
+def test_sql_holds_a_batch_of_a_large_result_not_the_whole(merged):
+    """A 560 MB result (5 M rows of 100 characters) printed as CSV: the command's peak memory stays
+    far below the result's size (fetched whole, it peaked at 2.2 GB)."""
+    wide = "SELECT range AS i, repeat('x', 100) AS s FROM range(5000000)"
+    measure = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, "
+               "check=True); print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+    result = subprocess.run([sys.executable, "-c", measure, CALLID, "sql", str(merged), wide, "--format",
+                             "csv"], capture_output=True, text=True, timeout=300,
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert result.returncode == 0, result.stderr
+    assert int(result.stdout) < 400 << 10  # KiB
 
 
 def test_stats_and_sql_refuse_what_is_not_a_merged_database(logs, tmp_path):
