@@ -50,30 +50,30 @@ def stream_rows(columns: list[str], batches: Iterable[list[tuple]], fmt: str = "
     of its first batch: a wider value further on is not cut to it."""
     if fmt not in set(RowFormat):
         raise InputError(f"unknown format {fmt!r}: choose {listed(RowFormat)}")
-    n, widths = 0, None
     if fmt == "json":  # (integers beyond 2^53 as strings: exact for JavaScript readers)
-        yield from _json(columns, batches)
-        return
+        return _json(columns, batches)
     if fmt == "csv":
-        yield _csv([columns])
+        return _csv(columns, batches)
+    return _aligned(columns, batches, fmt, cut)
+
+
+def _aligned(columns: list[str], batches: Iterable[list[tuple]], fmt: str, cut: bool) -> Iterator[str]:
+    """A table or markdown, in blocks."""
+    n, widths = 0, None
     for batch in batches:
         cells = [[_cell(v) for v in row] for row in batch]
         n += len(cells)
-        if fmt == "csv":
-            if cells:
-                yield _csv(cells)
-            continue
         if fmt == "markdown":
             cells = [[v.replace("|", "\\|").replace("\n", " ") for v in row] for row in cells]
         else:
             cells = [[_fit(v) if cut else v.replace("\n", " ") for v in row] for row in cells]
         if widths is None:
             widths = _widths(columns, cells)
-            yield from _head(columns, widths, fmt)
+            yield _head(columns, widths, fmt)
         if cells:
             yield "\n".join(_line(row, widths, fmt) for row in cells)
-    if widths is None and fmt != "csv":
-        yield from _head(columns, _widths(columns, []), fmt)
+    if widths is None:
+        yield _head(columns, _widths(columns, []), fmt)
     if fmt == "table":
         yield f"({n} row{'s' if n != 1 else ''})"
 
@@ -90,17 +90,19 @@ def _json(columns: list[str], batches: Iterable[list[tuple]]) -> Iterator[str]:
     yield (pending or "[") + "]"
 
 
-def _csv(rows: list[list[str]]) -> str:
-    buf = io.StringIO()
-    csv.writer(buf, lineterminator="\n").writerows(rows)
-    return buf.getvalue().rstrip("\n")
+def _csv(columns: list[str], batches: Iterable[list[tuple]]) -> Iterator[str]:
+    """CSV, in blocks (the first: the header)."""
+    for rows in ([columns], *batches):
+        if rows:
+            buf = io.StringIO()
+            csv.writer(buf, lineterminator="\n").writerows([_cell(v) for v in row] for row in rows)
+            yield buf.getvalue().rstrip("\n")
 
 
-def _head(columns: list[str], widths: list[int], fmt: str) -> Iterator[str]:
+def _head(columns: list[str], widths: list[int], fmt: str) -> str:
     if fmt == "markdown":
-        yield _line(columns, widths, fmt) + "\n|" + "|".join("-" * (w + 2) for w in widths) + "|"
-    else:
-        yield _line(columns, widths, fmt) + "\n" + "  ".join("-" * w for w in widths)
+        return _line(columns, widths, fmt) + "\n|" + "|".join("-" * (w + 2) for w in widths) + "|"
+    return _line(columns, widths, fmt) + "\n" + "  ".join("-" * w for w in widths)
 
 
 def _line(values: list[str], widths: list[int], fmt: str) -> str:
