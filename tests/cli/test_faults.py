@@ -43,6 +43,9 @@ while mode == "loop":  # (writing on both servers until something fails)
     time.sleep(0.01)
 comm.Barrier()
 f.Close()
+if mode == "idle":  # (the file system's work is done; the ranks end 4 s later)
+    print(f"rank {comm.rank} closed", flush=True)
+    time.sleep(4)
 """
 WRITES = 30
 
@@ -117,6 +120,27 @@ def test_a_killed_server_is_named_and_nothing_is_left(tmp_path):
     disk = dict(duckdb.sql(f"SELECT server, count(*) FROM '{out}/server.parquet' WHERE op = 'trove_write' "
                            "GROUP BY server").fetchall())
     assert disk.keys() == {"io0", "io1"} and sum(disk.values()) == 2 * WRITES  # io1 lost none of its writes
+    assert proc.leftovers == []
+
+
+def test_a_server_stopped_when_the_run_ends_keeps_what_it_logged(tmp_path):
+    """io1 SIGSTOPped after the ranks' I/O, so that it cannot stop when the run ends: it is killed,
+    named, and the events it logged more than a second before it stopped are in the log."""
+    proc, out = _start(tmp_path, "idle", ranks=2)
+    _wait_written(proc, 2)
+    assert "closed" in proc.stdout.readline() + proc.stdout.readline()
+    [pid] = [pid for pid, args in proc.descendants().items() if "server_sim serve" in args
+             and f"--config {out}/fs.json --name io1 " in args]
+    time.sleep(2)
+    proc.send_signal(signal.SIGSTOP, pid)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1 and "Traceback" not in err, err
+    assert err.strip().splitlines()[-1].startswith(
+        "callid: error: server io1 did not stop within 20 s and was killed (the events logged before are in ")
+    assert _writes(out) == {0: WRITES, 1: WRITES}
+    disk = dict(duckdb.sql(f"SELECT server, count(*) FROM '{out}/server.parquet' WHERE op = 'trove_write' "
+                           "GROUP BY server").fetchall())
+    assert disk.keys() == {"io0", "io1"} and sum(disk.values()) == 2 * WRITES
     assert proc.leftovers == []
 
 
