@@ -253,8 +253,9 @@ class ServerGroup:
             addr = self._file(srv, ".addr")
             while not addr.exists():
                 if self.procs[srv.name].poll() is not None:
-                    raise RunError(f"server {srv.name} exited with status {self.procs[srv.name].returncode} "
-                                   f"at start-up{_last_line(self._file(srv, '.log'))}")
+                    code = self.procs[srv.name].returncode
+                    raise RunError(f"server {srv.name} {_ended(code)} at start-up"
+                                   f"{_last_line(self._file(srv, '.log'), code > 0)}")
                 if time.monotonic() > deadline:
                     raise RunError(f"server {srv.name} did not start within {timeout:.0f} s")
                 time.sleep(0.02)
@@ -281,15 +282,26 @@ class ServerGroup:
                 failures.append(f"server {name} did not stop within {timeout:.0f} s and was killed")
                 continue
             if code not in (0, -signal.SIGTERM):
-                failures.append(f"server {name} exited with status {code}"
-                                f"{_last_line(self._file(self.config.server(name), '.log'))}")
+                failures.append(f"server {name} {_ended(code)}"
+                                f"{_last_line(self._file(self.config.server(name), '.log'), code > 0)}")
         return failures
 
 
-def _last_line(log: Path) -> str:
-    """``: LAST LINE (see LOG)`` of a server's output, to say why it did not start."""
+def _ended(code: int) -> str:
+    """How a process of exit status ``code`` (Popen's: -N for signal N) ended."""
+    if code >= 0:
+        return f"exited with status {code}"
     try:
-        lines = log.read_text(errors="replace").strip().splitlines()
+        return f"was killed by {signal.Signals(-code).name}"
+    except ValueError:
+        return f"was killed by signal {-code}"
+
+
+def _last_line(log: Path, quote: bool = True) -> str:
+    """``: LAST LINE (see LOG)`` of a server's output, to say why it ended (``quote``: else a process
+    killed by a signal wrote no reason: only ``(see LOG)``)."""
+    try:
+        lines = log.read_text(errors="replace").strip().splitlines() if quote else []
     except OSError:
         lines = []
     return (f": {lines[-1].strip()}" if lines else "") + f" (see {log})"
@@ -342,8 +354,8 @@ def run(opts: RunOptions) -> RunResult:
         client, server, client_rows, server_rows = _combine(opts, config, out, parts, failures)
         interrupted = interrupted or (stops.received[0] if stops.received else None)
     if interrupted is not None:
-        error = RunError(f"stopped by {interrupted.name}: ranks and servers stopped "
-                         f"(the events they logged are in {client} and {server})")
+        error = RunError("; ".join([f"stopped by {interrupted.name}: ranks and servers stopped", *failures])
+                         + f" (the events they logged are in {client} and {server})")
         error.exit_code = 128 + interrupted
         raise error
     if failures:

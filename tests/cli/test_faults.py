@@ -116,6 +116,7 @@ def test_a_killed_server_is_named_and_nothing_is_left(tmp_path):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode != 0
     assert "Traceback" not in err
+    assert f"server io1 was killed by SIGKILL (see {out}/servers/io1.log)" in err, err
     assert _writes(out) == {0: WRITES, 1: WRITES}
     disk = dict(duckdb.sql(f"SELECT server, count(*) FROM '{out}/server.parquet' WHERE op = 'trove_write' "
                            "GROUP BY server").fetchall())
