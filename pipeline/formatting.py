@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 from collections.abc import Iterable, Iterator
 
 from callid_core import jsonout
@@ -92,7 +93,7 @@ def _json(columns: list[str], batches: Iterable[list[tuple]]) -> Iterator[str]:
 
 def _csv(columns: list[str], batches: Iterable[list[tuple]]) -> Iterator[str]:
     """CSV, in blocks (the first: the header)."""
-    for rows in ([columns], *batches):
+    for rows in itertools.chain([[columns]], batches):
         if rows:
             buf = io.StringIO()
             csv.writer(buf, lineterminator="\n").writerows([_cell(v) for v in row] for row in rows)
