@@ -1,8 +1,8 @@
 """Shared fixtures: real server processes on loopback, running the ``callid`` command, and the
 traced runs several test modules share (run once per session).
 
-Markers (``pytest -m "not slow"`` is the fast lane): ``mpi`` runs ranks under mpiexec,
-``browser`` drives headless Chromium, ``network`` downloads from the package registry,
+Markers (``pytest -m "not slow" -n 2`` is the fast lane, on two processes): ``mpi`` runs ranks under
+mpiexec, ``browser`` drives headless Chromium, ``network`` downloads from the package registry,
 ``slow`` takes more than a few seconds.
 """
 
