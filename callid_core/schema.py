@@ -154,7 +154,8 @@ CLIENT = Table("client", "one row per traced MPI call ('call'), completion ('wai
            "inferred: 'link', or 'link,ambiguous' when it fits several calls' windows; t_start, t_end: "
            "when the replay logged it)", nullable=False, default="call"),
     Column("func", pa.string(), "MPI function, e.g. MPI_File_write_at", nullable=False),
-    Column("file", pa.string(), "file name as opened"),
+    Column("file", pa.string(), "the file's name in one spelling (ROMIO's prefix such as pvfs2: removed, "
+           ". and // resolved; absolute for a traced Python program)"),
     Column("fid", pa.int64(), "per-rank id of the open file"),
     Column("offset", pa.int64(), "absolute file offset of the first byte accessed (phase 'io': of the "
            "cycle's extent; set_view: the displacement; a call with explicit offset that failed: the offset "

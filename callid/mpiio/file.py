@@ -24,6 +24,7 @@ from callid.mpiio.sysint import SysInt
 from callid.trace import ClientTrace
 from callid_core import clock
 from callid_core.config import DEFAULT_FLUSH_ROWS, Config, host_of
+from callid_core.filenames import canonical
 from callid_core.ids import DEFAULT_LAYOUT, Layout, Stamper
 from server_sim import protocol as P
 
@@ -164,14 +165,11 @@ class Tracer:
     def next_callid(self) -> int:
         return self.stamper.next() if self.stamp else self.stamper.layout.sentinel
 
-    def sim_path(self, filename: Any) -> str | None:
-        """The path on the simulated file system, or None for a file of the real MPI-IO."""
+    def sim_path(self, name: str) -> str | None:
+        """The path on the simulated file system of the file ``name`` (:func:`file_name`), or None for
+        a file of the real MPI-IO."""
         if self.sysint is None:
             return None
-        name = os.fsdecode(filename)
-        if name.startswith("pvfs2:"):
-            name = name[len("pvfs2:"):]
-        name = os.path.abspath(name)
         for mount in self.mounts:
             if name == mount or name.startswith(mount.rstrip("/") + "/"):
                 return name
@@ -181,6 +179,11 @@ class Tracer:
         if self.sysint is not None:
             self.sysint.close()
         self.trace.close()
+
+
+def file_name(filename: Any) -> str:
+    """The one spelling of a file a program names (callid_core.filenames), as the log keeps it."""
+    return canonical(os.fsdecode(filename), os.getcwd())
 
 
 _tracer: Tracer | None = None
@@ -257,7 +260,7 @@ def _call(fh: TracedFile | None, name: str, *args: Any, **kwargs: Any) -> Any:
 
 def _open(tr: Tracer, rec: Record, cls: type, comm: MPI.Intracomm, filename: Any,
           amode: int = MPI.MODE_RDONLY, info: MPI.Info = MPI.INFO_NULL) -> TracedFile:
-    rec.file = os.fsdecode(filename)
+    rec.file = file_name(filename)
     rec.fid = next(tr.fids)
     rec.amode, rec.hints = amode_text(amode), hints_text(info)
     comm = traced_comm.untraced(comm)  # (the open's own collectives are not the program's)
@@ -267,7 +270,7 @@ def _open(tr: Tracer, rec: Record, cls: type, comm: MPI.Intracomm, filename: Any
     base = comm.bcast((MPI.COMM_WORLD.Get_rank() << 20 | next(tr.opens) & 0xFFFFF)
                       if comm.Get_rank() == 0 else None, root=0)
     rec.coll_seq = base << 20
-    path = tr.sim_path(filename)
+    path = tr.sim_path(rec.file)
     if path is None:
         fh = super(TracedFile, cls).Open(comm, filename, amode, info)
     else:
@@ -280,8 +283,8 @@ def _open(tr: Tracer, rec: Record, cls: type, comm: MPI.Intracomm, filename: Any
 
 
 def _delete(tr: Tracer, rec: Record, cls: type, filename: Any, info: MPI.Info = MPI.INFO_NULL) -> None:
-    rec.file = os.fsdecode(filename)
-    path = tr.sim_path(filename)
+    rec.file = file_name(filename)
+    path = tr.sim_path(rec.file)
     if path is None:
         return super(TracedFile, cls).Delete(filename, info)
     return SimFile.delete(tr.sysint, rec, path)

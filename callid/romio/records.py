@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from callid_core.filenames import canonical
 from callid_core.schema import CLIENT
 
 __all__ = ["ENV", "FUNCS", "NSLOTS", "RECORD", "SLOT", "c_header", "read_rank", "rank_files"]
@@ -152,6 +153,14 @@ def _strings(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> pa.Ar
         pa.array(valid).buffers()[1], null_count=int((~valid).sum())).cast(pa.string())
 
 
+def _one_spelling(names: pa.Array) -> pa.Array:
+    """Each file name as the log keeps it (callid_core.filenames; a relative one stays relative), worked
+    out once per distinct name."""
+    encoded = names.dictionary_encode()
+    spelt = [None if n is None else canonical(n) for n in encoded.dictionary.to_pylist()]
+    return pa.array(spelt, pa.string()).take(encoded.indices)
+
+
 def read_rank(rec_path: Path, dat_path: Path, clock: str) -> pa.Table:
     """A rank's records as client log rows (``CLIENT``), in the order they were written.
 
@@ -182,6 +191,7 @@ def read_rank(rec_path: Path, dat_path: Path, clock: str) -> pa.Table:
         lengths = recs[f"len_{name}"]
         cols[name] = _strings(data, at, lengths)
         at = at + np.where(lengths != NULL_LEN, lengths, 0)
+    cols["file"] = _one_spelling(cols["file"])
     error = _strings(data, recs["error_at"].astype(np.int64), recs["len_error"])
     cols["error"] = pa.array(np.where(ended, error.to_numpy(zero_copy_only=False),
                                       "the call did not return: its process ended during it"), pa.string())
