@@ -1,13 +1,22 @@
 -- severity: error
--- marmot: 5.1 Classification of I/O calls and general checks; 5.3 File views
+-- marmot: 5.1 Classification of I/O calls and general checks; 5.2 File manipulation; 5.3 File views; 5.6 Consistency
 -- title: a collective call whose arguments must agree on all ranks differs between ranks
--- rule: MPI 3.1 13.2.1, 13.3: open's amode, set_view's datarep and etype extent must be equal on all ranks
--- columns: calls.func, calls.coll_seq, calls.amode, calls.datarep, calls.etype_extent, calls.rank
--- needs: collectives, opens, views
+-- rule: MPI 3.1 13.2.1, 13.2.4, 13.3, 13.6.1: open's file name and amode, set_size's and preallocate's size, set_atomicity's flag, set_view's datarep and etype extent must be equal on all ranks
+-- columns: calls.func, calls.coll_seq, calls.file, calls.amode, calls.size, calls.atomicity, calls.datarep, calls.etype_extent, calls.rank
+-- needs: collectives, opens, views, resizes, atomicity
 -- One finding per collective call (coll_seq) and argument; etypes are compared by extent.
 WITH args AS (  -- (call, argument, value): the value as the detail shows it, key what must be equal
     SELECT rank, callid, func, file, coll_seq, t_start, 'access mode' AS arg, amode AS value, amode AS key
     FROM calls WHERE func = 'MPI_File_open' AND coll_seq IS NOT NULL
+    UNION ALL
+    SELECT rank, callid, func, file, coll_seq, t_start, 'file name', file, file
+    FROM calls WHERE func = 'MPI_File_open' AND coll_seq IS NOT NULL
+    UNION ALL
+    SELECT rank, callid, func, file, coll_seq, t_start, 'size', size::VARCHAR, size::VARCHAR
+    FROM calls WHERE func IN ('MPI_File_set_size', 'MPI_File_preallocate') AND coll_seq IS NOT NULL
+    UNION ALL
+    SELECT rank, callid, func, file, coll_seq, t_start, 'atomicity', atomicity::VARCHAR, atomicity::VARCHAR
+    FROM calls WHERE func = 'MPI_File_set_atomicity' AND coll_seq IS NOT NULL
     UNION ALL
     SELECT rank, callid, func, file, coll_seq, t_start, 'datarep', datarep, datarep
     FROM calls WHERE func = 'MPI_File_set_view' AND coll_seq IS NOT NULL
