@@ -86,6 +86,22 @@ def test_small_io_writes_use_the_small_io_path_and_each_has_arrows(tmp_path):
 
 
 @pytest.mark.slow
+def test_mpi_io_test_does_collective_io_and_prints_the_ranks_times_spread(tmp_path):
+    """PVFS2's mpi-io-test option -c: write_at_all and read_at_all; min, max, mean and variance of the
+    ranks' times of each phase."""
+    run = traced(tmp_path, "coll", "-n", 3, EXAMPLES / "mpi_io_test.py", "-b", "8KiB", "-i", 2, "-c",
+                 "--json")
+    figures = json.loads(run.stdout.splitlines()[0])
+    assert figures["collective"] is True and figures["check"] is True
+    for phase in ("write", "read"):
+        times = figures[f"{phase}_rank_s"]
+        assert 0 < times["min"] <= times["mean"] <= times["max"] == figures[f"{phase}_s"]
+        assert times["var"] >= 0
+    found = q(run.con, "SELECT func, count(*) FROM calls WHERE func LIKE '%at_all' GROUP BY ALL ORDER BY 1")
+    assert found == [("MPI_File_read_at_all", 6), ("MPI_File_write_at_all", 6)]
+
+
+@pytest.mark.slow
 def test_concurrent_writers_log_overlapping_trove_events_that_add_up(tmp_path):
     run = traced(tmp_path, "stress", "-n", 8, "--servers", 2, EXAMPLES / "mpi_io_test.py",
                  "-b", "1MiB", "-i", 2, "--no-read")
