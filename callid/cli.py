@@ -604,6 +604,9 @@ def merge(
     master: Annotated[str | None, typer.Option(
         metavar="URL", help="--engine spark: the cluster's master URL, e.g. spark://head:7077",
         show_default="local[*]: this machine's cores")] = None,
+    description: Annotated[str, typer.Option(
+        metavar="TEXT", help="what you say of this run (the workload, the settings tried), kept in the run "
+        "table as 'description' and shown by stats and the report", show_default="none")] = "",
     force: Force = False,
     as_json: JsonFlag = False,
 ) -> None:
@@ -628,7 +631,8 @@ def merge(
     guard_output(output, outputs.MERGED, [client, server, *glob.glob(client), *glob.glob(server)], force)
     with _steps("merging", quiet=as_json) as on_step:
         summary = api.merge(client, server, output, memory_limit=memory_limit, storage=storage.value,
-                            clock_sync=clock_sync.value, on_step=on_step, engine=engine.value, master=master)
+                            clock_sync=clock_sync.value, on_step=on_step, engine=engine.value, master=master,
+                            description=description)
     warnings = api.merge_warnings(output)
     if as_json:
         _echo_json({"output": str(output), **summary, "warnings": warnings})

@@ -54,6 +54,9 @@ from pipeline.dialect import DUCKDB, Dialect, literal
 from pipeline.load import LogInfo, check_values, validate_log
 from pipeline.merged import CATALOG, DIR_VARIABLE, LOG_DIRS, TABLES, VIEWS, data_dir
 
+#: the longest description of a run ``callid merge --description`` keeps (bytes)
+MAX_DESCRIPTION = 64 << 10
+
 
 def _ram() -> int | None:
     """This machine's memory in bytes (None if the system does not say)."""
@@ -92,7 +95,7 @@ class _Target:
 
 def merge(client: str, server: str, out: str, *, memory_limit: str | None = None, storage: str = "duckdb",
           clock_sync: str = "drift", on_step: Callable[[str], None] | None = None, engine: str = "duckdb",
-          master: str | None = None) -> dict:
+          master: str | None = None, description: str = "") -> dict:
     """Validate both logs, write the merged output at ``out``; return the row count per table.
 
     ``storage='parquet'`` writes ``out`` as a directory (see the module's doc for both layouts).
@@ -101,10 +104,13 @@ def merge(client: str, server: str, out: str, *, memory_limit: str | None = None
     ``engine='spark'`` runs the steps' SQL on Apache Spark (``master``: its URL, default local mode;
     ``memory_limit``: the driver's memory), see :mod:`pipeline.spark`; the views are DuckDB's either way.
     ``on_step`` is called with the name of each step as it starts (for progress displays).
+    ``description``: what the user says of the run, kept in the run table (``description``).
     Bad input or an unwritable output raises :class:`InputError`; then nothing is written.
     """
     step = on_step or (lambda name: None)
     _check_choices(storage, clock_sync, engine, master)
+    if len(description.encode()) > MAX_DESCRIPTION:
+        raise InputError(f"--description: longer than {MAX_DESCRIPTION >> 10} KiB")
     if memory_limit is not None and engine != EngineChoice.SPARK:  # (Spark's: its driver's, maybe elsewhere)
         _check_memory_limit(memory_limit)
     step("validate")
@@ -128,7 +134,7 @@ def merge(client: str, server: str, out: str, *, memory_limit: str | None = None
             run = SparkEngine(c, s, tmp_data, Path(str(tmp) + ".spill"), master, memory_limit)
         else:
             run = DuckEngine(con, target, c, s)
-        counts = _derive(con, run, target, c, s, clock_sync, storage, step)
+        counts = _derive(con, run, target, c, s, clock_sync, storage, step, description)
         con.close()
         Path(str(out_path) + ".wal").unlink(missing_ok=True)  # a stale WAL would be replayed onto it
         if storage == Storage.DUCKDB:
@@ -206,7 +212,7 @@ def _open_output(db: Path, tmp: Path, memory_limit: str | None) -> duckdb.DuckDB
 
 
 def _derive(con: duckdb.DuckDBPyConnection, run: Engine, target: _Target, c: LogInfo, s: LogInfo,
-            clock_sync: str, storage: str, step: Callable[[str], None]) -> dict:
+            clock_sync: str, storage: str, step: Callable[[str], None], description: str) -> dict:
     """The merge's steps after validation: align clocks, build the tables, derive arrows and fan-out,
     write ``run``; return the row count per table."""
     run.check_values()
@@ -224,7 +230,7 @@ def _derive(con: duckdb.DuckDBPyConnection, run: Engine, target: _Target, c: Log
     step("derive fan-out")
     derive_fanout(con, run, target, times.server_clocks)
     run.close()
-    write_run(con, c, s, clock_sync)
+    write_run(con, c, s, clock_sync, description)
     if storage == Storage.PARQUET:  # (as Parquet files: other tools read them too)
         for table in (CLOCKS, RUN):
             target.copy(con, f"SELECT * FROM {table.name}", table.name)
@@ -690,12 +696,13 @@ def derive_fanout(con: duckdb.DuckDBPyConnection, run: Engine, target: _Target,
     _show(con, FANOUT)
 
 
-def write_run(con: duckdb.DuckDBPyConnection, c: LogInfo, s: LogInfo, clock_sync: str) -> None:
-    """The ``run`` table: both logs' metadata (``client.*``, ``server.*``), layout, sentinel and
-    the clock model used."""
+def write_run(con: duckdb.DuckDBPyConnection, c: LogInfo, s: LogInfo, clock_sync: str,
+              description: str = "") -> None:
+    """The ``run`` table: both logs' metadata (``client.*``, ``server.*``), layout, sentinel, the
+    clock model used and the user's description (if any)."""
     start = con.execute("SELECT run_start()").fetchall()[0][0]
     rows = [("layout", c.layout), ("sentinel", str(c.callid_layout.sentinel)), ("clock_sync", clock_sync),
-            ("start_ns", str(start))]
+            ("start_ns", str(start)), *([("description", description)] if description else [])]
     for info in (c, s):
         meta = {**info.metadata, "files": str(len(info.files)), "rows": str(info.rows)}
         meta.pop("kind", None)

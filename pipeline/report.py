@@ -294,7 +294,8 @@ def _figures(m: Merged, stats: dict) -> dict:
     disk_sizes = con.execute(f"""SELECT direction, floor(log2(size))::INTEGER, count(*)
                                  FROM ({DISK_DATA_SQL}) WHERE size > 0 GROUP BY ALL""").fetchall()
     return {
-        "run": {"run_id": stats["run_id"], "layout": stats["layout"], "source": stats["source"],
+        "run": {"run_id": stats["run_id"], "description": stats["description"], "layout": stats["layout"],
+                "source": stats["source"],
                 "clock_sync": stats["clock_sync"], "synthetic": synthetic,
                 "strip_size": config.get("strip_size") or (None if synthetic else C.DEFAULT_STRIP_SIZE),
                 "flow_buffer": config.get("flow_buffer") or (None if synthetic else C.DEFAULT_FLOW_BUFFER),

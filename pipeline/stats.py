@@ -105,6 +105,7 @@ def compute_stats(m: Merged) -> dict:
     stats = {
         "layout": run.get("layout"),
         "run_id": run.get("client.run_id"),
+        "description": run.get("description"),
         "calls": one("SELECT count(*) FROM calls"),
         "server_ops": one("SELECT count(*) FROM server_ops"),
         "events": one("SELECT (SELECT count(*) FROM calls) + (SELECT count(*) FROM server_ops)"),
@@ -198,6 +199,7 @@ def render_stats(stats: dict) -> str:
     """A readable report of :func:`compute_stats`."""
     lines = [
         f"callid statistics (run {stats['run_id']}, CallID layout {stats['layout']})",
+        *([f"  {stats['description']}"] if stats.get("description") else []),
         "",
         f"  {stats['categories_with_callid']} event categories carry CallIDs",
         f"  {stats['events']} events: {stats['calls']} MPI calls, {stats['server_ops']} server operations",

@@ -292,6 +292,19 @@ def test_directories_and_globs_of_parts_are_inputs(logs, tmp_path):
     assert query(db, "SELECT count(*) FROM arrows") == [(6,)]
 
 
+def test_a_runs_description_is_kept_and_shown(logs, tmp_path):
+    db = tmp_path / "d.duckdb"
+    said = "IOR, 4 ranks, cb_nodes=2 <b>tried</b>"
+    result = cli("merge", *logs, "-o", db, "--description", said, "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["run"] == 19  # (one row more)
+    assert ("description", said) in query(db, "SELECT * FROM run")
+    stats = api.stats(db)
+    assert stats["description"] == said and render_stats(stats).splitlines()[1] == f"  {said}"
+    too_long = cli("merge", *logs, "-o", tmp_path / "x.duckdb", "--description", "x" * (65 << 10))
+    assert too_long.returncode == 2 and "--description: longer than 64 KiB" in too_long.stderr
+
+
 def test_logs_written_whole_are_verified_and_others_merged_with_a_warning(logs, tmp_path):
     assert validate_log(str(logs[0]), S.KIND_CLIENT).metadata["checksummed"] == "yes"
     db = tmp_path / "parts.duckdb"
