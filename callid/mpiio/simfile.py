@@ -292,8 +292,11 @@ class SimFile:
         view, error = None, None
         if datarep != "native":
             error = (MPI.ERR_UNSUPPORTED_DATAREP, f"data representation {datarep!r}")
+        elif self.amode & MPI.MODE_SEQUENTIAL and disp != MPI.DISPLACEMENT_CURRENT:  # (ROMIO refuses it)
+            error = (MPI.ERR_ARG, "a file opened MODE_SEQUENTIAL takes MPI_DISPLACEMENT_CURRENT as "
+                     "displacement")
         else:
-            if self.amode & MPI.MODE_SEQUENTIAL and disp == MPI.DISPLACEMENT_CURRENT:
+            if self.amode & MPI.MODE_SEQUENTIAL:  # (at MPI_DISPLACEMENT_CURRENT)
                 disp = self.view.byte_offset(self.position)
             view = View(disp, etype, filetype, datarep)
             if view.ft.size and view.ft.size % view.esize:
@@ -306,8 +309,7 @@ class SimFile:
             code, message = error or errors[0]
             raise SimIOError(code, message if error else f"set_view failed on another rank: {message}")
         self.view.free()
-        self.view, self.position = view, 0
-        rec.offset = disp
+        self.view, self.position = view, 0  # (the log keeps the displacement as passed: the tracer's)
         self._rank0(lambda: self.sysint.shared_fp(self.attrs, 0, CallContext.of(rec), True))
         self.Set_info(rec, info)
 

@@ -12,7 +12,9 @@ WITH args AS (  -- (call, argument, value): the value as the detail shows it, ke
     SELECT rank, callid, func, file, coll_seq, t_start, 'file name', file, file
     FROM calls WHERE func = 'MPI_File_open' AND coll_seq IS NOT NULL
     UNION ALL
-    SELECT rank, callid, func, file, coll_seq, t_start, 'size', size::VARCHAR, size::VARCHAR
+    SELECT rank, callid, func, file, coll_seq, t_start, -- (per function: C201 says when they differ)
+           CASE func WHEN 'MPI_File_set_size' THEN 'size' ELSE 'preallocated size' END, size::VARCHAR,
+           size::VARCHAR
     FROM calls WHERE func IN ('MPI_File_set_size', 'MPI_File_preallocate') AND coll_seq IS NOT NULL
     UNION ALL
     SELECT rank, callid, func, file, coll_seq, t_start, 'atomicity', atomicity::VARCHAR, atomicity::VARCHAR
