@@ -52,7 +52,7 @@ def _crc(path: str | os.PathLike[str], at: int) -> int:
     crc, pos = 0, 0
     with open(path, "rb") as f:
         while chunk := f.read(_CHUNK):
-            if pos <= at + len(PLACEHOLDER) and at < pos + len(chunk):
+            if pos < at + len(PLACEHOLDER) and at < pos + len(chunk):
                 buf = bytearray(chunk)
                 lo, hi = max(at, pos) - pos, min(at + len(PLACEHOLDER), pos + len(chunk)) - pos
                 buf[lo:hi] = PLACEHOLDER[lo + pos - at:hi + pos - at]

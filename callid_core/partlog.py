@@ -162,14 +162,13 @@ class _LogWriter(pq.ParquetWriter):
 def log_writer(where: str | os.PathLike[str], schema: pa.Schema) -> pq.ParquetWriter:
     """A writer of a log as ``callid merge`` reads it: integers delta-encoded, labels
     dictionary-encoded, Parquet 2 data pages, row groups of a million rows, a checksum of the whole
-    file in its footer.  (A merged output's
-    views read the log itself: half the size of pyarrow's defaults, and a scan of the times in half
-    the time; ``bench merge``, 10 M events: busy time per server 1.44x a DuckDB table's, 2.9x before;
-    bytes per server 1.7x, 1.4x before.)"""
+    file in its footer.  (A merged output's views read the log itself: half the size of pyarrow's
+    defaults, and a scan of the times in half the time; ``bench merge``, 10 M events: busy time per
+    server 1.44x a DuckDB table's, 2.9x before; bytes per server 1.7x, 1.4x before.)"""
     ints = [f.name for f in schema if pa.types.is_integer(f.type)]
     return _LogWriter(where, schema, data_page_version="2.0",
-                            use_dictionary=[f.name for f in schema if pa.types.is_string(f.type)],
-                            column_encoding=dict.fromkeys(ints, "DELTA_BINARY_PACKED"))
+                      use_dictionary=[f.name for f in schema if pa.types.is_string(f.type)],
+                      column_encoding=dict.fromkeys(ints, "DELTA_BINARY_PACKED"))
 
 
 #: rows per row group of a log (its unit of parallel reading)

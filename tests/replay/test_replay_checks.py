@@ -73,7 +73,7 @@ def test_a_darshan_replay_has_no_finding_its_log_cannot_support(tmp_path):
     assert out["source"] == {"label": label, "records": ["accesses"]}
     undecidable = {u["code"]: u for u in out["undecidable"]}
     assert list(undecidable) == CODES  # DXT records the accesses only: no check can be decided
-    assert undecidable["F102"]["missing"] == ["opens", "closes"]
+    assert undecidable["F102"]["missing"] == ["opens", "closes", "completions"]
     assert {"syncs", "barriers", "closes"} <= set(undecidable["D502"]["missing"])
     assert undecidable["H301"]["reason"] == f"not recorded in {label}: hints"
 
@@ -81,7 +81,7 @@ def test_a_darshan_replay_has_no_finding_its_log_cannot_support(tmp_path):
     assert text.returncode == 0, text.stdout
     assert text.stdout.startswith(f"callid check: no findings (0 checks; {len(CODES)} not decidable from "
                                   "this source)")
-    assert "  F102 a file still open when the rank ended (needs opens, closes)" in text.stdout
+    assert "  F102 a file still open when the rank ended (needs opens, closes, completions)" in text.stdout
     assert "\n  D502 " in text.stdout
     one = cli("check", db, "--code", "F102", "--json")
     assert one.returncode == 0 and [u["code"] for u in json.loads(one.stdout)["undecidable"]] == ["F102"]
