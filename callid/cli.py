@@ -815,7 +815,7 @@ def sql(
     = False,
     timeout: Annotated[float, typer.Option(
         parser=_duration, metavar="DURATION", help="stop a query still running after this long, e.g. 30s, "
-        "10min (0: never)")] = defaults.DEFAULT_SQL_TIMEOUT,
+        "10min (0: never; at most 720h)")] = defaults.DEFAULT_SQL_TIMEOUT,
 ) -> None:
     """Run a SQL query on a merged database (tables: calls, rpcs, server_ops, arrows, fanout, ...).
 
@@ -829,9 +829,10 @@ def sql(
     """
     from callid import api
     from pipeline.formatting import format_rows
-    from pipeline.query import named_queries, named_query, table_counts
+    from pipeline.query import check_timeout, named_queries, named_query, table_counts
 
-    fmt = RowFormat.JSON if as_json else fmt
+    fmt, timeout = (RowFormat.JSON if as_json else fmt), timeout / 1e9  # (seconds)
+    check_timeout(timeout)
     if list_queries:
         rows = [(q.name, q.question) for q in named_queries().values()]
         typer.echo(format_rows(["query", "question"], rows, fmt, cut=False))
@@ -850,11 +851,11 @@ def sql(
         if query is None:
             typer.echo(format_rows(["name", "kind", "rows"], table_counts(m), fmt))
             if sys.stdin.isatty() and sys.stdout.isatty():
-                _shell(m, fmt, timeout / 1e9)
+                _shell(m, fmt, timeout)
             elif fmt == RowFormat.TABLE:
                 typer.echo("(give QUERY, -f FILE or --query NAME to run a query; --list-queries)", err=True)
             return
-        _interruptible(m.con, functools.partial(_print_query, m, query, fmt, timeout / 1e9))
+        _interruptible(m.con, functools.partial(_print_query, m, query, fmt, timeout))
 
 
 def _print_query(m, query: str, fmt: RowFormat, timeout: float) -> None:
@@ -929,26 +930,35 @@ def _shell(m, fmt: RowFormat, timeout: float) -> None:
 def _interruptible(con: Any, work: Callable[[], Any]) -> Any:
     """``work()`` (queries on ``con``) run in a thread while this one waits, so that Ctrl-C is seen at
     once (DuckDB, running a query in this thread, may miss it) and interrupts the query:
-    :class:`Interrupt` then."""
+    :class:`Interrupt` then, once the query has stopped.  (The wait is on an event, not
+    ``Thread.join``: an exception raised in a join marks the thread stopped while it still runs,
+    and the process then aborted at exit with the query running.)"""
     import threading
 
     result: list[Any] = []
     failed: list[BaseException] = []
+    done = threading.Event()
 
     def run() -> None:
         try:
             result.append(work())
         except BaseException as exc:  # noqa: BLE001 (raised again in the waiting thread)
             failed.append(exc)
+        finally:
+            done.set()
 
-    worker = threading.Thread(target=run, daemon=True)
-    worker.start()
+    threading.Thread(target=run, daemon=True).start()
     try:
-        while worker.is_alive():
-            worker.join(0.1)
+        while not done.wait(0.1):
+            pass
     except Interrupt:
         con.interrupt()
-        worker.join()
+        while True:  # (until the query has stopped: a second Ctrl-C changes nothing)
+            try:
+                if done.wait(0.1):
+                    break
+            except Interrupt:
+                con.interrupt()
         raise
     if failed:
         raise failed[0]

@@ -9,6 +9,7 @@ from importlib import resources
 
 import duckdb
 
+from callid_core.config import MAX_TIMEOUT
 from callid_core.errors import InputError
 from pipeline.merged import Merged
 from pipeline.rules import leading_comment
@@ -78,7 +79,9 @@ def stream_query(
     m: Merged, sql: str, timeout: float | None = None,
 ) -> tuple[list[str], Iterator[list[tuple]]]:
     """As :func:`run_query`, the rows in batches of :data:`BATCH_ROWS` as they are fetched; a query
-    still running ``timeout`` seconds after it started is stopped (:class:`QueryError`)."""
+    still running ``timeout`` seconds after it started is stopped (:class:`QueryError`; 0 or None:
+    never; at most :data:`~callid_core.config.MAX_TIMEOUT`)."""
+    check_timeout(timeout)
     try:
         refused = [st.type.name for st in m.con.extract_statements(sql) if st.type not in QUERY_STATEMENTS]
     except duckdb.Error as exc:
@@ -96,6 +99,13 @@ def stream_query(
         deadline.cancel()
         return [], iter(())
     return [d[0] for d in cur.description], _batches(cur, deadline)
+
+
+def check_timeout(timeout: float | None) -> None:
+    """:class:`QueryError` unless ``timeout`` is None or 0 (never) to 30 days, in seconds."""
+    if timeout is not None and not 0 <= timeout <= MAX_TIMEOUT:
+        raise QueryError(f"--timeout: {timeout:g} s is not between 0 (never) and {MAX_TIMEOUT:.0f} s "
+                         "(30 days)")
 
 
 def _batches(cur: duckdb.DuckDBPyConnection, deadline: _Deadline) -> Iterator[list[tuple]]:

@@ -5,11 +5,10 @@ column each request field and hint becomes (``valid`` of ``protocol.wire``,
 ``protocol.HINT_VALID``), and the log schema (``callid_core.schema.SERVER``) gives each
 column's Arrow type, hence its range.  Beyond ranges, a path must name a file and a strip size be
 one the file system can use, as the command line checks them (``_MEANING``).  A request is checked
-once, before its state machine
-runs (:func:`check_request`); a row is checked when it is appended to the log
-(:func:`row_check`), so a value that slipped through can fail its own request but never the
-batch of rows it would have joined.  A check skips what a field's codec already guarantees
-(an u64 handle always fits a uint64 column).
+once, before its state machine runs (:func:`check_request`); a row is checked when it is appended
+to the log (:func:`row_check`), so a value that slipped through can fail its own request but never
+the batch of rows it would have joined.  A check skips what a field's codec already guarantees (an
+u64 handle always fits a uint64 column).
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ from __future__ import annotations
 import enum
 import functools
 import operator
-import posixpath
 import struct
 from collections.abc import Callable
 from typing import Any
@@ -27,6 +25,7 @@ import pyarrow as pa
 from callid_core import schema as S
 from callid_core.config import MAX_STRIP_SIZE, MIN_STRIP_SIZE
 from callid_core.errors import CallidError
+from callid_core.filenames import canonical
 from server_sim import protocol as P
 
 __all__ = ["Invalid", "check_request", "int_range", "row_check"]
@@ -103,8 +102,9 @@ PATH_MAX, NAME_MAX = 4096, 255
 
 
 def _path(v: str) -> str | None:
-    """A file's path as clients send it: absolute, normalized (``os.path.abspath``'s), a name."""
-    if "\0" in v or v != posixpath.normpath(v) or not v.startswith("/") or v.startswith("//") or v == "/":
+    """A file's path as clients send it: absolute, in its one spelling (``callid_core.filenames``), a
+    name."""
+    if "\0" in v or not v.startswith("/") or v != canonical(v) or v == "/":
         return f"{v[:80]!r} is not an absolute, normalized path of a file"
     if len(v.encode()) > PATH_MAX or any(len(c.encode()) > NAME_MAX for c in v.split("/")):
         return f"a path of {len(v.encode())} bytes is longer than {PATH_MAX} or has a name over {NAME_MAX}"

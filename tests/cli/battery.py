@@ -136,6 +136,8 @@ CASES = [
     Case("sql parquet COPY over its own table", ["sql", "mp", "COPY (SELECT 1 AS x) TO 'mp/calls.parquet' "
                                                  "(FORMAT parquet, USE_TMP_FILE false)"]),
     Case("sql EXPORT DATABASE", ["sql", "m.duckdb", "EXPORT DATABASE 'exported'"]),
+    Case("sql --timeout beyond 30 days", ["sql", "m.duckdb", "--timeout", "99999999999999999999h",
+                                          "SELECT 1"]),
     Case("sql a query without end", ["sql", "m.duckdb", "--timeout", "2s", "WITH RECURSIVE t(n) AS (SELECT 1 "
                                      "UNION ALL SELECT n + 1 FROM t) SELECT count(*) FROM t"]),
     Case("sql -f a FIFO with no writer", ["sql", "m.duckdb", "-f", "fifo"]),

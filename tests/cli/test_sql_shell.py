@@ -85,6 +85,19 @@ def test_ctrl_c_stops_a_query_and_the_shell_goes_on(db):
         assert proc.wait(timeout=30) == 0
 
 
+def test_ctrl_c_stops_a_query_off_a_terminal_in_one_line(db):
+    """Ctrl-C during ``callid sql DB QUERY``: "callid: interrupted", exit status 130, the query
+    stopped before the process ends (it aborted with the query still running: SIGABRT, status -6)."""
+    forever = "WITH RECURSIVE t(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM t) SELECT count(*) FROM t"
+    for _ in range(3):  # (the abort came in five of six tries)
+        proc = subprocess.Popen([CALLID, "sql", db, forever, "--timeout", "0"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        time.sleep(2)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        assert (proc.returncode, out, err) == (130, "", "callid: interrupted\n")
+
+
 def test_off_a_terminal_the_tables_are_listed(db):
     result = callid_cmd("sql", db)
     assert result.returncode == 0

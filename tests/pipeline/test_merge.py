@@ -467,6 +467,9 @@ def test_sql_prints_rows_as_it_reads_them_and_stops_a_query_past_its_timeout(mer
     result = callid_cmd("sql", merged, forever, "--timeout", "1s")
     assert (result.returncode, result.stdout, result.stderr) == (
         2, "", "callid: error: stopped after 1 s (--timeout)\n")
+    result = callid_cmd("sql", merged, "SELECT 1", "--timeout", "99999999999999999999h")  # (overflowed)
+    assert (result.returncode, result.stderr) == (
+        2, "callid: error: --timeout: 3.6e+23 s is not between 0 (never) and 2592000 s (30 days)\n")
     result = callid_cmd("sql", merged, "SELECT * FROM range(25000)", "--format", "csv", "--timeout", "0")
     assert result.returncode == 0 and result.stdout.split() == ["range", *map(str, range(25000))]
 
