@@ -39,7 +39,9 @@ PROTOCOL_MAGIC = 0x43414C4C  # "CALL"
 #: 4: a server's event log is flushed, read and removed by requests (``log_flush``, ``log_read``,
 #: ``log_remove``), so a run takes the logs of servers on hosts whose directories it cannot see.
 #: 5: an I/O request says what its flow moves (``payload``: the bytes, or their sizes only).
-PROTOCOL_VERSION = 5
+#: 6: datafiles are created explicitly (``create_dfile``, sent by the client for a file the create's
+#: reply says it ``created``); an I/O server refuses a request on a handle it never created (ENOENT).
+PROTOCOL_VERSION = 6
 #: Most data bytes a small-I/O request carries: the 16 KiB unexpected-message limit
 #: less 1 KiB kept for the header, hints and fields.
 SMALL_IO_MAX_DATA = 15 * 1024
@@ -93,6 +95,7 @@ class Op(enum.IntEnum):
     TRUNCATE = 9
     FLUSH = 10
     REMOVE_DFILE = 11
+    CREATE_DFILE = 12
     SHARED_FP = 13
     LOG_FLUSH = 14
     LOG_READ = 15
@@ -609,6 +612,7 @@ class AttrResponse(Response):
     strip_size: int = wire(U64, 0)
     dfile_handles: list = wire(ListOf(U64), [])
     dfile_servers: list = wire(ListOf(STR), [])
+    created: int = wire(U32, 0)  # (create) 1: this request made the file, whose datafiles the client creates
 
 
 @message
@@ -775,6 +779,17 @@ class TruncateRequest(Request):
 @dataclass
 class FlushRequest(Request):
     OP = Op.FLUSH
+    REPLY = EmptyResponse
+    handle: int = wire(U64, 0, valid="handle")
+
+
+@message
+@dataclass
+class CreateDfileRequest(Request):
+    """Create a datafile of a new file (its handle picked by the metadata server), as PVFS2's client
+    creates a new file's datafiles on the I/O servers."""
+
+    OP = Op.CREATE_DFILE
     REPLY = EmptyResponse
     handle: int = wire(U64, 0, valid="handle")
 

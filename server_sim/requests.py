@@ -43,13 +43,14 @@ MACHINES: dict[str, tuple[str, ...]] = {
     # the metadata server's namespace: one keyval (sqlite) transaction
     "lookup": ("keyval_read", "attr_reply"),
     "getattr": ("keyval_read", "attr_reply"),
-    "create": ("pick_layout", "keyval_create", "attr_reply"),
+    "create": ("pick_layout", "keyval_create", "create_reply"),
     "remove": ("keyval_remove", "attr_reply"),
     "shared_fp": ("keyval_fetch_add", "shared_fp_reply"),
     # an I/O server's datafile: one Trove operation
     "getsize": ("trove_getattr", "size_reply"),
     "truncate": ("trove_truncate", "size_reply"),
     "flush": ("trove_flush", "empty_reply"),
+    "create_dfile": ("trove_create", "empty_reply"),
     "remove_dfile": ("trove_remove", "empty_reply"),
     "ping": ("ping_reply",),
     # the server's own event log (a run takes it over the wire: the server may be on another host)
@@ -99,7 +100,7 @@ def machine_for(req: P.Message) -> Machine:
 
 
 #: the statuses of the disk's errors a client can act on (any other is EIO)
-_OS_STATUS = {errno.ENOSPC: P.Status.ENOSPC, errno.EFBIG: P.Status.EFBIG}
+_OS_STATUS = {errno.ENOSPC: P.Status.ENOSPC, errno.EFBIG: P.Status.EFBIG, errno.ENOENT: P.Status.ENOENT}
 
 
 def serve(ctx: RequestContext, req: P.Request, machine: Machine) -> P.Response | None:
@@ -145,12 +146,19 @@ def _ack(ctx: RequestContext, req: P.IoRequest) -> P.Response:
     return req.reply(bstream_size=ctx.state.trove.size(req.handle), buffer_size=ctx.state.flow_buffer)
 
 
+def _created(ctx: RequestContext, handle: int) -> None:
+    """ENOENT unless the datafile ``handle`` was created on this server (``create_dfile``)."""
+    if not ctx.state.trove.exists(handle):
+        raise RequestError(P.Status.ENOENT, f"no datafile {handle} on server {ctx.state.name}")
+
+
 @action
 def io_prelude(ctx: RequestContext, req: P.IoRequest, _: None) -> Segments:
-    """Check the payload (the file system's) and the distribution; cut the regions into this datafile's
-    physical segments, in stream order;
-    check that they are no more than the server allows (E2BIG: a small I/O's data limit, the flow
-    length of the configuration); set up the attribution of the request's disk operations."""
+    """Check the datafile (created: ENOENT), the payload (the file system's) and the distribution;
+    cut the regions into this datafile's physical segments, in stream order; check that they are no
+    more than the server allows (E2BIG: a small I/O's data limit, the flow length of the
+    configuration); set up the attribution of the request's disk operations."""
+    _created(ctx, req.handle)
     if req.payload != ctx.state.payload:
         raise RequestError(P.Status.EINVAL, f"{req.NAME} request with payload "
                                             f"{P.PayloadCode(req.payload).name.lower()} on a file system "
@@ -285,8 +293,10 @@ def pick_layout(ctx: RequestContext, req: P.CreateRequest, _: None) -> tuple[int
 
 
 @action
-def keyval_create(ctx: RequestContext, req: P.CreateRequest, layout: tuple[int, list[str]]) -> FileRecord:
-    """Create the file unless it exists (then EEXIST if the create is exclusive)."""
+def keyval_create(ctx: RequestContext, req: P.CreateRequest,
+                  layout: tuple[int, list[str]]) -> tuple[FileRecord, bool]:
+    """Create the file unless it exists (then EEXIST if the create is exclusive); the file's record
+    and whether this request made it."""
     meta = _meta(ctx)
 
     def create() -> tuple[FileRecord | None, bool]:
@@ -299,7 +309,7 @@ def keyval_create(ctx: RequestContext, req: P.CreateRequest, layout: tuple[int, 
     found, created = ctx.timed("meta", "keyval_write", create)
     if not created and req.exclusive:
         raise RequestError(P.Status.EEXIST, f"file {req.path!r} exists")
-    return found
+    return found, created
 
 
 @action
@@ -312,11 +322,21 @@ def keyval_remove(ctx: RequestContext, req: P.RemoveRequest, _: None) -> FileRec
     return 0, 0, dfiles
 
 
-@action
-def attr_reply(ctx: RequestContext, req: P.Request, found: FileRecord) -> P.Response:
+def _attrs(req: P.Request, found: FileRecord, created: bool) -> P.Response:
     handle, strip, dfiles = found
     return req.reply(handle=handle, strip_size=strip, dfile_handles=[h for _, h in dfiles],
-                     dfile_servers=[s for s, _ in dfiles])
+                     dfile_servers=[s for s, _ in dfiles], created=int(created))
+
+
+@action
+def attr_reply(ctx: RequestContext, req: P.Request, found: FileRecord) -> P.Response:
+    return _attrs(req, found, False)
+
+
+@action
+def create_reply(ctx: RequestContext, req: P.CreateRequest, done: tuple[FileRecord, bool]) -> P.Response:
+    """The file's record, saying whether this request made it (the client then creates its datafiles)."""
+    return _attrs(req, *done)
 
 
 @action
@@ -339,13 +359,21 @@ def shared_fp_reply(ctx: RequestContext, req: P.SharedFpRequest, previous: int) 
 
 
 @action
+def trove_create(ctx: RequestContext, req: P.CreateDfileRequest, _: None) -> None:
+    trove = ctx.state.trove
+    ctx.timed("trove", "trove_create", lambda: trove.create(req.handle), req.handle)
+
+
+@action
 def trove_getattr(ctx: RequestContext, req: P.GetsizeRequest, _: None) -> int:
+    _created(ctx, req.handle)
     trove = ctx.state.trove
     return ctx.timed("trove", "trove_getattr", lambda: trove.size(req.handle), req.handle)
 
 
 @action
 def trove_truncate(ctx: RequestContext, req: P.TruncateRequest, _: None) -> int:
+    _created(ctx, req.handle)
     trove = ctx.state.trove
     ctx.timed("trove", "trove_truncate", lambda: trove.truncate(req.handle, req.size), req.handle, req.size)
     return req.size
@@ -358,6 +386,7 @@ def size_reply(ctx: RequestContext, req: P.Request, size: int) -> P.Response:
 
 @action
 def trove_flush(ctx: RequestContext, req: P.FlushRequest, _: None) -> None:
+    _created(ctx, req.handle)
     trove = ctx.state.trove
     ctx.timed("trove", "trove_flush", lambda: trove.flush(req.handle), req.handle)
 

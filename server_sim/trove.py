@@ -3,6 +3,7 @@ only), and a transactional metadata store (sqlite3)."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sqlite3
@@ -16,18 +17,27 @@ FileRecord = tuple[int, int, list[tuple[str, int]]]  # (handle, strip size, [(se
 
 
 class Trove:
-    """Datafile byte streams under ``storage/bstreams``, one real file per handle.
+    """Datafile byte streams under ``storage/bstreams``, one real file per handle, made by
+    :meth:`create` (the datafiles of a new file); no other operation makes one.
 
     The files stay open between operations, up to ``max_open`` of them; an operation on another
     handle opens and closes its file (so the descriptors a server holds stay bounded whatever
     handles its clients name)."""
 
     MAX_OPEN = 256
+    #: the file marking a storage whose datafiles are created explicitly; a storage without it (made by
+    #: an earlier callid, which created a datafile at its first write) keeps making them that way
+    EXPLICIT = "explicit-create"
 
     def __init__(self, storage: str | os.PathLike[str], max_open: int = MAX_OPEN) -> None:
         self.max_open = max_open
         self.dir = Path(storage) / "bstreams"
+        earlier = self.dir.is_dir() and not (self.dir / self.EXPLICIT).exists()
         self.dir.mkdir(parents=True, exist_ok=True)
+        if not earlier:
+            (self.dir / self.EXPLICIT).touch()
+        #: whether a write or truncate makes the datafile it names (a storage of an earlier callid)
+        self.implicit = earlier
         self._fds: dict[int, int] = {}
         self._lock = threading.Lock()
 
@@ -66,9 +76,20 @@ class Trove:
     #: whether the data operations store and read bytes (:class:`SizeTrove`: sizes only)
     STORES_DATA = True
 
+    def create(self, handle: int) -> None:
+        """Make the datafile ``handle`` (empty; one that exists is kept as it is)."""
+        with self._open(handle, create=True):
+            pass
+
+    def exists(self, handle: int) -> bool:
+        """Whether the datafile ``handle`` was created (always, on a storage of an earlier callid)."""
+        return self.implicit or handle in self._fds or self._path(handle).exists()
+
     def write_list(self, handle: int, segments: Segments, data: memoryview) -> int:
         """Write ``data`` to the physical ``segments`` in order (one list operation)."""
-        fd, kept = self._fd(handle, create=True)
+        fd, kept = self._fd(handle, create=self.implicit)
+        if fd is None:
+            raise FileNotFoundError(errno.ENOENT, f"no datafile {handle}")
         try:
             pos = 0
             for off, length in segments:
@@ -110,7 +131,9 @@ class Trove:
             return 0 if fd is None else os.fstat(fd).st_size
 
     def truncate(self, handle: int, size: int) -> None:
-        with self._open(handle, create=True) as fd:
+        with self._open(handle, create=self.implicit) as fd:
+            if fd is None:
+                raise FileNotFoundError(errno.ENOENT, f"no datafile {handle}")
             os.ftruncate(fd, size)
 
     def flush(self, handle: int) -> None:
@@ -152,7 +175,9 @@ class SizeTrove(Trove):
     def write_list(self, handle: int, segments: Segments, data: memoryview | None = None) -> int:
         """Extend the file to the end of ``segments`` (never shrink it); the bytes they hold."""
         end = max((off + length for off, length in segments), default=0)
-        with self._open(handle, create=True) as fd, self._grow:
+        with self._open(handle, create=self.implicit) as fd, self._grow:
+            if fd is None:
+                raise FileNotFoundError(errno.ENOENT, f"no datafile {handle}")
             if os.fstat(fd).st_size < end:
                 os.ftruncate(fd, end)
         return sum(length for _, length in segments)

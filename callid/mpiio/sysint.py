@@ -294,10 +294,16 @@ class SysInt:
 
     def create(self, path: str, call: CallContext, *, dfile_count: int = 0,
                strip_size: int = 0, exclusive: bool = False) -> FileAttrs:
+        """Create ``path`` (or find it, if it exists and the create is not exclusive); the datafiles of a
+        file this call made are created on their I/O servers, as PVFS2's client does."""
         msg = P.CreateRequest(path=path, dfile_count=dfile_count, strip_size=strip_size,
                               exclusive=int(exclusive))
         resp = self._exchange(self.config.meta_server.name, msg, call)
-        return FileAttrs.from_response(path, resp)
+        attrs = FileAttrs.from_response(path, resp)
+        if resp.created:
+            self._parallel([(s, self._steps(s, P.CreateDfileRequest(handle=h), call))
+                            for s, h in attrs.dfiles])
+        return attrs
 
     def remove(self, path: str, call: CallContext) -> None:
         resp = self._exchange(self.config.meta_server.name, P.RemoveRequest(path=path), call)

@@ -51,6 +51,7 @@ def test_owners_travel_as_callid_bytes_and_each_rpc_is_logged_for_its_context(fs
         client.close()
     write = P.SmallIoRequest.NAME  # (one per datafile)
     assert rpcs == [((a,), "MPI_File_open", P.CreateRequest.NAME),
+                    *[((a,), "MPI_File_open", P.CreateDfileRequest.NAME)] * 2,  # (the new file's datafiles)
                     *[((a, b), "MPI_File_write_all", write)] * 2,
                     *[((a, c), "MPI_File_write_at_all", write)] * 2]
     assert _trove_callids(fs.config.trace_dir, {h for _, h in f.dfiles}) == {

@@ -394,7 +394,7 @@ def test_the_page_draws_every_arrow_and_reports_first_paint(demo_page):
     body = re.search(r"<body([^>]*)>", dom).group(1)
     attrs = dict(re.findall(r'data-([a-z-]+)="([^"]*)"', body))
     assert attrs.get("ready") == "1"
-    assert int(attrs["arrows-drawn"]) == arrows == 66
+    assert int(attrs["arrows-drawn"]) == arrows == 68
     assert float(attrs["first-draw-ms"]) > 0
     print(f"timeline drawn {attrs['first-draw-ms']} ms after page start, drawing took {attrs['draw-ms']} ms")
 
@@ -432,11 +432,11 @@ def test_hover_click_search_hide_and_zoom_in_the_browser(demo_page, open_page):
     page.b.mouse("mouseReleased", x, y, button="left", clickCount=1)
     assert page.b.wait_for("document.body.dataset.selected") == "0x000001_00000000003"
     assert page.js("document.body.dataset.arrowsHighlighted") == "16"
-    # hiding rank 1's lane leaves rank 0's arrows: the metadata operation of each of its two opens,
-    # its write and its read (16 each)
+    # hiding rank 1's lane leaves rank 0's arrows: the metadata operation of each of its two opens
+    # and the creation of the file's two datafiles by the first, its write and its read (16 each)
     r1 = page.js("__callid.lanes.findIndex(l => l.label === 'rank 1')")
     page.js(f"__callid.hideLane({r1})")
-    assert int(page.js("document.body.dataset.arrowsDrawn")) == 34
+    assert int(page.js("document.body.dataset.arrowsDrawn")) == 36
     page.js("document.getElementById('unhide').click()")
     assert int(page.js("document.body.dataset.arrowsDrawn")) == arrows
     # search a CallID: the view centres on the call, its arrows highlighted

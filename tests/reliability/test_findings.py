@@ -93,6 +93,7 @@ def test_a_terabyte_read_is_refused_at_once_and_a_long_flow_holds_one_batch(tmp_
     client = SysInt(group.config, 0, lambda *a: None)
     try:
         sock = connect(group, io)
+        assert isinstance(ask(sock, 9, P.CreateDfileRequest(handle=9)), P.EmptyResponse)
         before = status(pid)["VmHWM"]
         t0 = time.monotonic()
         for tag, cls in enumerate((P.IoRequest, P.SmallIoRequest, P.IoRequest), 1):

@@ -55,6 +55,16 @@ def test_bad_requests_get_errors_and_the_server_keeps_serving(fs):
     bad_op[8:12] = struct.pack("<I", 999)
     bmi.send(sock, bmi.MODE_UNEXPECTED, 7, bad_op)
     assert _answer(sock, 7).status == P.Status.EPROTO
+    # requests on a datafile nobody created: refused, and no datafile is made
+    write = P.IoRequest(handle=1, io_type=P.IoType.WRITE, strip_size=65536, regions=[(0, 10)])
+    for tag, req in ((20, P.TruncateRequest(handle=1, size=1 << 40)), (21, P.GetsizeRequest(handle=1)),
+                     (22, write)):
+        bmi.send(sock, bmi.MODE_UNEXPECTED, tag, P.encode(req))
+        assert _answer(sock, tag).status == P.Status.ENOENT
+    bstreams = Path(srv.storage) / "bstreams"
+    assert not (bstreams / f"{1:016x}.bstream").exists()
+    bmi.send(sock, bmi.MODE_UNEXPECTED, 23, P.encode(P.CreateDfileRequest(handle=1)))
+    assert isinstance(_answer(sock, 23), P.EmptyResponse) and (bstreams / f"{1:016x}.bstream").exists()
     # an I/O request naming a datafile outside its distribution
     bmi.send(sock, bmi.MODE_UNEXPECTED, 8, P.encode(P.IoRequest(
         handle=1, io_type=P.IoType.WRITE, strip_size=65536, dfile_nr=3, dfile_count=2,

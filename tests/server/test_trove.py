@@ -5,11 +5,14 @@ from __future__ import annotations
 import os
 import threading
 
-from server_sim.trove import MetaStore, Trove
+import pytest
+
+from server_sim.trove import MetaStore, SizeTrove, Trove
 
 
 def test_list_writes_and_reads_move_the_bytes_of_every_segment(tmp_path):
     trove = Trove(tmp_path)
+    trove.create(7)
     data = bytes(range(256)) * 4
     assert trove.write_list(7, [(0, 100), (4096, 300), (200, 624)], memoryview(data)) == 1024
     out = bytearray(1024)
@@ -23,6 +26,7 @@ def test_list_writes_and_reads_move_the_bytes_of_every_segment(tmp_path):
 
 def test_reads_past_the_end_or_of_a_missing_bstream_are_zeros(tmp_path):
     trove = Trove(tmp_path)
+    trove.create(1)
     trove.write_list(1, [(0, 10)], memoryview(b"x" * 10))
     out = bytearray(b"?" * 30)
     assert trove.read_list(1, [(5, 10), (100, 20)], memoryview(out)) == 5
@@ -33,6 +37,7 @@ def test_reads_past_the_end_or_of_a_missing_bstream_are_zeros(tmp_path):
 
 def test_truncate_flush_remove_and_restart(tmp_path):
     trove = Trove(tmp_path)
+    trove.create(3)
     trove.write_list(3, [(0, 8)], memoryview(b"abcdefgh"))
     trove.truncate(3, 4)
     trove.flush(3)
@@ -41,8 +46,32 @@ def test_truncate_flush_remove_and_restart(tmp_path):
     out = bytearray(8)
     assert again.read_list(3, [(0, 8)], memoryview(out)) == 4 and out == b"abcd" + bytes(4)
     assert again.remove(3) and not again.remove(3)
-    assert again.size(3) == 0 and not os.listdir(tmp_path / "bstreams")
+    assert again.size(3) == 0 and os.listdir(tmp_path / "bstreams") == [Trove.EXPLICIT]
     again.close()
+
+
+@pytest.mark.parametrize("cls", [Trove, SizeTrove])
+def test_only_a_created_datafile_is_written_or_truncated(tmp_path, cls):
+    trove = cls(tmp_path)
+    data = None if cls is SizeTrove else memoryview(b"x" * 4)
+    for op in (lambda: trove.write_list(5, [(0, 4)], data), lambda: trove.truncate(5, 1 << 40)):
+        with pytest.raises(FileNotFoundError):
+            op()
+    assert not trove.exists(5) and not (tmp_path / "bstreams" / f"{5:016x}.bstream").exists()
+    trove.create(5)
+    assert trove.exists(5) and trove.write_list(5, [(0, 4)], data) == 4
+    trove.create(5)  # (again: kept as it is)
+    assert trove.size(5) == 4
+    trove.close()
+
+
+def test_a_storage_of_an_earlier_callid_makes_datafiles_at_their_first_write(tmp_path):
+    (tmp_path / "bstreams").mkdir()  # (an earlier callid wrote no marker)
+    trove = Trove(tmp_path)
+    assert trove.write_list(5, [(0, 4)], memoryview(b"abcd")) == 4 and trove.exists(6)
+    trove.close()
+    assert not (tmp_path / "bstreams" / Trove.EXPLICIT).exists()
+    assert not Trove(tmp_path / "new").implicit and Trove(tmp_path / "new").exists(5) is False
 
 
 def test_the_namespace_creates_looks_up_and_removes_files_with_fresh_handles(tmp_path):
