@@ -33,6 +33,7 @@ EVIDENCE: dict[str, str] = {
     "seeks": "MPI_File_seek, seek_shared and the file pointer queries",
     "deletes": "MPI_File_delete",
     "resizes": "MPI_File_set_size and MPI_File_preallocate",
+    "errors": "the MPI error class of each call that failed, as the MPI library returned it",
 }
 
 

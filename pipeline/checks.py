@@ -92,7 +92,17 @@ def _run(m: Merged, codes: list[str] | None) -> CheckResults:
                       "ranks": list(ranks or []), "callids": list(callids or []),
                       "funcs": list(funcs or []), "file": file, "detail": detail}
                      for ranks, callids, funcs, file, detail in rows]
-    return CheckResults(runs.source, findings, undecidable, len(decidable))
+    return CheckResults(runs.source, _unexplained_failures(findings), undecidable, len(decidable))
+
+
+#: the check of calls the MPI library failed: listed unless another finding names the call (its cause)
+FAILED_CALL = "E601"
+
+
+def _unexplained_failures(findings: list[dict]) -> list[dict]:
+    """``findings`` without the failed calls (:data:`FAILED_CALL`) whose every call another finding names."""
+    named = {c for f in findings if f["code"] != FAILED_CALL for c in f["callids"]}
+    return [f for f in findings if f["code"] != FAILED_CALL or not set(f["callids"]) <= named]
 
 
 def count_findings(findings: list[dict]) -> dict[str, int]:

@@ -17,7 +17,7 @@ from mpi4py import MPI
 
 from callid.mpiio import comm as traced_comm
 from callid.mpiio.datatypes import flatten
-from callid.mpiio.errors import SimIOError
+from callid.mpiio.errors import SimIOError, error_text
 from callid.mpiio.record import Record
 from callid.mpiio.simfile import SimFile, buffer_spec
 from callid.mpiio.sysint import SysInt
@@ -246,7 +246,7 @@ def _call(fh: TracedFile | None, name: str, *args: Any, **kwargs: Any) -> Any:
             return _sim(tr, fh._sim, name, spec, rec, args, kwargs)
         return _real(fh, name, spec, rec, args, kwargs)
     except BaseException as exc:
-        error = f"{type(exc).__name__}: {exc}"
+        error = error_text(exc)
         if spec.position == "at" and spec.mode != "end" and rec.offset is None:
             passed = args[0] if args else kwargs.get("offset")  # (e.g. a negative one: logged as passed)
             rec.offset = passed if isinstance(passed, int) else None

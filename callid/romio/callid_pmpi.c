@@ -296,6 +296,29 @@ static void call_publish(call_t *c) {
     if (c->r.kind == K_CALL) publish(c->r.callid, c->r.func, c->index);
 }
 
+/* the MPI standard's error classes by name: a failed call's error starts with its class's (as the
+   Python tracer's does: callid.mpiio.errors.error_text) */
+#define ERROR_CLASSES(X) X(MPI_ERR_BUFFER) X(MPI_ERR_COUNT) X(MPI_ERR_TYPE) X(MPI_ERR_TAG) X(MPI_ERR_COMM) \
+    X(MPI_ERR_RANK) X(MPI_ERR_REQUEST) X(MPI_ERR_ROOT) X(MPI_ERR_GROUP) X(MPI_ERR_OP) X(MPI_ERR_TOPOLOGY) \
+    X(MPI_ERR_DIMS) X(MPI_ERR_ARG) X(MPI_ERR_UNKNOWN) X(MPI_ERR_TRUNCATE) X(MPI_ERR_OTHER) X(MPI_ERR_INTERN) \
+    X(MPI_ERR_IN_STATUS) X(MPI_ERR_PENDING) X(MPI_ERR_KEYVAL) X(MPI_ERR_NO_MEM) X(MPI_ERR_BASE) \
+    X(MPI_ERR_INFO_KEY) X(MPI_ERR_INFO_VALUE) X(MPI_ERR_INFO_NOKEY) X(MPI_ERR_SPAWN) X(MPI_ERR_PORT) \
+    X(MPI_ERR_SERVICE) X(MPI_ERR_NAME) X(MPI_ERR_WIN) X(MPI_ERR_SIZE) X(MPI_ERR_DISP) X(MPI_ERR_INFO) \
+    X(MPI_ERR_LOCKTYPE) X(MPI_ERR_ASSERT) X(MPI_ERR_RMA_CONFLICT) X(MPI_ERR_RMA_SYNC) X(MPI_ERR_FILE) \
+    X(MPI_ERR_NOT_SAME) X(MPI_ERR_AMODE) X(MPI_ERR_UNSUPPORTED_DATAREP) X(MPI_ERR_UNSUPPORTED_OPERATION) \
+    X(MPI_ERR_NO_SUCH_FILE) X(MPI_ERR_FILE_EXISTS) X(MPI_ERR_BAD_FILE) X(MPI_ERR_ACCESS) X(MPI_ERR_NO_SPACE) \
+    X(MPI_ERR_QUOTA) X(MPI_ERR_READ_ONLY) X(MPI_ERR_FILE_IN_USE) X(MPI_ERR_DUP_DATAREP) X(MPI_ERR_CONVERSION) \
+    X(MPI_ERR_IO) X(MPI_ERR_RMA_RANGE) X(MPI_ERR_RMA_ATTACH) X(MPI_ERR_RMA_SHARED) X(MPI_ERR_RMA_FLAVOR)
+
+static const char *error_class_name(int err) {
+    int cls = MPI_ERR_UNKNOWN;
+    PMPI_Error_class(err, &cls);
+#define NAME_OF(E) if (cls == E) return #E;
+    ERROR_CLASSES(NAME_OF)
+#undef NAME_OF
+    return "MPI_ERR_UNKNOWN";
+}
+
 /* the call returned (err: its return code): its end, error and bytes into its record */
 static void phase_stop(void);
 
@@ -308,9 +331,11 @@ static void call_end(call_t *c, int err) {
     pthread_mutex_lock(&S.mu);
     if (S.ready && c->published) {
         if (err != MPI_SUCCESS) {
-            char msg[MPI_MAX_ERROR_STRING + 1];
-            int len = 0;
-            PMPI_Error_string(err, msg, &len);
+            char msg[MPI_MAX_ERROR_STRING + 64];
+            int len = snprintf(msg, 64, "%s: ", error_class_name(err)), more = 0;
+            PMPI_Error_string(err, msg + len, &more);
+            len += more;
+            while (len > 0 && (msg[len - 1] == ' ' || msg[len - 1] == '\n')) len--;
             msg[len] = 0;
             c->r.error_at = put_bytes(msg, (size_t)len, 1);
             c->r.len_error = (uint32_t)len;

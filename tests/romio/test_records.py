@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 from callid.romio import records as R
-from callid.romio.build import library
+from callid.romio.build import find_mpicc, library
 from callid.run import find_mpiexec
 from callid_core.ids import Layout
 from callid_core.schema import CLIENT
@@ -122,3 +122,30 @@ def test_a_killed_rank_keeps_the_records_it_wrote(programs, tmp_path):
     assert [r["offset"] for r in writes] == [2 * i + 1 for i in range(len(writes))]
     unfinished = [r for r in table if r["error"] and "did not return" in r["error"]]
     assert len(unfinished) <= 1 and all(r is table[-1] for r in unfinished)
+
+
+FAILING = r"""
+#include <mpi.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+    MPI_File fh;
+    MPI_Init(&argc, &argv);
+    int err = MPI_File_open(MPI_COMM_WORLD, argv[1], MPI_MODE_RDONLY, MPI_INFO_NULL, &fh), cls;
+    MPI_Error_class(err, &cls);
+    printf("%d\n", cls == MPI_ERR_NO_SUCH_FILE);
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+def test_a_failed_call_is_logged_with_its_error_class(tmp_path):
+    """The error of a failed call starts with its MPI error class (what callid check's E601 reports), as
+    the Python tracer writes it."""
+    (tmp_path / "failing.c").write_text(FAILING)
+    exe = tmp_path / "failing"
+    subprocess.run([find_mpicc(), "-o", exe, tmp_path / "failing.c"], check=True, capture_output=True)
+    (rank,) = _run({"failing": exe}, tmp_path, "failing", tmp_path / "absent", np=1).values()
+    (opened,) = [r for r in rank.to_pylist() if r["kind"] == "call"]
+    assert opened["func"] == "MPI_File_open" and opened["error"].startswith("MPI_ERR_NO_SUCH_FILE: "), opened
+    assert "does not exist" in opened["error"]  # (and MPICH's error stack: E601 joins its lines)
