@@ -28,6 +28,7 @@ from callid_core import config as defaults
 from callid_core import outputs
 from callid_core.atomic import INTERRUPTED, Interrupt, on_interrupt
 from callid_core.choices import (
+    SERVER_LAYERS,
     ClockSync,
     Engine,
     MpiIo,
@@ -37,6 +38,7 @@ from callid_core.choices import (
     Storage,
     Timing,
     TraceFormat,
+    parse_layers,
 )
 from callid_core.errors import EXIT_FAILED, EXIT_USAGE, BadValue, CallidError, Failed, InputError, os_reason
 from callid_core.ids import DEFAULT_LAYOUT
@@ -208,10 +210,20 @@ def _run_traced(opts):
 
 #: the options of ``callid run`` that a file system of ``callid fs init`` fixes (``run --fs``)
 _FS_OPTIONS = {"servers": "--servers", "strip_size": "--strip-size", "flow_buffer": "--flow-buffer",
-               "callid_layout": "--callid-layout", "clock_skew": "--clock-skew", "payload": "--payload"}
+               "callid_layout": "--callid-layout", "clock_skew": "--clock-skew", "payload": "--payload",
+               "server_layers": "--server-layers"}
 FsConfig = Annotated[Path, typer.Option(
     "--config", metavar="FS_JSON", envvar=defaults.CONFIG_ENV, show_envvar=True,
     help="the file system's configuration (written by callid fs init)")]
+
+
+def _refuse_fs_options(ctx: typer.Context) -> None:
+    """``run --fs``: an option the file system fixes, given on the command line, is an error."""
+    for name, flag in _FS_OPTIONS.items():
+        source = ctx.get_parameter_source(name)
+        if source is not None and source.name == "COMMANDLINE":
+            how = "callid servers events" if name == "server_layers" else "callid fs init"
+            raise BadValue(f"{flag}: the file system of --fs has its own (set it with {how})")
 
 
 @app.command(cls=_Command,
@@ -249,6 +261,9 @@ def run(
         "already (callid servers start) and go on running; their logs of the run are collected",
         show_default=False)] = None,
     payload: PayloadOption = Payload.FULL,
+    server_layers: Annotated[str, typer.Option(
+        metavar="LAYERS", help="the server event layers logged, comma-separated (the event mask; callid "
+        "servers events changes it at run time)")] = ",".join(SERVER_LAYERS),
     mpi_io: Annotated[MpiIo | None, typer.Option(
         "--mpi-io", help="the MPI-IO the calls go through: callid's own (Python "
         "programs) or the MPI library's, ROMIO (any program: an interposition library stamps its MPI_File "
@@ -276,10 +291,7 @@ def run(
     from callid.run import RunOptions
 
     if fs is not None:
-        for name, flag in _FS_OPTIONS.items():
-            source = ctx.get_parameter_source(name)
-            if source is not None and source.name == "COMMANDLINE":
-                raise BadValue(f"{flag}: the file system of --fs has its own (set it with callid fs init)")
+        _refuse_fs_options(ctx)
     if module:
         target = ["-m", module, *(target or [])]
     if not target:
@@ -295,7 +307,8 @@ def run(
                       callid=callid, callid_layout=callid_layout, mount=mount or [defaults.DEFAULT_MOUNT],
                       ranks_per_host=ranks_per_host, clock_skew=clock_skew, out=str(out_dir),
                       timeout=timeout, stdout_to_stderr=as_json, fs=str(fs) if fs else "",
-                      mpi_io=mpi_io, mpicc=mpicc, payload=payload)
+                      mpi_io=mpi_io, mpicc=mpicc, payload=payload,
+                      server_layers=parse_layers(server_layers, "--server-layers"))
     result = _run_traced(opts)
     if as_json:
         _echo_json({"out_dir": result.out, "client": result.client, "server": result.server,
@@ -446,6 +459,35 @@ def servers_status(config: FsConfig = Path("fs.json"), as_json: JsonFlag = False
             typer.echo(f"{row['server']:<8}{row['address']:<22}{state:<17}{row['process']}")
     if not all(row["answers"] for row in rows):
         raise typer.Exit(EXIT_FAILED)
+
+
+@servers_app.command("events", cls=_Command)
+def servers_events(
+    config: FsConfig = Path("fs.json"), name: ServerNames = None,
+    layers: Annotated[str | None, typer.Option(
+        "--layers", metavar="LAYERS", help="log only these layers from now on, comma-separated, of "
+        f"{','.join(SERVER_LAYERS)} ('' for none)", show_default="say which layers each server logs")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Say or set which event layers the running servers log (the event mask), at run time.
+
+    A server logs the change itself (an event of layer log, op event_mask), so
+    a merged run says which layers were not logged, and from when.
+
+    Example: callid servers events --config fs.json --layers req,trove
+    """
+    from callid.server_wire import event_mask
+    from callid_core.config import Config
+
+    fs = Config.load(config)
+    chosen = [fs.server(n) for n in name] if name else fs.servers
+    wanted = None if layers is None else parse_layers(layers, "--layers")
+    rows = [{"server": s.name, "layers": event_mask(s, fs.secret(), wanted)} for s in chosen]
+    if as_json:
+        _echo_json(rows)
+    else:
+        for row in rows:
+            typer.echo(f"{row['server']:<8}{','.join(row['layers']) or '(none)'}")
 
 
 @app.command(cls=_Command)

@@ -28,7 +28,7 @@ from callid.server_wire import RunError, log_parts, ping, take_log_parts
 from callid_core import config as defaults
 from callid_core import schema as S
 from callid_core.atomic import replacing
-from callid_core.choices import MpiIo, Payload
+from callid_core.choices import SERVER_LAYERS, MpiIo, Payload
 from callid_core.clock import parse_skew, skews_to_json
 from callid_core.config import (
     CONFIG_ENV,
@@ -71,6 +71,7 @@ class RunOptions:
     stdout_to_stderr: bool = False  # the ranks' standard output goes to stderr (stdout is for --json)
     client_events: bool = True  # False: ranks log nothing (bench/ only: the cost of logging)
     server_events: bool = True  # False: servers log nothing (bench/ only)
+    server_layers: list[str] = field(default_factory=lambda: list(SERVER_LAYERS))  # the event mask
     launcher: str = "callid.launch"  # the module each rank runs (target: its arguments)
     source: str = ""  # what the run replays (the client log's callid.source metadata)
     source_notes: list[str] = field(default_factory=list)  # what the replay says of it (callid.source_notes)
@@ -200,6 +201,7 @@ def make_config(opts: RunOptions, out: Path, secret_file: Path | None = None) ->
         payload=Payload(opts.payload).value,
         clock_skew=skews_to_json(skews), clock_t0=time.time_ns(),
         client_events=opts.client_events, server_events=opts.server_events,
+        server_layers=list(opts.server_layers),
     )
 
 

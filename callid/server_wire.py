@@ -70,6 +70,14 @@ def ping(srv: ServerConfig, secret: bytes, timeout: float = 5.0) -> str:
     return name
 
 
+def event_mask(srv: ServerConfig, secret: bytes, layers: list[str] | None = None,
+               timeout: float = 5.0) -> list[str]:
+    """Set the layers a running server logs (None: only ask); the layers it logs now.  :class:`RunError`
+    if it does not answer or refuses."""
+    with _connection(srv, secret, timeout) as ask:
+        return list(ask(P.EventMaskRequest(layers=layers or [], query=int(layers is None))).layers)
+
+
 def log_parts(srv: ServerConfig, secret: bytes, timeout: float = LOG_TIMEOUT) -> dict[str, int]:
     """Ask a server to write the events it logged so far as a part file; its log's parts: their
     names and sizes.  :class:`RunError` if it does not answer."""

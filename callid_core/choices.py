@@ -8,8 +8,25 @@ from __future__ import annotations
 
 from enum import Enum
 
-__all__ = ["ClockSync", "Engine", "MpiIo", "Payload", "Readers", "RowFormat", "Storage", "Timing",
-           "TraceFormat", "listed"]
+from callid_core.errors import BadValue
+
+__all__ = ["SERVER_LAYERS", "ClockSync", "Engine", "MpiIo", "Payload", "Readers", "RowFormat", "Storage",
+           "Timing", "TraceFormat", "listed", "parse_layers"]
+
+#: The layers of server events, in order: a request's state machine, its flows, its data operations
+#: (Trove) and metadata operations.  The thesis' event mask switches each on or off (Config.server_layers
+#: at the start, an event_mask request at run time).
+SERVER_LAYERS = ("req", "flow", "trove", "meta")
+
+
+def parse_layers(text: str, flag: str) -> list[str]:
+    """The server layers of a comma-separated list ('' : none), in their order; :class:`BadValue` naming
+    ``flag`` for any other name."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    wrong = [n for n in names if n not in SERVER_LAYERS]
+    if wrong:
+        raise BadValue(f"{flag}: {wrong[0][:40]!r} is not a server layer (one of {', '.join(SERVER_LAYERS)})")
+    return [layer for layer in SERVER_LAYERS if layer in names]
 
 
 class ClockSync(str, Enum):

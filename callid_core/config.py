@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from callid_core.atomic import replacing, temporary
-from callid_core.choices import MpiIo, Payload
+from callid_core.choices import SERVER_LAYERS, MpiIo, Payload
 from callid_core.errors import InputError
 from callid_core.ids import DEFAULT_LAYOUT
 
@@ -137,6 +137,9 @@ class Config:
     # Only for measuring what logging costs (bench/), not a user feature: False logs nothing.
     client_events: bool = True
     server_events: bool = True
+    # The server event layers logged at the start (the thesis' event mask; SERVER_LAYERS: all); a
+    # server's mask changes at run time by request (event_mask), which logs an event of its own.
+    server_layers: list[str] = field(default_factory=lambda: list(SERVER_LAYERS))
     secret_file: str = ""  # the file holding the secret every connection proves it holds (new_secret)
     # What a server allows (bounds on the resources one client can take):
     max_flow: int = DEFAULT_MAX_FLOW

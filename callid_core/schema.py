@@ -232,7 +232,9 @@ CLIENT = Table("client", "one row per traced MPI call ('call'), completion ('wai
 SERVER = Table("server", "one row per server event (request, flow, Trove and metadata operation)", [
     Column("server", pa.string(), "server name", nullable=False),
     Column("clock", pa.string(), "clock domain of the times", nullable=False),
-    Column("layer", pa.string(), "req, flow, trove or meta", nullable=False),
+    Column("layer", pa.string(), "req, flow, trove or meta; log: the server's event mask changed "
+           "(op event_mask, offset: bit i set for each layer of req, flow, trove, meta logged from then on)",
+           nullable=False),
     Column("op", pa.string(), "operation, e.g. io_write, trove_write, create", nullable=False),
     Column("callid", pa.uint64(), "CallID of the request (all ones: none or several)", nullable=False),
     Column("callids", pa.list_(pa.uint64()), "the CallIDs the event serves: all of the request's, or "

@@ -22,12 +22,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from callid_core.choices import SERVER_LAYERS
+
 __all__ = ["LANE_SORT", "LAYERS", "RANKS_PID", "LaneAssigner", "Layout", "Thread"]
 
 #: the process of the ranks' threads
 RANKS_PID = 1
 #: the order of a server's layers (others after them, by name)
-LAYERS = ("req", "flow", "trove", "meta")
+LAYERS = SERVER_LAYERS
 #: lanes of one rank or layer sort before the next one's: sort index = group * LANE_SORT + lane (capped)
 LANE_SORT = 64
 

@@ -3,13 +3,16 @@
 Each warning is a SQL query over the merged tables returning one row (a number and the ranks or
 clocks involved) when it fires: no traced call, ranks that logged nothing or stopped early (not on a
 replay that did not keep the ranks' pace: ``pipeline.lag``), server operations whose call is missing,
-clocks that could not be aligned, violations left after alignment, logs without a checksum.
+clocks that could not be aligned, violations left after alignment, logs without a checksum, server
+event layers not logged (the event mask).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
+from callid_core.choices import SERVER_LAYERS
 from callid_core.units import ranks_phrase
 from pipeline.lag import PACE_KEPT_SQL
 from pipeline.load import CHECKED
@@ -74,6 +77,19 @@ def _unchecked(row: tuple) -> str | None:
             f"written by an earlier callid): damage to {'it' if one else 'them'} could not be detected")
 
 
+def _masked(row: tuple) -> str | None:
+    logged, changed = row
+    parts = []
+    if logged is not None and (off := [layer for layer in SERVER_LAYERS if layer not in json.loads(logged)]):
+        parts.append(f"the servers did not log their {', '.join(off)} events (--server-layers): the tables "
+                     "built on them (arrows, fan-out, the server figures) hold only what was logged")
+    if changed:
+        parts.append(f"{', '.join(changed)} changed {'its' if len(changed) == 1 else 'their'} event mask "
+                     "while the run went on (callid servers events; the log layer's event_mask events "
+                     "say when): events of the layers switched off in between are missing")
+    return "; ".join(parts) or None
+
+
 #: (query, what the row means)
 CHECKS: list[tuple[str, Callable[[tuple], str | None]]] = [
     ("SELECT (SELECT count(*) FROM calls), (SELECT count(*) FROM server_ops)", _no_calls),
@@ -86,6 +102,9 @@ CHECKS: list[tuple[str, Callable[[tuple], str | None]]] = [
                coalesce(sum(violations_after), 0) FROM clocks""", _clocks),
     (f"""SELECT list(split_part(key, '.', 1) ORDER BY key) FROM run
          WHERE key IN ('client.{CHECKED}', 'server.{CHECKED}') AND value = 'no'""", _unchecked),
+    ("""SELECT (SELECT json_extract(value, '$.server_layers')::VARCHAR FROM run WHERE key = 'server.config'),
+               (SELECT list(DISTINCT server ORDER BY server) FROM server_ops WHERE op = 'event_mask')""",
+     _masked),
 ]
 
 

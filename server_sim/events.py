@@ -11,6 +11,7 @@ import itertools
 from typing import Any, NamedTuple
 
 from callid_core import schema as S
+from callid_core.choices import SERVER_LAYERS
 from callid_core.clock import now
 from callid_core.config import Config
 from callid_core.ids import Layout
@@ -45,6 +46,8 @@ class ServerEvents:
                            config.flush_rows)
         self._ids = itertools.count(1)
         self.enabled = config.server_events
+        #: the layers logged (the event mask: :meth:`set_layers`)
+        self.layers = frozenset(config.server_layers)
 
     def new_id(self) -> int:
         """Reserve an event id (so children can name their parent before it ends)."""
@@ -62,30 +65,40 @@ class ServerEvents:
     def record(
         self, *, event_id: int, layer: str, op: str, who: Who, parent: int, handle: int,
         offset: int, size: int, t_start: int, t_end: int, share: Share | None = None,
-        file_range: tuple[int, int] = (-1, -1),
+        file_range: tuple[int, int] = (-1, -1), always: bool = False,
     ) -> None:
-        """Log one finished event of ``who``'s request; ``share``: the part of the request's
-        CallIDs the event serves (an aggregated request's disk operation; None: all), their
-        shares and own bytes, its holes (default: all of ``size`` each when the event serves one
-        CallID, none of an event of size 0, else unknown); ``file_range``: a data
-        operation's range in the file.
+        """Log one finished event of ``who``'s request, if its layer is logged (or ``always``); ``share``:
+        the part of the request's CallIDs the event serves (an aggregated request's disk operation; None:
+        all), their shares and own bytes, its holes (default: all of ``size`` each when the event serves
+        one CallID, none of an event of size 0, else unknown); ``file_range``: a data operation's range in
+        the file.
         :class:`~server_sim.validate.Invalid` (nothing logged) if the row does not fit the log's schema."""
-        if self.enabled:
-            callid, callids, rank, req_id = who
-            if share is None:  # (an event moving nothing moves nothing of any call)
-                each = [size] if len(callids) == 1 else [] if size else [0] * len(callids)
-                share = Share(None, each, each, 0)
-            elif share.callids is not None:
-                callids = share.callids
-                callid = self.single(callids)
-            row = _row(server=self.server, clock=self.clock, layer=layer, op=op, callid=callid,
-                       callids=callids, callid_bytes=share.shares, callid_own=share.own, holes=share.holes,
-                       rank=rank, req_id=req_id,
-                       event_id=event_id, parent=parent, handle=handle, offset=offset,
-                       file_offset=file_range[0], file_end=file_range[1], size=size,
-                       t_start=t_start, t_end=t_end)
-            _check(row)
-            self.log.append(row)
+        if not self.enabled or (layer not in self.layers and not always):
+            return
+        callid, callids, rank, req_id = who
+        if share is None:  # (an event moving nothing moves nothing of any call)
+            each = [size] if len(callids) == 1 else [] if size else [0] * len(callids)
+            share = Share(None, each, each, 0)
+        elif share.callids is not None:
+            callids = share.callids
+            callid = self.single(callids)
+        row = _row(server=self.server, clock=self.clock, layer=layer, op=op, callid=callid,
+                   callids=callids, callid_bytes=share.shares, callid_own=share.own, holes=share.holes,
+                   rank=rank, req_id=req_id,
+                   event_id=event_id, parent=parent, handle=handle, offset=offset,
+                   file_offset=file_range[0], file_end=file_range[1], size=size,
+                   t_start=t_start, t_end=t_end)
+        _check(row)
+        self.log.append(row)
+
+    def set_layers(self, layers: frozenset[str], who: Who, t: int) -> None:
+        """Log only ``layers`` from now on (the event mask).  The change is logged whatever the mask: an
+        event of layer ``log`` (the log's own), op ``event_mask``, whose ``offset`` has bit i set for each
+        layer ``SERVER_LAYERS[i]`` logged from ``t`` on."""
+        bits = sum(1 << i for i, layer in enumerate(SERVER_LAYERS) if layer in layers)
+        self.record(event_id=self.new_id(), layer="log", op="event_mask", who=who, parent=-1, handle=0,
+                    offset=bits, size=0, t_start=t, t_end=t, always=True)
+        self.layers = layers
 
     def close(self) -> None:
         self.log.close()

@@ -40,7 +40,8 @@ PROTOCOL_MAGIC = 0x43414C4C  # "CALL"
 #: ``log_remove``), so a run takes the logs of servers on hosts whose directories it cannot see.
 #: 5: an I/O request says what its flow moves (``payload``: the bytes, or their sizes only).
 #: 6: datafiles are created explicitly (``create_dfile``, sent by the client for a file the create's
-#: reply says it ``created``); an I/O server refuses a request on a handle it never created (ENOENT).
+#: reply says it ``created``); an I/O server refuses a request on a handle it never created (ENOENT);
+#: a server's event mask (the layers it logs) is set at run time (``event_mask``).
 PROTOCOL_VERSION = 6
 #: Most data bytes a small-I/O request carries: the 16 KiB unexpected-message limit
 #: less 1 KiB kept for the header, hints and fields.
@@ -100,6 +101,7 @@ class Op(enum.IntEnum):
     LOG_FLUSH = 14
     LOG_READ = 15
     LOG_REMOVE = 16
+    EVENT_MASK = 17
 
 
 class Kind(enum.IntEnum):
@@ -844,6 +846,26 @@ class LogRemoveRequest(Request):
     name: str = wire(STR, "")
 
 
+@message
+@dataclass
+class EventMaskResponse(Response):
+    """The layers a server logs (from now on)."""
+
+    layers: list = wire(ListOf(STR), [])
+
+
+@message
+@dataclass
+class EventMaskRequest(Request):
+    """Set the layers the server logs (names of ``callid_core.schema.SERVER_LAYERS``), as the thesis'
+    event mask does; ``query`` 1: only say them."""
+
+    OP = Op.EVENT_MASK
+    REPLY = EventMaskResponse
+    layers: list = wire(ListOf(STR), [])
+    query: int = wire(U32, 0)
+
+
 # -- encoding
 
 _HEADER = struct.Struct("<IIII")  # magic, version, op, kind
@@ -894,3 +916,4 @@ def decode_reply(data: bytes | bytearray | memoryview, request: Request,
     if cls is ErrorResponse and msg.op in (request.OP, 0):
         return msg
     raise ProtocolError(f"{cls.__name__} of op {msg.op} does not answer a {request.NAME} request")
+

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from callid_core.choices import SERVER_LAYERS
 from callid_core.errors import CallidError
 from callid_core.partlog import is_part
 from server_sim import bmi, flow
@@ -57,9 +58,11 @@ MACHINES: dict[str, tuple[str, ...]] = {
     "log_flush": ("log_flush",),
     "log_read": ("log_read",),
     "log_remove": ("log_remove",),
+    # the layers the server logs (the event mask), set at run time: the change is an event of its own
+    "event_mask": ("event_mask",),
 }
 #: Machines whose request leaves no event (liveness checks, and the requests taking the event log).
-UNLOGGED = frozenset({"ping", "log_flush", "log_read", "log_remove"})
+UNLOGGED = frozenset({"ping", "log_flush", "log_read", "log_remove", "event_mask"})
 
 
 class RequestError(CallidError):
@@ -438,6 +441,15 @@ def log_read(ctx: RequestContext, req: P.LogReadRequest, _: None) -> P.Response:
 def log_remove(ctx: RequestContext, req: P.LogRemoveRequest, _: None) -> P.Response:
     _log_part(ctx, req.name).unlink()
     return req.reply()
+
+
+@action
+def event_mask(ctx: RequestContext, req: P.EventMaskRequest, _: None) -> P.Response:
+    """Set the layers the server logs (unless the request only asks them); say them, in order."""
+    events = ctx.state.events
+    if not req.query:
+        events.set_layers(frozenset(req.layers), ctx.who, now())
+    return req.reply(layers=[layer for layer in SERVER_LAYERS if layer in events.layers])
 
 
 # --------------------------------------------------------------------------- the table, compiled

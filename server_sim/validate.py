@@ -23,6 +23,7 @@ from typing import Any
 import pyarrow as pa
 
 from callid_core import schema as S
+from callid_core.choices import SERVER_LAYERS
 from callid_core.config import MAX_STRIP_SIZE, MIN_STRIP_SIZE
 from callid_core.errors import CallidError
 from callid_core.filenames import canonical
@@ -118,11 +119,18 @@ def _strip(v: int, default_allowed: bool) -> str | None:
     return f"{v} is not a strip size in [{MIN_STRIP_SIZE}, {MAX_STRIP_SIZE}]{zero}"
 
 
+def _layers(v: list) -> str | None:
+    if len(v) > len(SERVER_LAYERS) or len(set(v)) != len(v) or not set(v) <= set(SERVER_LAYERS):
+        return f"{str(v)[:80]} is not a list of distinct layers of {', '.join(SERVER_LAYERS)}"
+    return None
+
+
 #: What a field means beyond its range (as the command line checks the same value), by request class
 #: and field: a path names a file, a strip size is one the file system can use (0 at a create: the default).
 _MEANING: dict[type[P.Message], tuple[tuple[str, Check], ...]] = {
     **{cls: (("path", _path),) for cls in (P.LookupRequest, P.GetattrRequest, P.RemoveRequest)},
     P.CreateRequest: (("path", _path), ("strip_size", lambda v: _strip(v, True))),
+    P.EventMaskRequest: (("layers", _layers),),
     **{cls: (("strip_size", lambda v: _strip(v, False)),) for cls in (P.IoRequest, P.SmallIoRequest)},
 }
 
