@@ -250,7 +250,10 @@ def _timeline_data(con: duckdb.DuckDBPyConnection, db: str, sel: Selection, deta
     counts["detail_ops"] = len(o["idx"])
 
     on_step("detail: arrows")
-    kind = "CASE WHEN a.op LIKE '%read%' THEN 0 WHEN a.op LIKE '%write%' THEN 1 ELSE 2 END"
+    # an arrow's kind: to a Trove read, a Trove write, or any other disk operation (metadata: the key/value
+    # store's, a datafile's creation, a flush)
+    kind = ("CASE WHEN a.layer <> 'trove' THEN 2 WHEN a.op LIKE '%read%' THEN 0 "
+            "WHEN a.op LIKE '%write%' THEN 1 ELSE 2 END")
     # where an arrow starts: the aggregator's request, on its lane; the call's start if that rank has no lane
     from_lane = "coalesce(fl.lane, cl.lane)"
     from_t = f"CASE WHEN fl.lane IS NULL THEN least(a.call_t_start, a.t_start) ELSE a.from_t END - {t0}"

@@ -458,6 +458,44 @@ def test_hover_click_search_hide_and_zoom_in_the_browser(demo_page, open_page):
     assert a1 - a0 < (b1 - b0) / 2
 
 
+@pytest.mark.browser
+@pytest.mark.mpi
+@needs_chromium
+def test_the_legend_filters_events_and_arrows_and_an_arrow_says_what_it_links(demo_page, open_page):
+    """The thesis' Fig 6.1 shows writes, reads and their Trove operations only: the legend hides the rest."""
+    tmp, html, arrows = demo_page
+    page = open_page(html)
+    click = ("(n, shift) => { const e = [...document.querySelectorAll('#legend .pick')].find(e => "
+             "e.dataset.legend === n || e.textContent === n); "
+             "e.dispatchEvent(new MouseEvent('click', {shiftKey: shift})); }")
+    page.js(f"window.legendClick = {click}")
+    drawn = lambda: int(page.js("document.body.dataset.arrowsDrawn"))  # noqa: E731
+    # hiding the opens hides their metadata and datafile-creation arrows (4: two opens, two datafiles)
+    page.js("legendClick('MPI_File_open', false)")
+    assert drawn() == arrows - 4 and page.js("document.body.dataset.hidden") == "MPI_File_open"
+    # only the Trove writes among the operations: the 32 arrows of the two writes
+    page.js("legendClick('trove_write', true)")
+    assert drawn() == 32
+    hidden = set(page.js("document.body.dataset.hidden").split(","))
+    assert "trove_write" not in hidden and {"trove_read", "trove_create", "keyval_write"} <= hidden
+    page.js("legendClick('[show all]', false)")
+    assert drawn() == arrows and page.js("document.body.dataset.hidden") == ""
+    page.js("legendClick('metadata arrows', false)")  # (the opens' keyval and trove_create operations)
+    assert drawn() == arrows - 4
+    page.js("legendClick('metadata arrows', false)")
+    # hovering an arrow's middle says its CallID, its call and its disk operation
+    a = page.js("__callid.drawnArrows.find(a => !a.summary && a.k >= 0 && "
+                "__callid.meta.names[__callid.O.name[__callid.A.op[a.k]]] === 'trove_write' && "
+                "Math.hypot(a.x1 - a.x0, a.y1 - a.y0) > 30)")
+    x, y = (a["x0"] + a["x1"]) / 2, page.top() + (a["y0"] + a["y1"]) / 2
+    assert page.js(f"__callid.arrowAt({(a['x0'] + a['x1']) / 2}, {(a['y0'] + a['y1']) / 2})") >= 0
+    page.b.mouse("mouseMoved", x, y)
+    tip = page.b.wait_for("document.getElementById('tip').style.display === 'block' && "
+                          "document.getElementById('tip').textContent")
+    assert tip.startswith("arrow    MPI_File_write -> trove_write") and "CallID   0x00000" in tip, tip
+    assert "disk offset" in tip and "bytes    65536 of the call's own" in tip, tip
+
+
 # ----------------------------------------------------------------------------- at scale
 
 @pytest.mark.slow
