@@ -34,6 +34,7 @@ EVIDENCE: dict[str, str] = {
     "deletes": "MPI_File_delete",
     "resizes": "MPI_File_set_size and MPI_File_preallocate",
     "errors": "the MPI error class of each call that failed, as the MPI library returned it",
+    "groups": "MPI_File_get_group, and the MPI_Group_free of each group it returned",
 }
 
 

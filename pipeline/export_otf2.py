@@ -439,8 +439,8 @@ class _Writer:
             LEFT JOIN (SELECT rank, rid, max(t_end) AS t_done FROM waits WHERE rid IS NOT NULL GROUP BY ALL) w
                    ON c.func LIKE 'MPI_File_i%' AND w.rank = c.rank AND w.rid = c.rid
             UNION ALL
-            SELECT rank, t_start, greatest(t_end, t_start), func, NULL, NULL, NULL, 0, 0, NULL, true, false,
-                   NULL
+            SELECT rank, t_start, greatest(t_end, t_start), func, NULL, NULL, NULL, 0, 0, NULL,
+                   coalesce(collective, true), false, NULL
             FROM sel_mpi_calls
             ORDER BY family, ts, te DESC"""
         c, al = self.c, self.al

@@ -211,10 +211,12 @@ def uninstall() -> None:
 
 
 def _mpi_call(func: str, comm_size: int, comm_id: int, t0: int) -> None:
-    """Log a collective MPI call without I/O (e.g. MPI_Barrier) that began at ``t0`` and ends now."""
+    """Log an MPI call without I/O (a collective, e.g. MPI_Barrier; or MPI_Group_free of a file's group) that
+    began at ``t0`` and ends now."""
     tr = _tracer
     if tr is not None:
-        tr.trace.call(Record(tr.stamper.layout.sentinel, kind="mpi", func=func, collective=True,
+        tr.trace.call(Record(tr.stamper.layout.sentinel, kind="mpi", func=func,
+                             collective=func != traced_comm.GROUP_FREE,
                              comm_size=comm_size, comm_id=comm_id, t_start=t0, t_end=clock.now()))
 
 
@@ -520,8 +522,8 @@ class TracedFile(MPI.File):
         return _call(self, "Get_size")
 
     def Get_group(self) -> MPI.Group:
-        """The group of the communicator that opened the file."""
-        return _call(self, "Get_group")
+        """The group of the communicator that opened the file (its ``Free`` is logged: F104)."""
+        return traced_comm.FileGroup(_call(self, "Get_group"))
 
     def Get_amode(self) -> int:
         """The access mode the file was opened with."""

@@ -164,19 +164,26 @@ static int64_t fnv(const int *ranks, int n) {
 }
 
 /* a communicator's group id: a hash of its ranks in MPI_COMM_WORLD, the same on every rank of it */
-static int64_t comm_ident(MPI_Comm comm, int *size) {
-    PMPI_Comm_size(comm, size);
-    if (comm == MPI_COMM_WORLD) return S.world_id;
-    MPI_Group g, w;
-    PMPI_Comm_group(comm, &g);
+static int64_t group_ident(MPI_Group g, int *size) {  /* a hash of the group's MPI_COMM_WORLD ranks */
+    MPI_Group w;
+    PMPI_Group_size(g, size);
     PMPI_Comm_group(MPI_COMM_WORLD, &w);
     int *in = malloc(2 * sizeof(int) * (size_t)*size);
     for (int i = 0; i < *size; i++) in[i] = i;
     PMPI_Group_translate_ranks(g, *size, in, w, in + *size);
     int64_t id = fnv(in + *size, *size);
     free(in);
-    PMPI_Group_free(&g);
     PMPI_Group_free(&w);
+    return id;
+}
+
+static int64_t comm_ident(MPI_Comm comm, int *size) {
+    PMPI_Comm_size(comm, size);
+    if (comm == MPI_COMM_WORLD) return S.world_id;
+    MPI_Group g;
+    PMPI_Comm_group(comm, &g);
+    int64_t id = group_ident(g, size);
+    PMPI_Group_free(&g);
     return id;
 }
 
@@ -817,7 +824,25 @@ ALSO_PMPI(File_delete)
 FILE_CALL(set_size, 1, (MPI_File fh, MPI_Offset size), (fh, size), set_int(&c, &c.r.size, P_SIZE, size))
 FILE_CALL(preallocate, 1, (MPI_File fh, MPI_Offset size), (fh, size), set_int(&c, &c.r.size, P_SIZE, size))
 FILE_CALL(get_size, 0, (MPI_File fh, MPI_Offset *size), (fh, size), (void)0)
-FILE_CALL(get_group, 0, (MPI_File fh, MPI_Group *group), (fh, group), (void)0)
+/* the groups MPI_File_get_group handed out and the program has not freed (MARMOT: free them before
+   MPI_Finalize); their MPI_Group_free is logged (kind 'mpi', comm_id: the group's ranks' hash) */
+#define MAX_FILE_GROUPS 1024
+static MPI_Group file_groups[MAX_FILE_GROUPS];
+static int n_file_groups;
+
+int MPI_File_get_group(MPI_File fh, MPI_Group *group) {
+    if (!TRACED) return NEXT(PMPI_File_get_group)(fh, group);
+    call_t c;
+    file_call(&c, F_File_get_group, fh, 0);
+    call_publish(&c);
+    int err = NEXT(PMPI_File_get_group)(fh, group);
+    call_end(&c, err);
+    pthread_mutex_lock(&S.mu);
+    if (err == MPI_SUCCESS && n_file_groups < MAX_FILE_GROUPS) file_groups[n_file_groups++] = *group;
+    pthread_mutex_unlock(&S.mu);
+    return err;
+}
+ALSO_PMPI(File_get_group)
 FILE_CALL(get_amode, 0, (MPI_File fh, int *amode), (fh, amode), (void)0)
 FILE_CALL(set_info, 1, (MPI_File fh, MPI_Info info), (fh, info), own_str(&c, S_HINTS, hints_text(info)))
 FILE_CALL(get_info, 0, (MPI_File fh, MPI_Info *info), (fh, info), (void)0)
@@ -1153,6 +1178,31 @@ static void mpi_call(int func, MPI_Comm comm, int64_t t0) {
     c.r.comm_size = size;
     c.r.present |= P_COMM_SIZE;
     call_end(&c, MPI_SUCCESS);
+}
+
+int MPI_Group_free(MPI_Group *group) {
+    if (!TRACED || group == NULL) return PMPI_Group_free(group);
+    int found = 0;
+    pthread_mutex_lock(&S.mu);
+    for (int i = 0; i < n_file_groups && !found; i++)
+        if (file_groups[i] == *group) { file_groups[i] = file_groups[--n_file_groups]; found = 1; }
+    pthread_mutex_unlock(&S.mu);
+    if (!found) return PMPI_Group_free(group);
+    int64_t t0 = now_ns();
+    int size;
+    int64_t id = group_ident(*group, &size);
+    int err = PMPI_Group_free(group);
+    if (err == MPI_SUCCESS) {
+        call_t c;
+        call_begin(&c, F_Group_free, K_MPI);
+        collective(&c, 0);
+        c.r.t_start = t0;
+        set_int(&c, &c.r.comm_id, P_COMM_ID, id);
+        c.r.comm_size = size;
+        c.r.present |= P_COMM_SIZE;
+        call_end(&c, MPI_SUCCESS);
+    }
+    return err;
 }
 
 #define COLLECTIVE(NAME, PARAMS, ARGS)                                                          \

@@ -54,7 +54,7 @@ FUNCS = (
     *(f"MPI_File_{verb}{suffix}_{part}" for verb in ("read", "write")
       for suffix in ("_all", "_at_all", "_ordered") for part in ("begin", "end")),
     "MPI_Barrier", "MPI_Bcast", "MPI_Allreduce", "MPI_Reduce", "MPI_Allgather", "MPI_Gather",
-    "MPI_Scatter", "MPI_Alltoall",
+    "MPI_Scatter", "MPI_Alltoall", "MPI_Group_free",
 )
 #: string columns, in the order their bytes follow each other (``error``: on its own, written at the end)
 STRINGS = ("file", "datatype", "hints", "amode", "etype", "filetype", "datarep", "whence", "op", "error")

@@ -72,7 +72,7 @@ acc2 AS MATERIALIZED (
 bar AS MATERIALIZED (
     SELECT rank, 'c' || comm_id AS c, NULL AS file, NULL::BIGINT AS comm_id,
            row_number() OVER (PARTITION BY rank, comm_id ORDER BY t_start) AS k, t_start, t_end
-    FROM mpi_calls
+    FROM mpi_calls WHERE collective IS NOT FALSE
     UNION ALL
     SELECT rank, 'f' || comm_id || ':' || file, file, comm_id,
            row_number() OVER (PARTITION BY rank, file, comm_id ORDER BY t_start), t_start, t_end

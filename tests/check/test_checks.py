@@ -78,3 +78,11 @@ def test_races_of_many_ranks_are_one_finding_per_file_counted_exactly(tmp_path):
     (race,) = result["findings"]
     assert race["detail"].startswith(f"{len(racing)} pairs of ranks race on this file (12 ranks); the first")
     assert race["ranks"] == sorted({r for pair in racing for r in pair}) and len(race["callids"]) == 2
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_groups_all_freed_get_no_finding(tmp_path):
+    result = checked(tmp_path / "out", Path(__file__).parent / "programs" / "F104_group_not_freed.py",
+                     "--free-all", must_run=True)
+    assert result["findings"] == [] and result["returncode"] == 0

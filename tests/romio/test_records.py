@@ -149,3 +149,35 @@ def test_a_failed_call_is_logged_with_its_error_class(tmp_path):
     (opened,) = [r for r in rank.to_pylist() if r["kind"] == "call"]
     assert opened["func"] == "MPI_File_open" and opened["error"].startswith("MPI_ERR_NO_SUCH_FILE: "), opened
     assert "does not exist" in opened["error"]  # (and MPICH's error stack: E601 joins its lines)
+
+
+GROUPS = r"""
+#include <mpi.h>
+int main(int argc, char **argv) {
+    MPI_File fh;
+    MPI_Group kept, freed;
+    MPI_Init(&argc, &argv);
+    MPI_File_open(MPI_COMM_WORLD, argv[1], MPI_MODE_CREATE | MPI_MODE_RDWR, MPI_INFO_NULL, &fh);
+    MPI_File_get_group(fh, &kept);
+    MPI_File_get_group(fh, &freed);
+    MPI_Group_free(&freed);
+    MPI_File_close(&fh);
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+def test_the_free_of_a_group_get_group_returned_is_logged(tmp_path):
+    """MARMOT's F104 needs each MPI_Group_free of a file's group (and only those): a row of kind 'mpi',
+    not collective, with the group's id (its open's comm_id)."""
+    (tmp_path / "groups.c").write_text(GROUPS)
+    exe = tmp_path / "groups"
+    subprocess.run([find_mpicc(), "-o", exe, tmp_path / "groups.c"], check=True, capture_output=True)
+    ranks = _run({"groups": exe}, tmp_path, "groups", tmp_path / "f", np=2)
+    for rows in (t.to_pylist() for t in ranks.values()):
+        (opened,) = [r for r in rows if r["func"] == "MPI_File_open"]
+        assert [r["func"] for r in rows if r["func"] == "MPI_File_get_group"] == ["MPI_File_get_group"] * 2
+        (free,) = [r for r in rows if r["func"] == "MPI_Group_free"]
+        assert (free["kind"], free["collective"], free["comm_id"], free["comm_size"]) == (
+            "mpi", False, opened["comm_id"], 2)
