@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 
 from callid.mpiio.sysint import SysInt
 from callid.server_wire import ping
+from callid_core.choices import SERVER_LAYERS
 from server_sim import bmi
 from server_sim import protocol as P
 from tests.reliability.servers import call, connect, read_frame, start, status
@@ -64,7 +65,11 @@ FIELDS = {"handle": handles, "regions": regions, "strip_size": st.one_of(st.samp
           "dfile_nr": st.one_of(st.integers(0, 4), ints(P.U32)),
           "io_type": st.one_of(st.integers(0, 1), ints(P.U32)),
           "size": st.one_of(small, ints(P.U64)), "delta": ints(P.I64), "assign": st.integers(0, 1),
-          "exclusive": st.integers(0, 1)}
+          "exclusive": st.integers(0, 1),
+          # an event mask: every layer (what an honest client's events need), or names that are none
+          "layers": st.one_of(st.just(list(SERVER_LAYERS)),
+                              st.lists(st.text(max_size=8).map(lambda t: "x" + t), min_size=1, max_size=6)),
+          "query": ints(P.U32)}
 CODECS = {id(P.STR): st.text(max_size=40).map(lambda t: "/pvfs2/fuzz/" + t),
           id(P.BYTES): st.binary(max_size=4096)}
 
