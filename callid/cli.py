@@ -264,6 +264,16 @@ def run(
     server_layers: Annotated[str, typer.Option(
         metavar="LAYERS", help="the server event layers logged, comma-separated (the event mask; callid "
         "servers events changes it at run time)")] = ",".join(SERVER_LAYERS),
+    flush_rows: Annotated[int, typer.Option(
+        min=1, max=1 << 20, metavar="N", help="rows a rank's or server's log holds in memory before it "
+        "writes them (1: every row at once, for a program that crashes; rows are also written every second)")
+    ] = defaults.DEFAULT_FLUSH_ROWS,
+    trace_hints: Annotated[bool, typer.Option(
+        "--trace-hints/--no-trace-hints", help="log the MPI_Info hints of open, set_view, set_info and "
+        "delete (off: callid check's hint checks are not decidable)")] = True,
+    trace_mpi: Annotated[bool, typer.Option(
+        "--trace-mpi/--no-trace-mpi", help="log the collective MPI calls without I/O, e.g. MPI_Barrier "
+        "(off: the consistency-race check D502 is not decidable)")] = True,
     mpi_io: Annotated[MpiIo | None, typer.Option(
         "--mpi-io", help="the MPI-IO the calls go through: callid's own (Python "
         "programs) or the MPI library's, ROMIO (any program: an interposition library stamps its MPI_File "
@@ -308,7 +318,8 @@ def run(
                       ranks_per_host=ranks_per_host, clock_skew=clock_skew, out=str(out_dir),
                       timeout=timeout, stdout_to_stderr=as_json, fs=str(fs) if fs else "",
                       mpi_io=mpi_io, mpicc=mpicc, payload=payload,
-                      server_layers=parse_layers(server_layers, "--server-layers"))
+                      server_layers=parse_layers(server_layers, "--server-layers"), flush_rows=flush_rows,
+                      trace_hints=trace_hints, trace_mpi=trace_mpi)
     result = _run_traced(opts)
     if as_json:
         _echo_json({"out_dir": result.out, "client": result.client, "server": result.server,

@@ -72,6 +72,9 @@ class RunOptions:
     client_events: bool = True  # False: ranks log nothing (bench/ only: the cost of logging)
     server_events: bool = True  # False: servers log nothing (bench/ only)
     server_layers: list[str] = field(default_factory=lambda: list(SERVER_LAYERS))  # the event mask
+    flush_rows: int = defaults.DEFAULT_FLUSH_ROWS  # rows a log part holds before it is written (1: each)
+    trace_hints: bool = True  # the tracers' switches (Config.trace_hints, trace_mpi)
+    trace_mpi: bool = True
     launcher: str = "callid.launch"  # the module each rank runs (target: its arguments)
     source: str = ""  # what the run replays (the client log's callid.source metadata)
     source_notes: list[str] = field(default_factory=list)  # what the replay says of it (callid.source_notes)
@@ -201,7 +204,8 @@ def make_config(opts: RunOptions, out: Path, secret_file: Path | None = None) ->
         payload=Payload(opts.payload).value,
         clock_skew=skews_to_json(skews), clock_t0=time.time_ns(),
         client_events=opts.client_events, server_events=opts.server_events,
-        server_layers=list(opts.server_layers),
+        server_layers=list(opts.server_layers), flush_rows=opts.flush_rows, trace_hints=opts.trace_hints,
+        trace_mpi=opts.trace_mpi,
     )
 
 
@@ -560,7 +564,8 @@ def _run_ranks(opts: RunOptions, config_path: Path, parts: Path) -> tuple[str, l
     romio = mpi_io(opts) == MpiIo.ROMIO
     if romio:
         cmd, more = romio_launch.command(opts.target, opts.np, find_mpiexec(), config_path, parts,
-                                         opts.mount[0], opts.callid_layout, opts.callid, opts.mpicc)
+                                         opts.mount[0], opts.callid_layout, opts.callid, opts.mpicc,
+                                         hints=opts.trace_hints, mpi=opts.trace_mpi)
         env.update(more)
     else:
         cmd = [find_mpiexec(), "-disable-auto-cleanup", "-n", str(opts.np), sys.executable, "-m",

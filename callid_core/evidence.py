@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["DXT_LAYERS", "EVIDENCE", "ORIGINS", "REPLAY_ORIGIN", "TRACED", "Source", "source_of_origins"]
+__all__ = ["DXT_LAYERS", "EVIDENCE", "ORIGINS", "REPLAY_ORIGIN", "SWITCHED", "TRACED", "Source",
+           "source_of_origins"]
 
 #: every kind of evidence, by name (what a check's ``-- needs:`` header names): what it is
 EVIDENCE: dict[str, str] = {
@@ -53,8 +54,20 @@ class Source:
         """What of ``needs`` the source does not record, in their order."""
         return [e for e in needs if e not in self.records]
 
+    def switched(self, config: dict) -> Source:
+        """The source as a run with ``config`` (its ``Config`` as JSON) records it: without the evidence
+        of the tracers' switches it turned off (:data:`SWITCHED`)."""
+        off = [flag for flag in SWITCHED if config.get(flag) is False]
+        if not off:
+            return self
+        flags = ", ".join("--no-" + flag.replace("_", "-") for flag in off)
+        return Source(f"{self.label} ({flags})", self.records - {SWITCHED[flag] for flag in off})
+
 
 TRACED = Source("a traced run", frozenset(EVIDENCE))
+#: the tracers' switches (``Config`` fields, ``callid run --no-trace-*``) and the evidence each one off
+#: leaves out of the log
+SWITCHED = {"trace_hints": "hints", "trace_mpi": "barriers"}
 #: the origin of the calls a replay adds of its own
 REPLAY_ORIGIN = "replay"
 _ACCESSES = frozenset({"accesses"})

@@ -40,7 +40,9 @@ __all__ = [
 #: 6: a replayed call says when it ran in the source (``src_t_start``, ``src_t_end``) and how late it
 #: started (``lag``); the source's job in the metadata (``callid.job.*``).
 #: 7: the server log says each call's own bytes of an event (``callid_own``) beside its share.
-SCHEMA_VERSION = "7"
+#: 8: the client log says the rank's thread of each call (``thread``), a seek's offset as passed
+#: (``relative_offset``; ``offset``: where the pointer moved) and a file's size at open (``file_size``).
+SCHEMA_VERSION = "8"
 
 # Key/value metadata every log file carries (bytes keys, as Parquet stores them).
 META_SCHEMA_VERSION = "callid.schema_version"
@@ -143,6 +145,8 @@ CLIENT = Table("client", "one row per traced MPI call ('call'), completion ('wai
     Column("callid", pa.uint64(), "CallID of the MPI call (all ones: not stamped); rpc: of the call it was "
            "made for (all ones: several, see callids)", nullable=False),
     Column("rank", pa.int32(), "MPI_COMM_WORLD rank", nullable=False),
+    Column("thread", pa.int32(), "call: the rank's thread that made it: 0 the one that initialized MPI, "
+           "then 1, 2, ... in the order of their first traced call (null: not recorded, e.g. a replay's)"),
     Column("clock", pa.string(), "clock domain of the times", nullable=False),
     Column("kind", pa.string(), "'call': one traced MPI call; 'wait': completion of a non-blocking "
            "call (same rid); 'phase': one phase of a collective call on this rank (op names it, callid is "
@@ -158,8 +162,8 @@ CLIENT = Table("client", "one row per traced MPI call ('call'), completion ('wai
            ". and // resolved; absolute for a traced Python program)"),
     Column("fid", pa.int64(), "per-rank id of the open file"),
     Column("offset", pa.int64(), "absolute file offset of the first byte accessed (phase 'io': of the "
-           "cycle's extent; set_view: the displacement; a call with explicit offset that failed: the offset "
-           "passed)", BYTES),
+           "cycle's extent; set_view: the displacement; seek: the byte offset the file pointer moved to; a "
+           "call with explicit offset that failed: the offset passed)", BYTES),
     Column("size", pa.int64(), "bytes requested (phase 'io': the length of the cycle's extent; set_size, "
            "preallocate: the size passed)", BYTES),
     Column("count", pa.int64(), "count argument"),
@@ -189,6 +193,10 @@ CLIENT = Table("client", "one row per traced MPI call ('call'), completion ('wai
     Column("extent", pa.int64(), "set_view: the filetype's extent", BYTES),
     Column("datarep", pa.string(), "set_view: the data representation"),
     Column("whence", pa.string(), "seek: 'SET', 'CUR' or 'END' (MPI_SEEK_*)"),
+    Column("relative_offset", pa.int64(), "seek, seek_shared: the offset passed, in etypes relative to "
+           "whence"),
+    Column("file_size", pa.int64(), "open: the file's size when it was opened (0: the open created it)",
+           BYTES),
     Column("atomicity", pa.bool_(), "set_atomicity: the flag"),
     Column("region_offsets", pa.list_(pa.int64()), "data access through a non-contiguous view: the "
            "file offset of each contiguous range accessed, in the order of the buffer (empty: one range, "

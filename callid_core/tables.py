@@ -80,7 +80,9 @@ WAITS = Table("waits", "one row per completion of a non-blocking call (MPI_File_
 MPI_CALLS = Table("mpi_calls", "one row per collective MPI call without I/O (MPI_Barrier, MPI_Bcast, "
                   "MPI_Allreduce, ...) on MPI_COMM_WORLD or a communicator made from it, ordered by start: "
                   "the synchronisation between ranks; and one per MPI_Group_free of a group "
-                  "MPI_File_get_group handed out (not collective; comm_id: the group's)", _times([
+                  "MPI_File_get_group handed out (not collective; comm_id: the group's; on callid's own "
+                  "MPI-IO the free is found when the rank ends: it happened between t_start, its "
+                  "get_group's end, and t_end)", _times([
     *_client("rank", "clock", "func", "comm_size", "comm_id", "collective", "t_start", "t_end"),
 ]))
 

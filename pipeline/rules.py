@@ -13,6 +13,7 @@ each catalogue says it its way (checks: "not decidable from this source"; insigh
 from __future__ import annotations
 
 import itertools
+import json
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -189,6 +190,10 @@ class Gate:
 
 def gate(m: Merged) -> Gate:
     """The :class:`Gate` of ``m`` (the source by the origins of its calls: a traced run records
-    everything, a replay what its source logged)."""
-    return m.once("gate", lambda: Gate(
-        source_of_origins([o for (o,) in m.rows("SELECT DISTINCT origin FROM calls")]), replay_lag(m.con)))
+    everything its tracers' switches left on, a replay what its source logged)."""
+    def make() -> Gate:
+        source = source_of_origins([o for (o,) in m.rows("SELECT DISTINCT origin FROM calls")])
+        config = m.rows("SELECT value FROM run WHERE key = 'client.config'")
+        return Gate(source.switched(json.loads(config[0][0]) if config and config[0][0] else {}),
+                    replay_lag(m.con))
+    return m.once("gate", make)

@@ -16,6 +16,7 @@ class Record:
 
     callid: int
     rank: int
+    thread: int | None
     clock: str
     kind: str
     func: str
@@ -42,6 +43,8 @@ class Record:
     extent: int | None
     datarep: str | None
     whence: str | None
+    relative_offset: int | None
+    file_size: int | None
     atomicity: bool | None
     region_offsets: Sequence[int]
     region_lengths: Sequence[int]
@@ -61,6 +64,7 @@ class Record:
         self,
         callid: int | None = None,
         rank: int | None = None,
+        thread: int | None = None,
         clock: str | None = None,
         kind: str = 'call',
         func: str | None = None,
@@ -87,6 +91,8 @@ class Record:
         extent: int | None = None,
         datarep: str | None = None,
         whence: str | None = None,
+        relative_offset: int | None = None,
+        file_size: int | None = None,
         atomicity: bool | None = None,
         region_offsets: Sequence[int] = (),
         region_lengths: Sequence[int] = (),

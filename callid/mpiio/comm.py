@@ -18,7 +18,7 @@ from mpi4py import MPI
 
 from callid_core import clock
 
-__all__ = ["FileGroup", "TracedComm", "group_ident", "ident", "install", "uninstall", "untraced"]
+__all__ = ["GROUP_FREE", "TracedComm", "group_ident", "ident", "install", "uninstall", "untraced"]
 
 #: (function, comm size, comm id, t_start) -> None: logs one collective call that ends now
 CallHook = Callable[[str, int, int, int], None]
@@ -31,7 +31,7 @@ COLLECTIVES = ("Barrier", "barrier", "Bcast", "bcast", "Gather", "gather", "Gath
                "Scatterv", "Allgather", "allgather", "Allgatherv", "Alltoall", "alltoall", "Alltoallv",
                "Reduce", "reduce", "Allreduce", "allreduce", "Reduce_scatter", "Reduce_scatter_block",
                "Scan", "scan", "Exscan", "exscan")
-#: the one call without I/O traced that is not collective: the free of a group MPI_File_get_group gave
+#: the one call without I/O logged that is not collective: the free of a group MPI_File_get_group gave
 GROUP_FREE = "MPI_Group_free"
 #: the calls that make communicators (their results are traced too)
 CONSTRUCTORS = ("Dup", "Split", "Split_type", "Create", "Create_group")
@@ -56,17 +56,6 @@ def group_ident(group: MPI.Group) -> tuple[int, int]:
     digest = hashlib.blake2b(array("q", ranks).tobytes(), digest_size=8).digest()
     return len(ranks), int.from_bytes(digest, "little", signed=True)
 
-
-class FileGroup(MPI.Group):
-    """The group ``MPI_File_get_group`` hands out: its ``Free`` is logged (``MPI_Group_free``, kind
-    'mpi', comm_id: the group's), so ``callid check`` F104 finds one never freed (MARMOT)."""
-
-    def Free(self) -> None:
-        size, gid = group_ident(self)
-        t0 = clock.now()
-        super().Free()
-        if _hook is not None:
-            _hook(GROUP_FREE, size, gid, t0)
 
 
 def untraced(comm: MPI.Intracomm) -> MPI.Intracomm:

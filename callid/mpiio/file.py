@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
@@ -45,8 +46,8 @@ class CallSpec:
 
 
 def hints_text(info: Any) -> str | None:
-    """``'key=value;key=value'`` of an ``MPI.Info`` (None: no hints)."""
-    if not isinstance(info, MPI.Info) or info == MPI.INFO_NULL:
+    """``'key=value;key=value'`` of an ``MPI.Info`` (None: no hints, or hints not traced)."""
+    if not isinstance(info, MPI.Info) or info == MPI.INFO_NULL or (_tracer is not None and not _tracer.hints):
         return None
     return ";".join(f"{k}={info.Get(k)}" for k in info.keys()) or None
 
@@ -94,6 +95,7 @@ def amode_text(amode: int) -> str:
 
 
 def _whence(rec: Record, args: tuple) -> None:
+    rec.relative_offset = args[0] if args and isinstance(args[0], int) else None
     whence = args[1] if len(args) > 1 else MPI.SEEK_SET
     rec.whence = next((n for n in WHENCES if getattr(MPI, "SEEK_" + n) == whence), str(whence))
 
@@ -161,6 +163,10 @@ class Tracer:
         self.fids = itertools.count(1)
         self.opens = itertools.count(0)
         self.rids = itertools.count(1)
+        #: the switches (Config.trace_hints, trace_mpi)
+        self.hints, self.mpi = (config.trace_hints, config.trace_mpi) if config else (True, True)
+        #: the groups MPI_File_get_group returned: (group, its size and id, the call's end)
+        self.groups: list[tuple[MPI.Group, int, int, int]] = []
 
     def next_callid(self) -> int:
         return self.stamper.next() if self.stamp else self.stamper.layout.sentinel
@@ -176,9 +182,21 @@ class Tracer:
         return None
 
     def close(self) -> None:
+        self._log_group_frees()
         if self.sysint is not None:
             self.sysint.close()
         self.trace.close()
+
+    def _log_group_frees(self) -> None:
+        """Log the MPI_Group_free of each group MPI_File_get_group returned that the program freed (an
+        ``MPI.Group`` cannot be wrapped unseen, so a free is found when the rank ends: it happened
+        between its get_group's end, the row's t_start, and now, its t_end)."""
+        for group, size, gid, t0 in self.groups:
+            if group == MPI.GROUP_NULL:
+                self.trace.call(Record(self.stamper.layout.sentinel, kind="mpi", func=traced_comm.GROUP_FREE,
+                                       collective=False, comm_size=size, comm_id=gid, t_start=t0,
+                                       t_end=clock.now()))
+        self.groups.clear()
 
 
 def file_name(filename: Any) -> str:
@@ -192,11 +210,29 @@ _tracer: Tracer | None = None
 _ERRHANDLER_FNS: dict[int, Any] = {}
 
 
+#: the rank's threads that made traced calls, by their ident: 0 the one that installed the tracer (it
+#: initialized MPI), then 1, 2, ... in the order of their first call
+_threads: dict[int, int] = {}
+_threads_lock = threading.Lock()
+
+
+def _thread() -> int:
+    """The calling thread's number (see :data:`_threads`)."""
+    ident = threading.get_ident()
+    number = _threads.get(ident)
+    if number is None:
+        with _threads_lock:
+            number = _threads.setdefault(ident, len(_threads))
+    return number
+
+
 def install(tracer: Tracer) -> None:
     """Make :class:`TracedFile` the ``MPI.File`` of the running program, and trace the collectives of
     ``MPI.COMM_WORLD`` and the communicators made from it (:mod:`callid.mpiio.comm`)."""
     global _tracer
     _tracer = tracer
+    _threads.clear()
+    _thread()  # (this thread: 0)
     MPI.File = TracedFile
     traced_comm.install(_mpi_call)
 
@@ -211,12 +247,10 @@ def uninstall() -> None:
 
 
 def _mpi_call(func: str, comm_size: int, comm_id: int, t0: int) -> None:
-    """Log an MPI call without I/O (a collective, e.g. MPI_Barrier; or MPI_Group_free of a file's group) that
-    began at ``t0`` and ends now."""
+    """Log a collective MPI call without I/O (e.g. MPI_Barrier) that began at ``t0`` and ends now."""
     tr = _tracer
-    if tr is not None:
-        tr.trace.call(Record(tr.stamper.layout.sentinel, kind="mpi", func=func,
-                             collective=func != traced_comm.GROUP_FREE,
+    if tr is not None and tr.mpi:
+        tr.trace.call(Record(tr.stamper.layout.sentinel, kind="mpi", func=func, collective=True,
                              comm_size=comm_size, comm_id=comm_id, t_start=t0, t_end=clock.now()))
 
 
@@ -227,7 +261,7 @@ def _call(fh: TracedFile | None, name: str, *args: Any, **kwargs: Any) -> Any:
         target = getattr(_BaseFile, name)
         return target(fh, *args, **kwargs) if fh is not None else target(*args, **kwargs)
     spec = SPECS[name]
-    rec = Record(tr.next_callid(), func=spec.func, collective=spec.collective)
+    rec = Record(tr.next_callid(), func=spec.func, collective=spec.collective, thread=_thread())
     if spec.describe is not None:
         spec.describe(rec, args)
     if fh is not None:
@@ -275,6 +309,7 @@ def _open(tr: Tracer, rec: Record, cls: type, comm: MPI.Intracomm, filename: Any
     path = tr.sim_path(rec.file)
     if path is None:
         fh = super(TracedFile, cls).Open(comm, filename, amode, info)
+        rec.file_size = _BaseFile.Get_size(fh)
     else:
         fh = cls()
         fh._sim = SimFile.open(tr.sysint, rec, comm, path, amode, info)
@@ -416,6 +451,11 @@ def _completed_elsewhere(fh: TracedFile) -> None:
 def _real(fh: TracedFile, name: str, spec: CallSpec, rec: Record, args: tuple, kwargs: dict) -> Any:
     """Run a method of the real MPI-IO and describe it."""
     method = getattr(_BaseFile, name)
+    if name in ("Seek", "Seek_shared"):  # (offset: where the pointer moved, in bytes)
+        method(fh, *args, **kwargs)
+        position = (_BaseFile.Get_position if name == "Seek" else _BaseFile.Get_position_shared)(fh)
+        rec.offset = _BaseFile.Get_byte_offset(fh, position)
+        return None
     if spec.access is None or spec.mode == "end":
         return method(fh, *args, **kwargs)
     offset, buf, status = _split_args(spec, args, dict(kwargs))
@@ -522,8 +562,11 @@ class TracedFile(MPI.File):
         return _call(self, "Get_size")
 
     def Get_group(self) -> MPI.Group:
-        """The group of the communicator that opened the file (its ``Free`` is logged: F104)."""
-        return traced_comm.FileGroup(_call(self, "Get_group"))
+        """The group of the communicator that opened the file (whether it was freed is logged: F104)."""
+        group = _call(self, "Get_group")
+        if _tracer is not None:
+            _tracer.groups.append((group, *traced_comm.group_ident(group), clock.now()))
+        return group
 
     def Get_amode(self) -> int:
         """The access mode the file was opened with."""

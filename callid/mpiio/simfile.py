@@ -189,19 +189,23 @@ class SimFile:
     @classmethod
     def open(cls, sysint: SysInt, rec: Record, comm: MPI.Intracomm, path: str, amode: int,
              info: MPI.Info) -> SimFile:
-        """Collective open: rank 0 looks up (and creates) the file, everyone gets its layout."""
+        """Collective open: rank 0 looks up (and creates) the file and asks its size (``rec.file_size``;
+        0 without asking for a file the open created), everyone gets its layout and size."""
         _check_amode(amode)
         hints = {} if info == MPI.INFO_NULL else {k: info.Get(k) for k in info.keys()}
         outcome: tuple[str, Any] = ("", None)
         if comm.Get_rank() == 0:
             try:
-                outcome = ("ok", _lookup_or_create(sysint, rec, path, amode, hints))
+                attrs = _lookup_or_create(sysint, rec, path, amode, hints)
+                size = 0 if attrs.created else sysint.getsize(attrs, CallContext.of(rec))
+                outcome = ("ok", (attrs, size))
             except FsError as exc:
                 outcome = ("error", _error_of(exc))
         outcome = comm.bcast(outcome, root=0)
         if outcome[0] == "error":
             raise SimIOError(*outcome[1])
-        f = cls(sysint, comm, outcome[1], amode, hints)
+        attrs, rec.file_size = outcome[1]
+        f = cls(sysint, comm, attrs, amode, hints)
         if amode & MPI.MODE_APPEND:
             call = CallContext.of(rec)
             f.position = f.view.position_of(f._fs(sysint.getsize, f.attrs, call))

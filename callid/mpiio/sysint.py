@@ -59,6 +59,7 @@ class FileAttrs:
     handle: int
     strip_size: int
     dfiles: tuple[tuple[str, int], ...]  # (server, datafile handle) for datafile 0..c-1
+    created: bool = False  # (a create's) this request made the file: it is empty
 
     @functools.cached_property
     def dist(self) -> SimpleStripe:
@@ -66,7 +67,8 @@ class FileAttrs:
 
     @classmethod
     def from_response(cls, path: str, resp: P.AttrResponse) -> FileAttrs:
-        return cls(path, resp.handle, resp.strip_size, tuple(zip(resp.dfile_servers, resp.dfile_handles)))
+        return cls(path, resp.handle, resp.strip_size, tuple(zip(resp.dfile_servers, resp.dfile_handles)),
+                   bool(resp.created))
 
 
 class _Connection:

@@ -83,6 +83,7 @@ static struct {
     int ready;
     int rank;
     int stamp;
+    int hints, mpi;  /* the switches: hints logged, collectives without I/O logged */
     int counter_bits;
     uint64_t sentinel, max_counter, counter;
     int64_t rids, fids, opens;
@@ -93,10 +94,12 @@ static struct {
     uint64_t nrec;
     struct callid_slot *slots;
     pthread_key_t slot_key;
+    int threads;  /* the rank's threads numbered so far (0: the one that initialized MPI) */
 } S = {.mu = PTHREAD_MUTEX_INITIALIZER, .rec = {.fd = -1}, .dat = {.fd = -1}};
 
 static __thread int t_slot = -1;
 static __thread int t_depth;  /* >0: inside a traced call (MPI calls it makes are not the program's) */
+static __thread int t_thread = -1;  /* this thread's number (S.threads), from its first traced call */
 
 static int64_t now_ns(void) {
     struct timespec ts;
@@ -204,6 +207,9 @@ static void start(void) {
     S.max_counter = (1ull << S.counter_bits) - 2;
     const char *stamp = getenv(CALLID_ENV_STAMP);
     S.stamp = stamp == NULL || strcmp(stamp, "0") != 0;
+    const char *hints = getenv(CALLID_ENV_HINTS), *mpi = getenv(CALLID_ENV_MPI);
+    S.hints = hints == NULL || strcmp(hints, "0") != 0;
+    S.mpi = mpi == NULL || strcmp(mpi, "0") != 0;
     char path[4096];
     snprintf(path, sizeof path, "%s/romio-rank%06d.rec", dir, S.rank);
     if (mf_open(&S.rec, path) != 0) die("cannot create its record file");
@@ -221,6 +227,7 @@ static void start(void) {
         if (S.slots == NULL) die("cannot map the slot table of the file-system client");
     }
     pthread_key_create(&S.slot_key, release_slot);
+    t_thread = S.threads++;  /* (the thread initializing MPI: 0) */
     S.ready = 1;
 }
 
@@ -261,6 +268,8 @@ static void call_begin(call_t *c, int func, int kind) {
     c->r.rank = S.rank;
     c->r.callid = kind == K_CALL ? next_callid() : S.sentinel;
     c->r.n_regions = 0;
+    if (t_thread < 0) t_thread = __atomic_fetch_add(&S.threads, 1, __ATOMIC_RELAXED);
+    set_int(c, &c->r.thread, P_THREAD, t_thread);
     t_depth++;
     if (kind == K_CALL) publish(c->r.callid, func, ~0ull);  /* (what the call does before its record) */
     c->r.t_start = now_ns();
@@ -560,7 +569,7 @@ static char *type_text(MPI_Datatype t) {
 }
 
 static char *hints_text(MPI_Info info) {
-    if (info == MPI_INFO_NULL) return NULL;
+    if (info == MPI_INFO_NULL || !S.hints) return NULL;
     int n = 0;
     PMPI_Info_get_nkeys(info, &n);
     if (n == 0) return NULL;
@@ -774,6 +783,8 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
                       .comm = MPI_COMM_NULL};
         PMPI_Comm_dup(comm, &f->comm);
         files = f;
+        MPI_Offset bytes;
+        if (PMPI_File_get_size(*fh, &bytes) == MPI_SUCCESS) set_int(&c, &c.r.file_size, P_FILE_SIZE, bytes);
     }
     call_end(&c, err);
     return err;
@@ -865,10 +876,27 @@ static const char *whence_text(int whence) {
     return whence == MPI_SEEK_SET ? "SET" : whence == MPI_SEEK_CUR ? "CUR" : whence == MPI_SEEK_END ? "END" : "?";
 }
 
-FILE_CALL(seek, 0, (MPI_File fh, MPI_Offset offset, int whence), (fh, offset, whence),
-          (set_int(&c, &c.r.offset, P_OFFSET, offset), set_str(&c, S_WHENCE, whence_text(whence))))
-FILE_CALL(seek_shared, 1, (MPI_File fh, MPI_Offset offset, int whence), (fh, offset, whence),
-          (set_int(&c, &c.r.offset, P_OFFSET, offset), set_str(&c, S_WHENCE, whence_text(whence))))
+/* a seek: the offset passed (relative_offset, in etypes) and where the pointer moved (offset, in bytes) */
+#define SEEK_CALL(NAME, COLL, POSITION)                                                          \
+    int MPI_File_##NAME(MPI_File fh, MPI_Offset offset, int whence) {                           \
+        if (!TRACED) return NEXT(PMPI_File_##NAME)(fh, offset, whence);                          \
+        call_t c;                                                                             \
+        file_call(&c, F_File_##NAME, fh, COLL);                                               \
+        set_int(&c, &c.r.relative_offset, P_RELATIVE_OFFSET, offset);                         \
+        set_str(&c, S_WHENCE, whence_text(whence));                                           \
+        call_publish(&c);                                                                     \
+        int err = NEXT(PMPI_File_##NAME)(fh, offset, whence);                                  \
+        MPI_Offset at, byte;                                                                  \
+        if (err == MPI_SUCCESS && POSITION(fh, &at) == MPI_SUCCESS &&                         \
+            PMPI_File_get_byte_offset(fh, at, &byte) == MPI_SUCCESS)                          \
+            set_int(&c, &c.r.offset, P_OFFSET, byte);                                         \
+        call_end(&c, err);                                                                    \
+        return err;                                                                           \
+    }                                                                                          \
+    ALSO_PMPI(File_##NAME)
+
+SEEK_CALL(seek, 0, PMPI_File_get_position)
+SEEK_CALL(seek_shared, 1, PMPI_File_get_position_shared)
 
 int MPI_File_get_type_extent_c(MPI_File fh, MPI_Datatype datatype, MPI_Count *extent) {
     if (!TRACED) return NEXT(PMPI_File_get_type_extent_c)(fh, datatype, extent);
@@ -1210,7 +1238,7 @@ int MPI_Group_free(MPI_Group *group) {
         if (!TRACED) return PMPI_##NAME ARGS;                                                   \
         int64_t t0 = now_ns();                                                                  \
         int err = PMPI_##NAME ARGS;                                                             \
-        if (err == MPI_SUCCESS) mpi_call(F_##NAME, comm, t0);                                   \
+        if (err == MPI_SUCCESS && S.mpi) mpi_call(F_##NAME, comm, t0);                          \
         return err;                                                                             \
     }
 

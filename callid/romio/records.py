@@ -24,7 +24,7 @@ __all__ = ["ENV", "FUNCS", "NSLOTS", "RECORD", "SLOT", "c_header", "read_rank", 
 #: the environment the library reads (``callid run`` sets it): directory of its files, CallID layout,
 #: whether to stamp (0: every CallID is the layout's sentinel), the slot table
 ENV = {"dir": "CALLID_ROMIO_DIR", "layout": "CALLID_ROMIO_LAYOUT", "stamp": "CALLID_ROMIO_STAMP",
-       "slots": "CALLID_ROMIO_SLOTS"}
+       "slots": "CALLID_ROMIO_SLOTS", "hints": "CALLID_ROMIO_HINTS", "mpi": "CALLID_ROMIO_MPI"}
 MAGIC = 0x43414C4C  # "CALL", written last: a record is whole when it carries it
 VERSION = 1
 #: the file ranges of an access not known (a shared file pointer, or more than MAX_REGIONS)
@@ -59,7 +59,8 @@ FUNCS = (
 #: string columns, in the order their bytes follow each other (``error``: on its own, written at the end)
 STRINGS = ("file", "datatype", "hints", "amode", "etype", "filetype", "datarep", "whence", "op", "error")
 #: nullable integer columns
-INTS = ("fid", "offset", "size", "count", "bytes", "coll_seq", "rid", "comm_id", "etype_extent", "extent")
+INTS = ("fid", "offset", "size", "count", "bytes", "coll_seq", "rid", "comm_id", "etype_extent", "extent",
+        "relative_offset", "file_size", "thread")
 #: bits of ``present``: which nullable columns a record has (the rest are null)
 PRESENT = (*INTS, "comm_size", "collective", "atomicity")
 #: bits of ``flags``: the boolean columns' values, and whether the call returned

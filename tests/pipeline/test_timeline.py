@@ -394,7 +394,7 @@ def test_the_page_draws_every_arrow_and_reports_first_paint(demo_page):
     body = re.search(r"<body([^>]*)>", dom).group(1)
     attrs = dict(re.findall(r'data-([a-z-]+)="([^"]*)"', body))
     assert attrs.get("ready") == "1"
-    assert int(attrs["arrows-drawn"]) == arrows == 68
+    assert int(attrs["arrows-drawn"]) == arrows == 70
     assert float(attrs["first-draw-ms"]) > 0
     print(f"timeline drawn {attrs['first-draw-ms']} ms after page start, drawing took {attrs['draw-ms']} ms")
 
@@ -432,11 +432,12 @@ def test_hover_click_search_hide_and_zoom_in_the_browser(demo_page, open_page):
     page.b.mouse("mouseReleased", x, y, button="left", clickCount=1)
     assert page.b.wait_for("document.body.dataset.selected") == "0x000001_00000000003"
     assert page.js("document.body.dataset.arrowsHighlighted") == "16"
-    # hiding rank 1's lane leaves rank 0's arrows: the metadata operation of each of its two opens
-    # and the creation of the file's two datafiles by the first, its write and its read (16 each)
+    # hiding rank 1's lane leaves rank 0's arrows: the metadata operation of each of its two opens, the
+    # creation of the file's two datafiles by the first, their sizes asked by the second (the size at
+    # open), its write and its read (16 each)
     r1 = page.js("__callid.lanes.findIndex(l => l.label === 'rank 1')")
     page.js(f"__callid.hideLane({r1})")
-    assert int(page.js("document.body.dataset.arrowsDrawn")) == 36
+    assert int(page.js("document.body.dataset.arrowsDrawn")) == 38
     page.js("document.getElementById('unhide').click()")
     assert int(page.js("document.body.dataset.arrowsDrawn")) == arrows
     # search a CallID: the view centres on the call, its arrows highlighted
@@ -470,9 +471,9 @@ def test_the_legend_filters_events_and_arrows_and_an_arrow_says_what_it_links(de
              "e.dispatchEvent(new MouseEvent('click', {shiftKey: shift})); }")
     page.js(f"window.legendClick = {click}")
     drawn = lambda: int(page.js("document.body.dataset.arrowsDrawn"))  # noqa: E731
-    # hiding the opens hides their metadata and datafile-creation arrows (4: two opens, two datafiles)
+    # hiding the opens hides their metadata arrows (6: two opens, two datafiles created, then sized)
     page.js("legendClick('MPI_File_open', false)")
-    assert drawn() == arrows - 4 and page.js("document.body.dataset.hidden") == "MPI_File_open"
+    assert drawn() == arrows - 6 and page.js("document.body.dataset.hidden") == "MPI_File_open"
     # only the Trove writes among the operations: the 32 arrows of the two writes
     page.js("legendClick('trove_write', true)")
     assert drawn() == 32
@@ -480,8 +481,8 @@ def test_the_legend_filters_events_and_arrows_and_an_arrow_says_what_it_links(de
     assert "trove_write" not in hidden and {"trove_read", "trove_create", "keyval_write"} <= hidden
     page.js("legendClick('[show all]', false)")
     assert drawn() == arrows and page.js("document.body.dataset.hidden") == ""
-    page.js("legendClick('metadata arrows', false)")  # (the opens' keyval and trove_create operations)
-    assert drawn() == arrows - 4
+    page.js("legendClick('metadata arrows', false)")  # (the opens' keyval, create and getattr operations)
+    assert drawn() == arrows - 6
     page.js("legendClick('metadata arrows', false)")
     # hovering an arrow's middle says its CallID, its call and its disk operation
     a = page.js("__callid.drawnArrows.find(a => !a.summary && a.k >= 0 && "

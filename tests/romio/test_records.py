@@ -25,8 +25,9 @@ pytestmark = pytest.mark.mpi
 
 
 def _run(programs, tmp: Path, name: str, *args, np: int = 4,
-         layout: str = "64/23") -> dict[int, pa.Table]:
-    env = dict(os.environ, **{R.ENV["dir"]: str(tmp), R.ENV["layout"]: layout})
+         layout: str = "64/23", **switches: str) -> dict[int, pa.Table]:
+    env = dict(os.environ, **{R.ENV["dir"]: str(tmp), R.ENV["layout"]: layout},
+               **{R.ENV[k]: v for k, v in switches.items()})
     cmd = [find_mpiexec(), "-n", str(np), "-genv", "LD_PRELOAD", str(library()), str(programs[name]),
            *map(str, args)]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
@@ -83,7 +84,10 @@ def test_subarray_view_gives_each_calls_file_ranges(programs, tmp_path):
             "MPI_DOUBLE", "subarray", 8, n * n * 8)
         assert view["region_offsets"] == expected and view["offset"] == 0
         assert rows["MPI_File_open"]["hints"] == "cb_nodes=2"
-        assert (rows["MPI_File_seek"]["whence"], rows["MPI_File_seek"]["offset"]) == ("SET", 0)
+        seek = rows["MPI_File_seek"]  # (to the view's start: the offset passed, and the byte it is)
+        assert (seek["whence"], seek["relative_offset"], seek["offset"]) == ("SET", 0, expected[0])
+        assert {r["thread"] for r in table.to_pylist() if r["kind"] == "call"} == {0}
+        assert (rows["MPI_File_open"]["file_size"], rows["MPI_File_close"]["file_size"]) == (0, None)
 
 
 def test_a_killed_rank_keeps_the_records_it_wrote(programs, tmp_path):
@@ -181,3 +185,18 @@ def test_the_free_of_a_group_get_group_returned_is_logged(tmp_path):
         (free,) = [r for r in rows if r["func"] == "MPI_Group_free"]
         assert (free["kind"], free["collective"], free["comm_id"], free["comm_size"]) == (
             "mpi", False, opened["comm_id"], 2)
+
+
+def test_the_switches_leave_hints_and_collectives_out(programs, tmp_path):
+    """callid run --no-trace-hints --no-trace-mpi: the library logs neither (its switches)."""
+    args = ("-n", 64, "-f", tmp_path / "s", "-H", "cb_nodes=2")
+    (tmp_path / "on").mkdir()
+    (tmp_path / "off").mkdir()
+    on = _run(programs, tmp_path / "on", "subarray", *args)
+    off = _run(programs, tmp_path / "off", "subarray", *args, hints="0", mpi="0")
+    for ranks, hinted in ((on, True), (off, False)):
+        rows = [r for t in ranks.values() for r in t.to_pylist()]
+        assert bool([r for r in rows if r["kind"] == "mpi"]) is hinted
+        assert bool([r for r in rows if r["hints"]]) is hinted
+        assert len([r for r in rows if r["kind"] == "call"]) == len(
+            [r for t in on.values() for r in t.to_pylist() if r["kind"] == "call"])

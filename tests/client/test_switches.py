@@ -1,0 +1,64 @@
+"""The tracers' switches (HDTrace's wrapper has them): every row written at once, hints and the
+collectives without I/O not logged, and the checks that then cannot decide say so."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.conftest import callid_cmd, cli
+
+pytestmark = pytest.mark.mpi
+
+CRASHING = textwrap.dedent("""
+    import os, signal
+    from mpi4py import MPI
+    fh = MPI.File.Open(MPI.COMM_WORLD, "/pvfs2/crash", MPI.MODE_CREATE | MPI.MODE_WRONLY)
+    for i in range(3):
+        fh.Write_at(i * 10, b"z" * 10)
+    os.kill(os.getpid(), signal.SIGKILL)  # (before the log's timer writes anything)
+""")
+
+HINTED = textwrap.dedent("""
+    from mpi4py import MPI
+    comm = MPI.COMM_WORLD
+    fh = MPI.File.Open(comm, "/pvfs2/hinted", MPI.MODE_CREATE | MPI.MODE_RDWR,
+                       MPI.Info.Create(items={"my_own_hint": "1"}))
+    fh.Write_at(comm.rank * 10, b"h" * 10)
+    comm.Barrier()
+    fh.Close()
+""")
+
+
+def test_every_row_written_at_once_survives_a_crash(tmp_path):
+    (tmp_path / "crash.py").write_text(CRASHING)
+    run = callid_cmd("run", "-n", 1, "-d", tmp_path / "out", "--flush-rows", 1, tmp_path / "crash.py")
+    assert run.returncode != 0
+    rows = pq.read_table(tmp_path / "out" / "client.parquet").to_pylist()
+    calls = [r["func"] for r in rows if r["kind"] == "call"]
+    assert calls == ["MPI_File_open"] + ["MPI_File_write_at"] * 3
+
+
+def test_hints_and_collectives_switched_off_are_not_logged_and_their_checks_say_so(tmp_path):
+    (tmp_path / "hinted.py").write_text(HINTED)
+    out = tmp_path / "out"
+    run = callid_cmd("run", "-n", 2, "-d", out, "--no-trace-hints", "--no-trace-mpi", tmp_path / "hinted.py")
+    assert run.returncode == 0, run.stderr
+    merged = cli("merge", out / "client.parquet", out / "server.parquet", "-o", out / "m.duckdb")
+    assert merged.returncode == 0, merged.stderr
+    result = json.loads(cli("check", out / "m.duckdb", "--json").stdout)
+    assert result["findings"] == []  # (on: H301 for my_own_hint)
+    assert result["source"]["label"] == "a traced run (--no-trace-hints, --no-trace-mpi)"
+    undecidable = {u["code"]: u["missing"] for u in result["undecidable"]}
+    assert undecidable["H301"] == ["hints"] and "barriers" in undecidable["D502"]
+    rows = pq.read_table(out / "client.parquet").to_pylist()
+    assert not [r for r in rows if r["kind"] == "mpi"] and not [r for r in rows if r["hints"]]
+    on = callid_cmd("run", "-n", 2, "-d", tmp_path / "on", tmp_path / "hinted.py")
+    assert on.returncode == 0, on.stderr
+    rows = pq.read_table(tmp_path / "on" / "client.parquet").to_pylist()
+    assert [r["func"] for r in rows if r["kind"] == "mpi"] == ["MPI_Barrier"] * 2
+    opens = [r for r in rows if r["kind"] == "call" and r["func"] == "MPI_File_open"]
+    assert {r["hints"] for r in opens} == {"my_own_hint=1"}
