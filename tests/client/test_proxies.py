@@ -36,7 +36,7 @@ class Run:
 
 def run_example(tmp_path: Path, example: str, *args, ok: bool = True, name: str = "out") -> Run:
     out = tmp_path / name
-    proc = callid_cmd("run", "-n", 4, "-d", out, EXAMPLES / example, *args, timeout=120)
+    proc = callid_cmd("run", "-n", 4, "-d", out, EXAMPLES / example, *args, timeout=120, cwd=tmp_path)
     if ok:
         assert proc.returncode == 0, proc.stderr[-3000:]
     client = pq.read_table(out / "client.parquet").to_pylist()
