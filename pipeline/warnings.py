@@ -20,15 +20,15 @@ from pipeline.merged import Merged
 
 __all__ = ["merge_warnings"]
 
-#: a rank stopped early if its last call ended before this share of the run's span, while half the
-#: ranks went on past STOPPED_LATE
+#: a rank stopped early if its last call ended before this share of the run's span, while most of the
+#: ranks (more than half) went on past STOPPED_LATE
 STOPPED_EARLY, STOPPED_LATE = 0.5, 0.9
 
 _RANKS = f"""
 WITH r AS (SELECT rank, max(t_end) AS last FROM calls GROUP BY rank),
      s AS (SELECT min(t_start) AS t0, max(t_end) AS t1, max(rank) AS top FROM calls)
 SELECT list(rank ORDER BY rank) FILTER (WHERE last < t0 + {STOPPED_EARLY} * (t1 - t0) AND {PACE_KEPT_SQL}),
-       count(*) FILTER (WHERE last >= t0 + {STOPPED_LATE} * (t1 - t0)) * 2 >= count(*),
+       count(*) FILTER (WHERE last >= t0 + {STOPPED_LATE} * (t1 - t0)) * 2 > count(*),
        (SELECT list(x) FROM range((SELECT top FROM s)::BIGINT) t(x) WHERE x NOT IN (SELECT rank FROM r))
 FROM r, s
 """
