@@ -398,7 +398,8 @@ def fs_run_config(opts: RunOptions, out: Path) -> Config:
     fs = load_fs(opts.fs)
     return replace(fs, run_id=uuid.uuid4().hex[:12], trace_dir=str((out / "parts").resolve()),
                    mount=[os.path.abspath(m) for m in opts.mount], callid=opts.callid, small_io=opts.small_io,
-                   ranks_per_host=opts.ranks_per_host, client_events=opts.client_events, mpi_io=mpi_io(opts))
+                   ranks_per_host=opts.ranks_per_host, client_events=opts.client_events, mpi_io=mpi_io(opts),
+                   flush_rows=opts.flush_rows, trace_hints=opts.trace_hints, trace_mpi=opts.trace_mpi)
 
 
 class RunningServers:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from callid.run import find_mpiexec
+from callid.run import RunOptions, find_mpiexec, fs_run_config
 from callid_core.config import CONFIG_ENV, Config
 from tests.conftest import ROOT, callid_cmd, cli, query
 
@@ -217,3 +217,12 @@ def test_servers_start_here_needs_an_address_of_this_host(tmp_path):
     assert named.returncode == 1
     assert "server io0 exited with status 2 at start-up: server_sim: server 'io0' cannot listen on " \
            "192.0.2.77:3335: Cannot assign requested address" in error_line(named)
+
+
+def test_run_fs_keeps_the_tracers_switches(tmp_path):
+    """--flush-rows and --no-trace-* are the run's (its clients'), not the file system's: a run with --fs
+    once took the file system's defaults instead, silently."""
+    fs = init(tmp_path)
+    config = fs_run_config(RunOptions(target=["x.py"], fs=str(fs), flush_rows=1, trace_hints=False,
+                                      trace_mpi=False), tmp_path / "out")
+    assert (config.flush_rows, config.trace_hints, config.trace_mpi) == (1, False, False)
