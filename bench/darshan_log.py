@@ -4,7 +4,7 @@ No darshan-runtime needed: :func:`write_log` lays out what darshan-util 3.5 read
 ``libdarshan-util``): an uncompressed header (version, magic number, compression, the map of
 regions, module versions), then zlib streams for the job record (+ exe and mount table), the
 name records (record id -> path) and one region per module, in module-id order:
-``POSIX`` (v4), ``MPI-IO`` (v3), ``DXT_POSIX`` (v1), ``DXT_MPIIO`` (v2).  Segments arrive as
+``POSIX`` (v4), ``MPI-IO`` (v3), ``STDIO`` (v2), ``DXT_POSIX`` (v1), ``DXT_MPIIO`` (v2).  Segments arrive as
 columns (:class:`Segments`) and are packed with numpy, not a Python loop per segment.
 
 :func:`synthetic_dxt_log` makes an IOR-like log: every rank writes ``accesses`` blocks to a
@@ -33,10 +33,10 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import ArrayLike
 
+from callid_core.darshan_file import MAGIC
 from callid_core.units import parse_duration, parse_size
 
 LOG_VERSION = "3.41"  # DARSHAN_LOG_VERSION of darshan 3.4.x / 3.5.x
-MAGIC = 6567223
 MAX_MODS = 64
 HEADER_SIZE = 1328  # sizeof(struct darshan_header) with 64 module slots and a 64-bit partial flag
 JOB_RECORD_SIZE = 4096  # job struct + exe + mount table, decompressed
@@ -45,7 +45,7 @@ ZLIB_COMP = 0  # DARSHAN_ZLIB_COMP
 MAX_RECORD_BYTES = (1 << 31) - 1  # darshan-util reads a record with an int length
 
 #: module name -> (module id in the header's region map, format version)
-MODULES = {"POSIX": (1, 4), "MPI-IO": (2, 3), "DXT_POSIX": (10, 1), "DXT_MPIIO": (11, 2)}
+MODULES = {"POSIX": (1, 4), "MPI-IO": (2, 3), "STDIO": (9, 2), "DXT_POSIX": (10, 1), "DXT_MPIIO": (11, 2)}
 
 _BUCKETS = ("0_100", "100_1K", "1K_10K", "10K_100K", "100K_1M", "1M_4M", "4M_10M", "10M_100M",
             "100M_1G", "1G_PLUS")
@@ -73,7 +73,17 @@ POSIX_COUNTERS = tuple("POSIX_" + n for n in [
     *[f"SIZE_WRITE_{b}" for b in _BUCKETS], *[f"STRIDE{i}_STRIDE" for i in range(1, 5)],
     *[f"STRIDE{i}_COUNT" for i in range(1, 5)], *_TOP4, *_RANKS])
 POSIX_FCOUNTERS = tuple("POSIX_F_" + n for n in _FTIMES)
-_NAMES = {"MPI-IO": (MPIIO_COUNTERS, MPIIO_FCOUNTERS), "POSIX": (POSIX_COUNTERS, POSIX_FCOUNTERS)}
+#: STDIO v2 (darshan-stdio-log-format.h)
+STDIO_COUNTERS = tuple("STDIO_" + n for n in [
+    "OPENS", "FDOPENS", "READS", "WRITES", "SEEKS", "FLUSHES", "BYTES_WRITTEN", "BYTES_READ", "MAX_BYTE_READ",
+    "MAX_BYTE_WRITTEN", *_RANKS])
+STDIO_FCOUNTERS = tuple("STDIO_F_" + n for n in [
+    "META_TIME", "WRITE_TIME", "READ_TIME", "OPEN_START_TIMESTAMP", "CLOSE_START_TIMESTAMP",
+    "WRITE_START_TIMESTAMP", "READ_START_TIMESTAMP", "OPEN_END_TIMESTAMP", "CLOSE_END_TIMESTAMP",
+    "WRITE_END_TIMESTAMP", "READ_END_TIMESTAMP", "FASTEST_RANK_TIME", "SLOWEST_RANK_TIME",
+    "VARIANCE_RANK_TIME", "VARIANCE_RANK_BYTES"])
+_NAMES = {"MPI-IO": (MPIIO_COUNTERS, MPIIO_FCOUNTERS), "POSIX": (POSIX_COUNTERS, POSIX_FCOUNTERS),
+          "STDIO": (STDIO_COUNTERS, STDIO_FCOUNTERS)}
 
 #: struct dxt_file_record (104 bytes) and struct segment_info (32 bytes)
 DXT_RECORD = np.dtype([("id", "<u8"), ("rank", "<i8"), ("shared_record", "<i8"), ("hostname", "S64"),
@@ -157,7 +167,7 @@ class LogInfo:
 
 def write_log(path: str | os.PathLike, *, nprocs: int, exe: str, start_time: float, end_time: float,
               files: Sequence[str], mpiio: Counters | None = None, dxt_mpiio: Segments | None = None,
-              dxt_posix: Segments | None = None, posix: Counters | None = None,
+              dxt_posix: Segments | None = None, posix: Counters | None = None, stdio: Counters | None = None,
               metadata: Mapping[str, str] | None = None, uid: int = 0, jobid: int = 0,
               mounts: Sequence[tuple[str, str]] = (("/", "rootfs"),),
               hostnames: str | Sequence[str] = "localhost", compress_level: int = 1,
@@ -182,7 +192,7 @@ def write_log(path: str | os.PathLike, *, nprocs: int, exe: str, start_time: flo
     regions: list[tuple[int, int, np.ndarray | bytes]] = []  # (module id, version, data)
     records: dict[str, int] = {}
     segments: dict[str, int] = {}
-    for name, table in (("POSIX", posix), ("MPI-IO", mpiio)):
+    for name, table in (("POSIX", posix), ("MPI-IO", mpiio), ("STDIO", stdio)):
         if table is not None and len(table):
             regions.append((*MODULES[name], _pack_counters(name, table, ids, len(files))))
             records[name] = len(table)
@@ -257,7 +267,7 @@ def _deflate(out, data: bytes | np.ndarray, level: int) -> int:
 
 
 def _pack_counters(module: str, table: Counters, ids: np.ndarray, nfiles: int) -> np.ndarray:
-    """struct darshan_{mpiio,posix}_file records: base record, int64 counters, double fcounters."""
+    """struct darshan_{mpiio,posix,stdio}_file records: base record, int64 counters, double fcounters."""
     names, fnames = _NAMES[module]
     rec = np.zeros(len(table), [("id", "<u8"), ("rank", "<i8"), ("counters", "<i8", (len(names),)),
                                 ("fcounters", "<f8", (len(fnames),))])

@@ -22,8 +22,10 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING, Any
 
+from callid_core.darshan_file import is_darshan_log
 from callid_core.units import RankSet, parse_ranks, parse_window
 from pipeline.checks import CheckResults, run_checks
+from pipeline.darshan_insights import darshan_insights
 from pipeline.insights import run_insights
 from pipeline.merged import Merged, open_merged
 from pipeline.selection import Selection
@@ -107,7 +109,10 @@ def check(merged: Run, codes: list[str] | None = None) -> CheckResults:
 
 
 def insights(merged: Run, codes: list[str] | None = None) -> list[dict]:
-    """The insights' findings (``callid insights``): all, or those of ``codes``."""
+    """The insights' findings (``callid insights``): all, or those of ``codes``; of a merged output, or of
+    a Darshan log's counters (Drishti's insights, no replay needed)."""
+    if not isinstance(merged, Merged) and is_darshan_log(merged):
+        return darshan_insights(os.fspath(merged), codes)
     with opened(merged) as m:
         return run_insights(m, codes)
 

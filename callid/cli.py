@@ -777,13 +777,18 @@ def check(
 @app.command(cls=_Command)
 def insights(
     dbs: Annotated[list[Path] | None, typer.Argument(
-        metavar="DB...", help="merged output of 'callid merge'; two are compared (what appeared, "
-        "disappeared, changed)", show_default=False)] = None,
+        metavar="DB...", help="merged output of 'callid merge' (two are compared: what appeared, "
+        "disappeared, changed), or a Darshan log (its counters, no replay needed)",
+        show_default=False)] = None,
     code: Annotated[list[str] | None, typer.Option(
         "--code", metavar="CODE", help="run only this insight (repeatable), e.g. S801",
         show_default="all")] = None,
     list_insights: Annotated[bool, typer.Option(
-        "--list", help="list the insights (code, family, what each finds) and exit")] = False,
+        "--list", help="list the insights (code, family, what each finds) and exit; with a Darshan "
+        "log's name, those computed on Darshan logs")] = False,
+    verbose: Annotated[bool, typer.Option(
+        "--verbose", help="print each recommendation's example too (a hint, an option, an MPI-IO or "
+        "HDF5 call; as Drishti's --verbose; --json always has them)")] = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Diagnose the run: findings with severity, the numbers behind them and what to change.
@@ -797,12 +802,18 @@ def insights(
     Severities are Drishti's: high, warning, ok, info.  docs/insights.md lists them all with
     their thresholds.  With two databases, prints the insights that appeared, disappeared or changed.
 
+    On a Darshan log (callid insights app.darshan), Drishti's insights (its 32 codes: STDIO use,
+    the POSIX module's P01-P22, the MPI-IO module's M01-M10) from the log's counters, each
+    finding naming Drishti's code beside callid's; docs/insights.md lists them.
+
     Exit status: 0 done (whatever was found), 2 bad usage or input.
 
     Example: callid insights merged.duckdb --json
     """
     from callid import api
+    from callid_core.darshan_file import is_darshan_log
     from pipeline.insights import (
+        DARSHAN_INSIGHTS,
         INSIGHTS,
         compare_insights,
         count_insights,
@@ -810,11 +821,24 @@ def insights(
         render_insights,
     )
 
+    darshan = bool(dbs) and any(is_darshan_log(db) for db in dbs)
     if list_insights:
-        _listing(INSIGHTS, as_json)
+        _listing(DARSHAN_INSIGHTS if darshan else INSIGHTS, as_json)
         return
     if not dbs or len(dbs) > 2:
         raise BadValue("give one merged database (or two to compare; or --list)")
+    if darshan:
+        if len(dbs) > 1:
+            raise BadValue("give one Darshan log (two runs are compared as merged databases)")
+        with _steps("insights", quiet=as_json) as step:
+            step(str(dbs[0]))
+            found = api.insights(dbs[0], code)
+        if as_json:
+            _echo_json({"counts": count_insights(found), "findings": found})
+        else:
+            ran = len(set(code)) if code else len(DARSHAN_INSIGHTS.rules())
+            typer.echo(render_insights(found, ran, examples=verbose, source=f"the counters of {dbs[0]}"))
+        return
     found, layouts = [], []
     with _steps("insights", quiet=as_json) as step:
         for db in dbs:
@@ -833,7 +857,7 @@ def insights(
         _echo_json({"counts": count_insights(found[0]), "findings": found[0]})
     else:
         ran = len(set(code)) if code else len(INSIGHTS.rules())
-        typer.echo(render_insights(found[0], ran, layout))
+        typer.echo(render_insights(found[0], ran, layout, examples=verbose))
 
 
 def _listing(catalogue, as_json: bool) -> None:

@@ -11,7 +11,9 @@ an 'info' finding; :mod:`pipeline.rules` loads and runs insights and checks alik
 returning one finding per row:
 ``severity`` ('high', 'warning', 'ok' or 'info', as Drishti grades them), ``detail`` (one line),
 ``recommendation`` (one line naming the option or hint to change; null for ok and info),
-``numbers`` (a struct: the numbers behind the finding, key names ending in their unit),
+``numbers`` (a struct: the numbers behind the finding, key names ending in their unit), optionally
+``drishti`` (the Drishti code the row's finding corresponds to, if any) and ``example`` (the
+recommendation as a short piece of code),
 ``ranks``, ``callids``, ``files``, ``servers`` (lists, the most significant first: a finding names
 at most :data:`DETAILS_MAX` of each, and its ``more`` says how many of each it leaves out).  The
 thresholds are :data:`THRESHOLDS`, read in SQL as ``getvariable(name)``; ``insight_sql/_views.sql``
@@ -36,9 +38,10 @@ from pipeline.merged import Merged
 from pipeline.rules import Catalogue, Rule, gate
 from pipeline.source import job_of, sample_text
 
-__all__ = ["DETAILS_MAX", "FAMILIES", "INSIGHTS", "SEVERITIES", "THRESHOLDS", "Threshold", "compare_insights",
-           "count_insights", "reference_markdown", "render_comparison", "render_insights", "run_insights",
-           "thresholds_of"]
+__all__ = ["DARSHAN_INSIGHTS", "DETAILS_MAX", "FAMILIES", "INSIGHTS", "SEVERITIES", "THRESHOLDS", "Threshold",
+           "compare_insights", "count_insights", "drishti_codes", "finding", "named_query",
+           "reference_markdown", "render_comparison", "render_insights", "run_insights", "thresholds_of",
+           "unknown_thresholds"]
 
 SEVERITIES = ("high", "warning", "ok", "info")
 FAMILIES = ("client", "server")
@@ -75,6 +78,9 @@ THRESHOLDS: dict[str, Threshold] = {
     "metadata_rank_ns": Threshold(30e9, "ns", _DRISHTI.format("metadata_time_rank") + ": 30 s"),
     "independent_share": Threshold(0.5, "share", _DRISHTI.format("collective_operations")),
     "independent_count": Threshold(1000, "requests", _DRISHTI.format("collective_operations_absolute")),
+    "size_imbalance": Threshold(0.3, "share", _DRISHTI.format("imbalance_size") +
+                                ": the ranks' bytes on one file differ by more than this share of the most"),
+    "stdio_share": Threshold(0.1, "share", _DRISHTI.format("interface_stdio")),
     # server side: callid's own, each tied to the nearest Drishti margin or to the simulated file system
     "server_imbalance": Threshold(0.15, "share", "Drishti's imbalance_stragglers margin, applied to the "
                                   "I/O servers: busiest and idlest differ by more than this share"),
@@ -102,7 +108,7 @@ def thresholds_of(insight: Rule) -> tuple[str, ...]:
     return tuple(t.strip() for t in insight.thresholds.split(",") if t.strip() not in ("", "-"))
 
 
-def _unknown_thresholds(insight: Rule) -> str | None:
+def unknown_thresholds(insight: Rule) -> str | None:
     unknown = [t for t in thresholds_of(insight) if t not in THRESHOLDS]
     return f"thresholds {', '.join(unknown)} are not in THRESHOLDS" if unknown else None
 
@@ -111,7 +117,25 @@ def _unknown_thresholds(insight: Rule) -> str | None:
 INSIGHTS = Catalogue("insight", "insight_sql", re.compile(r"^[PS]\d{3}$"), ("family", "thresholds"),
                      (("family", FAMILIES),), "{code}  {family:6}  {title}",
                      lambda i: {"code": i.code, "family": i.family, "title": i.title,
-                                "thresholds": list(thresholds_of(i))}, _unknown_thresholds)
+                                "thresholds": list(thresholds_of(i))}, unknown_thresholds)
+
+
+def drishti_codes(insight: Rule) -> tuple[str, ...]:
+    """The Drishti codes an insight on a Darshan log covers (its ``drishti`` header)."""
+    return tuple(c.strip() for c in insight.drishti.split(","))
+
+
+def _bad_codes(insight: Rule) -> str | None:
+    wrong = [c for c in drishti_codes(insight) if not re.fullmatch(r"[SPM]\d\d", c)]
+    return f"drishti codes {', '.join(wrong)} are not Drishti's" if wrong else unknown_thresholds(insight)
+
+
+#: the insights on a Darshan log's counters (pipeline.darshan_insights): pipeline/darshan_sql/CODE_name.sql
+DARSHAN_INSIGHTS = Catalogue(
+    "insight", "darshan_sql", re.compile(r"^P\d{3}$"), ("family", "thresholds", "drishti"),
+    (("family", FAMILIES),), "{code}  {drishti:18}  {title}",
+    lambda i: {"code": i.code, "drishti": list(drishti_codes(i)), "family": i.family, "title": i.title,
+               "thresholds": list(thresholds_of(i))}, _bad_codes)
 
 
 def _prepare(m: Merged) -> None:
@@ -154,25 +178,28 @@ def _run(m: Merged, codes: list[str] | None) -> list[dict]:
             out[insight.code] = [_not_computed(insight, runs.reason(missing))]
         else:
             ready.append(insight)
-    for insight, names, rows in INSIGHTS.run(m, ready, _named):
-        found = out.setdefault(insight.code, [])
-        for row in rows:
-            f = dict(zip(names, row))
-            detail = f["detail"] + (f" ({sample})" if sample and insight.family == "client" else "")
-            found.append({"code": insight.code, "family": insight.family, "severity": f["severity"],
-                          "title": insight.title, "detail": detail,
-                          "recommendation": f["recommendation"], "numbers": _plain(f["numbers"] or {}),
-                          **{k: list(f[k] or []) for k in NAMED},
-                          "more": {k: n - len(f[k] or []) for k, n in f["listed"].items()
-                                   if n > len(f[k] or [])}})
+    for insight, names, rows in INSIGHTS.run(m, ready, named_query):
+        said = sample if insight.family == "client" else ""
+        out.setdefault(insight.code, []).extend(finding(insight, dict(zip(names, row)), said) for row in rows)
     return [f for i in insights for f in out.get(i.code, [])]
+
+
+def finding(insight: Rule, row: dict, sample: str = "") -> dict:
+    """The finding of one row of an insight's query (:func:`named_query`); ``sample``: on how much of the
+    job's I/O it was computed, said after its detail."""
+    return {"code": insight.code, "drishti": row.get("drishti"), "family": insight.family,
+            "severity": row["severity"], "title": insight.title,
+            "detail": row["detail"] + (f" ({sample})" if sample else ""),
+            "recommendation": row["recommendation"], "example": row.get("example"),
+            "numbers": _plain(row["numbers"] or {}), **{k: list(row[k] or []) for k in NAMED},
+            "more": {k: n - len(row[k] or []) for k, n in row["listed"].items() if n > len(row[k] or [])}}
 
 
 #: the lists a finding names its subjects in
 NAMED = ("ranks", "callids", "files", "servers")
 
 
-def _named(sql: str) -> str:
+def named_query(sql: str) -> str:
     """An insight's query, each list cut to :data:`DETAILS_MAX` (in SQL: a long list never reaches
     Python), with ``listed``: how long each list was."""
     cut = ", ".join(f"{k}[:{DETAILS_MAX}] AS {k}" for k in NAMED)
@@ -182,8 +209,9 @@ def _named(sql: str) -> str:
 
 def _not_computed(insight: Rule, why: str) -> dict:
     """The 'info' finding of an insight that is not computed, saying why."""
-    return {"code": insight.code, "family": insight.family, "severity": "info", "title": insight.title,
-            "detail": why, "recommendation": None, "numbers": {}, **{k: [] for k in NAMED}, "more": {}}
+    return {"code": insight.code, "drishti": None, "family": insight.family, "severity": "info",
+            "title": insight.title, "detail": why, "recommendation": None, "example": None, "numbers": {},
+            **{k: [] for k in NAMED}, "more": {}}
 
 
 def _plain(numbers: dict) -> dict:
@@ -251,24 +279,29 @@ def compare_insights(a: list[dict], b: list[dict]) -> dict[str, list[dict]]:
 _ORDER = {s: i for i, s in enumerate(SEVERITIES)}
 
 
-def _line(f: dict, layout: Layout | None) -> list[str]:
+def _line(f: dict, layout: Layout | None, examples: bool = False) -> list[str]:
     where = [("files", "files", f["files"]), ("servers", "servers", f["servers"]),
              ("ranks", "ranks", [str(r) for r in f["ranks"]]),
              ("calls", "callids", [layout.format(c) if layout else str(c) for c in f["callids"]])]
     more = {k: f" and {n} more" for k, n in f.get("more", {}).items()}
-    lines = [f"  [{f['severity'].upper()}] {f['code']} {f['detail']}"]
+    drishti = f" (Drishti {f['drishti']})" if f.get("drishti") else ""
+    lines = [f"  [{f['severity'].upper()}] {f['code']}{drishti} {f['detail']}"]
     lines += [f"      {name}: {', '.join(map(str, items))}{more.get(key, '')}"
               for name, key, items in where if items]
     if f["recommendation"]:
         lines.append(f"      -> {f['recommendation']}")
+    if examples and f.get("example"):
+        lines += [f"         | {ln}" for ln in f["example"].splitlines()]
     return lines
 
 
-def render_insights(findings: list[dict], ran: int, layout: Layout | None = None) -> str:
-    """The findings of ``ran`` insights, client side then server side, most severe first."""
+def render_insights(findings: list[dict], ran: int, layout: Layout | None = None, examples: bool = False,
+                    source: str = "") -> str:
+    """The findings of ``ran`` insights, client side then server side, most severe first; ``examples``:
+    each recommendation's example too; ``source``: what they were computed from, if not a merged run."""
     counts = count_insights(findings)
     lines = [f"callid insights: {counts['high']} high, {counts['warning']} warnings, {counts['ok']} ok, "
-             f"{counts['info']} info ({ran} insights)"]
+             f"{counts['info']} info ({ran} insights{', from ' + source if source else ''})"]
     titles = {"client": "What the program does (client side, Drishti's thresholds)",
               "server": "What it caused on the servers (server side)"}
     for family in FAMILIES:
@@ -277,7 +310,7 @@ def render_insights(findings: list[dict], ran: int, layout: Layout | None = None
         if group:
             lines += ["", titles[family]]
             for f in group:
-                lines += _line(f, layout)
+                lines += _line(f, layout, examples)
     return "\n".join(lines)
 
 
@@ -316,6 +349,14 @@ def reference_markdown() -> str:
     for i in INSIGHTS.rules():
         names = ", ".join(f"`{t}`" for t in thresholds_of(i)) or "-"
         lines.append(f"| `{i.code}` | {i.family} | {i.title} | {names} | {i.columns} |")
+    lines += ["", "## On a Darshan log", "",
+              "`callid insights LOG.darshan` computes these from the log's counters (no replay needed) with "
+              "Drishti's triggers and thresholds, as `pipeline/darshan_sql/*.sql`; each finding names the "
+              "Drishti code beside callid's (`--verbose`: each recommendation's example).", "",
+              "| code | Drishti | finds | thresholds | decided from |", "| --- | --- | --- | --- | --- |"]
+    for i in DARSHAN_INSIGHTS.rules():
+        names = ", ".join(f"`{t}`" for t in thresholds_of(i)) or "-"
+        lines.append(f"| `{i.code}` | {', '.join(drishti_codes(i))} | {i.title} | {names} | {i.columns} |")
     lines += ["", "## Thresholds", "", "| name | value | unit | where the value comes from |",
               "| --- | --- | --- | --- |"]
     lines += [f"| `{n}` | {t.value:g} | {t.unit} | {t.source} |" for n, t in THRESHOLDS.items()]

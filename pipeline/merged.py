@@ -43,8 +43,8 @@ from callid_core.tables import MERGED
 from pipeline.dialect import literal
 from pipeline.domain import DISK_DATA_SQL, MACROS_SQL
 
-__all__ = ["CATALOG", "DATA_SUFFIX", "DIR_VARIABLE", "LOG_DIRS", "TABLES", "VIEWS", "Merged", "data_dir",
-           "open_merged"]
+__all__ = ["CATALOG", "DATA_SUFFIX", "DIR_VARIABLE", "LOG_DIRS", "TABLES", "VIEWS", "Handle", "Merged",
+           "data_dir", "open_merged"]
 
 VIEWS = ("events",)
 TABLES = tuple(name for name in MERGED if name not in VIEWS)
@@ -57,6 +57,7 @@ LOG_DIRS = (S.KIND_CLIENT, S.KIND_SERVER)
 DIR_VARIABLE = "callid_dir"
 
 T = TypeVar("T")
+H = TypeVar("H", bound="Handle")
 
 
 def data_dir(out: Path, storage: str) -> Path:
@@ -64,19 +65,16 @@ def data_dir(out: Path, storage: str) -> Path:
     return out if storage == Storage.PARQUET else Path(str(out) + DATA_SUFFIX)
 
 
-class Merged:
-    """An open merged output (read-only): its connection, run metadata and tables.
+class Handle:
+    """An open DuckDB database the analyses read: its connection, and what they compute once on it.
 
-    Every table and view is an attribute, a DuckDB relation (``m.arrows.df()``, ``.to_arrow_table()``,
-    ``.pl()``); :meth:`sql` runs any query.  Use it as a context manager, or :meth:`close` it.
+    :class:`Merged` is the handle of a merged output; the counters of a Darshan log open as a plain
+    one (:mod:`pipeline.darshan_insights`).
     """
 
-    def __init__(self, path: str, con: duckdb.DuckDBPyConnection, scratch: Path) -> None:
+    def __init__(self, path: str, con: duckdb.DuckDBPyConnection) -> None:
         self.path = path
         self.con = con
-        #: the handle's private directory (owner only), the one place besides the output DuckDB may
-        #: write (scratch databases; it spills into ``spill/``); removed with the last handle using it
-        self.scratch = scratch
         self._memo: dict[object, Any] = {}
 
     def sql(self, query: str, params: object = None) -> duckdb.DuckDBPyRelation:
@@ -87,6 +85,58 @@ class Merged:
     def rows(self, query: str, params: object = None) -> list[tuple]:
         """The rows of ``query``."""
         return self.con.execute(query, params).fetchall()
+
+    def once(self, key: object, compute: Callable[[], T]) -> T:
+        """``compute()``'s result, computed once per handle (an analysis that several others read)."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
+
+    def temp_table(self, name: str, select: str) -> str:
+        """``name``: the rows of ``select`` as a temporary table of this handle, made once (what several
+        analyses read and is costly to compute again, e.g. the servers' busy time)."""
+        self.once(("temp_table", name), lambda: self.con.execute(f"CREATE TEMP TABLE {name} AS {select}"))
+        return name
+
+    @contextmanager
+    def settings(self, **values: str) -> Iterator[None]:
+        """DuckDB settings (``memory_limit``, ``temp_directory``, ...) for the duration of a block, put
+        back after it (the handle is shared by the analyses of a command)."""
+        before = {k: self.rows(f"SELECT current_setting('{k}')")[0][0] for k in values}
+        try:
+            for k, v in values.items():
+                self.con.execute(f"SET {k} = {literal(v)}")
+            yield
+        finally:
+            for k, v in before.items():
+                self.con.execute(f"SET {k} = {literal(str(v))}")
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.con.close()
+
+    def __enter__(self: H) -> H:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.path!r})"
+
+
+class Merged(Handle):
+    """An open merged output (read-only): its connection, run metadata and tables.
+
+    Every table and view is an attribute, a DuckDB relation (``m.arrows.df()``, ``.to_arrow_table()``,
+    ``.pl()``); :meth:`sql` runs any query.  Use it as a context manager, or :meth:`close` it.
+    """
+
+    def __init__(self, path: str, con: duckdb.DuckDBPyConnection, scratch: Path) -> None:
+        super().__init__(path, con)
+        #: the handle's private directory (owner only), the one place besides the output DuckDB may
+        #: write (scratch databases; it spills into ``spill/``); removed with the last handle using it
+        self.scratch = scratch
 
     def table(self, name: str) -> duckdb.DuckDBPyRelation:
         """The table or view ``name`` (see :data:`callid_core.tables.MERGED`) as a relation."""
@@ -139,44 +189,10 @@ class Merged:
                 roles[role] = sorted(s for (s,) in self.rows(sql))
         return roles
 
-    def once(self, key: object, compute: Callable[[], T]) -> T:
-        """``compute()``'s result, computed once per handle (an analysis that several others read)."""
-        if key not in self._memo:
-            self._memo[key] = compute()
-        return self._memo[key]
-
-    def temp_table(self, name: str, select: str) -> str:
-        """``name``: the rows of ``select`` as a temporary table of this handle, made once (what several
-        analyses read and is costly to compute again, e.g. the servers' busy time)."""
-        self.once(("temp_table", name), lambda: self.con.execute(f"CREATE TEMP TABLE {name} AS {select}"))
-        return name
-
-    @contextmanager
-    def settings(self, **values: str) -> Iterator[None]:
-        """DuckDB settings (``memory_limit``, ``temp_directory``, ...) for the duration of a block, put
-        back after it (the handle is shared by the analyses of a command)."""
-        before = {k: self.rows(f"SELECT current_setting('{k}')")[0][0] for k in values}
-        try:
-            for k, v in values.items():
-                self.con.execute(f"SET {k} = {literal(v)}")
-            yield
-        finally:
-            for k, v in before.items():
-                self.con.execute(f"SET {k} = {literal(str(v))}")
-
     def close(self) -> None:
         """Close the connection (and the scratch directory with the last handle using it)."""
-        self.con.close()
+        super().close()
         _release(self.scratch)
-
-    def __enter__(self) -> Merged:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        return f"Merged({self.path!r})"
 
 
 def open_merged(db: str | os.PathLike, sandbox: bool = False) -> Merged:

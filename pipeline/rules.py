@@ -25,7 +25,7 @@ import duckdb
 from callid_core.errors import BadValue, InputError
 from callid_core.evidence import EVIDENCE, Source, source_of_origins
 from pipeline.lag import ReplayLag, replay_lag
-from pipeline.merged import Merged
+from pipeline.merged import Handle, Merged
 
 __all__ = ["NEEDS", "Catalogue", "Gate", "Rule", "gate", "header_fields", "leading_comment"]
 
@@ -108,7 +108,7 @@ class Catalogue:
             raise BadValue(f"no {self.what} {', '.join(unknown)} ({self.what}s: {', '.join(sorted(known))})")
         return [r for r in rules if r.code in codes]
 
-    def run(self, m: Merged, rules: list[Rule], wrap: Callable[[str], str] = lambda sql: sql,
+    def run(self, m: Handle, rules: list[Rule], wrap: Callable[[str], str] = lambda sql: sql,
             ) -> Iterator[tuple[Rule, list[str], list[tuple]]]:
         """Each rule's column names and rows on ``m`` (after the catalogue's shared views); ``wrap``: the
         query run of a rule's query (e.g. a selection of its rows and columns)."""

@@ -75,6 +75,8 @@ def test_the_counter_names_are_darshan_utils():
     assert list(dl.MPIIO_FCOUNTERS) == backend.fcounter_names("MPI-IO")
     assert list(dl.POSIX_COUNTERS) == backend.counter_names("POSIX")
     assert list(dl.POSIX_FCOUNTERS) == backend.fcounter_names("POSIX")
+    assert list(dl.STDIO_COUNTERS) == backend.counter_names("STDIO")
+    assert list(dl.STDIO_FCOUNTERS) == backend.fcounter_names("STDIO")
 
 
 def test_the_header_is_format_3_41(handmade):

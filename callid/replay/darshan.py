@@ -22,17 +22,9 @@ fail in its own way, which becomes one line here instead of the end of the comma
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
-import sys
-import tempfile
-from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import IO
 
 import numpy as np
 import pyarrow as pa
@@ -40,6 +32,7 @@ import pyarrow.compute as pc
 
 from callid.replay.accesses import ACCESS, READ, WRITE
 from callid.replay.layers import infer
+from callid_core.darshan_file import read_in_child
 from callid_core.errors import InputError
 from callid_core.evidence import DXT_LAYERS
 
@@ -106,14 +99,7 @@ _Read = tuple[dict, dict, dict[int, str], str, dict[str, list[_Record]], dict, d
 def read_log(path: str | os.PathLike[str]) -> DarshanLog:
     """The accesses of the DXT traces in the Darshan log at ``path``; raise :class:`InputError`."""
     path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise InputError(f"{path}: no such file")
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as child:
-        try:
-            job, modules, names, exe, records, counters, layers = child.submit(_read, path).result()
-        except BrokenProcessPool:
-            raise InputError(f"{path}: damaged or truncated Darshan log (darshan-util crashed reading it)") \
-                from None
+    job, modules, names, exe, records, counters, layers = read_in_child(path, _read_open)
     out = DarshanLog(path, int(job["nprocs"]), exe,
                      int(job["start_time_sec"]) * 10**9 + int(job.get("start_time_nsec") or 0),
                      ACCESS.schema.empty_table(), {})
@@ -124,36 +110,6 @@ def read_log(path: str | os.PathLike[str]) -> DarshanLog:
         raise InputError(f"{path}: the log's DXT traces hold no accesses: {ENABLE_DXT}")
     _set_accesses(out, parts, under, files)
     return out
-
-
-def _read(path: str) -> _Read:
-    """Open the log, read it (:func:`_read_open`) and close it; darshan-util's errors as InputError
-    (in the child process that reads it)."""
-    import faulthandler
-
-    from darshan.backend import cffi_backend as dbe
-
-    faulthandler.disable()  # (a crash here is said by the parent, in one line)
-    try:
-        return _read_with(dbe, path)
-    except InputError:
-        raise
-    except Exception as exc:  # (e.g. a file name or exe that is not UTF-8: a byte flipped)
-        raise InputError(f"{path}: damaged Darshan log ({type(exc).__name__}: {exc})") from None
-
-
-def _read_with(dbe, path: str) -> _Read:
-    with _stderr_to(tempfile.TemporaryFile()) as said:  # (darshan-util prints its errors there)
-        log = dbe.log_open(path)
-        if log["handle"] == dbe.ffi.NULL:
-            raise InputError(f"{path}: not a Darshan log ({_first_error(said)})")
-        try:
-            read = _read_open(dbe, log, path)
-        finally:
-            dbe.log_close(log)
-    if said.read(1):
-        raise InputError(f"{path}: damaged or truncated Darshan log ({_first_error(said)})")
-    return read
 
 
 def _read_open(dbe, log: dict, path: str) -> _Read:
@@ -260,27 +216,6 @@ def _aggregation(out: DarshanLog, posix: pa.Table) -> None:
     mark = pc.and_(pc.is_valid(acc["coll"]), pc.is_in(acc["file"], files))
     inferred = pc.if_else(mark, pc.binary_join_element_wise(was, "aggregation", ","), was)
     out.accesses = acc.set_column(acc.schema.get_field_index("inferred"), "inferred", inferred)
-
-
-@contextmanager
-def _stderr_to(sink: IO[bytes]) -> Iterator[IO[bytes]]:
-    """Send what C code writes to the standard error into ``sink`` (rewound at the end)."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    os.dup2(sink.fileno(), 2)
-    try:
-        yield sink
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        sink.seek(0)
-
-
-def _first_error(said: IO[bytes]) -> str:
-    """The first message darshan-util wrote, e.g. 'darshan-util: unable to read compressed data'."""
-    said.seek(0)
-    lines = said.read().decode(errors="replace").strip().splitlines()
-    return "darshan-util: " + lines[0].removeprefix("Error: ").rstrip(".") if lines else "darshan-util failed"
 
 
 def _dxt_records(dbe, log: dict, mod: str) -> list[_Record]:

@@ -17,6 +17,8 @@ WITH d AS (
           GROUP BY ALL) GROUP BY direction
 )
 SELECT CASE WHEN small > getvariable('small_count') THEN 'high' ELSE 'info' END AS severity,
+       CASE WHEN small > getvariable('small_count') THEN CASE direction WHEN 'read' THEN 'P05' ELSE 'P06' END
+       END AS drishti,
        printf('%d of %d %s requests (%s) are smaller than %s', small, calls, direction,
               fmt_pct(small / calls), format_bytes(getvariable('small_bytes')::BIGINT))
        || CASE WHEN small > getvariable('small_count') THEN ''

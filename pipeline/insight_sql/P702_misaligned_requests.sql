@@ -23,6 +23,7 @@ WITH d AS (
     FROM totals t
 )
 SELECT 'high' AS severity,
+       'P08' AS drishti,
        printf('%d of %d requests (%s) start inside a strip (strip size %s)', misaligned, requests,
               fmt_pct(misaligned / requests), array_to_string(list_transform(strips, lambda x: format_bytes(x)), ', '))
            AS detail,

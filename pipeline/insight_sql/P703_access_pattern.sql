@@ -24,6 +24,8 @@ WITH d AS (
     FROM totals
 )
 SELECT CASE WHEN high THEN 'high' ELSE 'ok' END AS severity,
+       CASE direction WHEN 'read' THEN CASE WHEN high THEN 'P11' ELSE 'P12' END
+                      ELSE CASE WHEN high THEN 'P13' ELSE 'P14' END END AS drishti,
        printf('%s: %d requests, %s random, %s sequential, %s consecutive', direction, requests,
               fmt_pct(random / requests), fmt_pct(sequential / requests), fmt_pct(consecutive / requests))
            AS detail,

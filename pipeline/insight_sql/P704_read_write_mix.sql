@@ -17,6 +17,8 @@ WITH t AS (
     FROM t
 )
 SELECT 'info' AS severity,
+       nullif(concat_ws(', ', CASE by_requests WHEN 'write' THEN 'P01' WHEN 'read' THEN 'P02' END,
+                        CASE by_bytes WHEN 'write' THEN 'P03' WHEN 'read' THEN 'P04' END), '') AS drishti,
        printf('%s by requests (%d writes, %d reads), %s by bytes (%s written, %s read)',
               coalesce(by_requests || ' intensive', 'balanced'), writes, reads,
               coalesce(by_bytes || ' intensive', 'balanced'), format_bytes(write_bytes), format_bytes(read_bytes))

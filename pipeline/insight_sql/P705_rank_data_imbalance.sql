@@ -16,6 +16,7 @@ WITH per_rank AS (
     FROM per_rank GROUP BY file HAVING count(*) > 1 AND sum(bytes) > 0
 )
 SELECT 'high' AS severity,
+       'P18' AS drishti,
        printf('%s: the slowest rank %d moved %s, the fastest rank %d %s: %s of the file''s %s (%d ranks)',
               file, slowest, format_bytes(slowest_bytes), fastest, format_bytes(fastest_bytes),
               fmt_pct(abs(slowest_bytes - fastest_bytes) / total), format_bytes(total), ranks) AS detail,

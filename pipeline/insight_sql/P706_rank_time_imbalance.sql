@@ -14,6 +14,7 @@ WITH per_rank AS (
     FROM per_rank GROUP BY file HAVING count(*) > 1 AND sum(io_ns) > 0
 )
 SELECT 'high' AS severity,
+       'P19' AS drishti,
        printf('%s: rank %d spent %s in I/O, rank %d %s: %s of the %d ranks'' %s', file, slowest,
               fmt_ns(slowest_ns), fastest, fmt_ns(fastest_ns), fmt_pct((slowest_ns - fastest_ns) / total),
               ranks, fmt_ns(total)) AS detail,

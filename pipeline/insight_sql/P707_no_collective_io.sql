@@ -20,6 +20,8 @@ WITH shared AS (
     FROM t
 )
 SELECT severity,
+       CASE severity WHEN 'high' THEN CASE direction WHEN 'read' THEN 'M02' ELSE 'M03' END
+                     WHEN 'ok' THEN CASE direction WHEN 'read' THEN 'M04' ELSE 'M05' END END AS drishti,
        printf('%s: %d of %d calls on shared files are independent (%s), %d collective, from %d ranks', direction,
               independent, requests, fmt_pct(independent / requests), requests - independent, ranks) AS detail,
        CASE WHEN severity = 'high' THEN 'use collective calls (MPI_File_' || direction || '_all with a file view) so '

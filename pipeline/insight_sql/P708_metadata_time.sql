@@ -19,6 +19,7 @@ WITH meta AS (
            (SELECT count(*) FROM meta) AS calls
 )
 SELECT CASE WHEN slow_ranks > 0 THEN 'high' ELSE 'info' END AS severity,
+       CASE WHEN slow_ranks > 0 THEN 'P17' END AS drishti,
        printf('%d metadata calls took %s, %s of the time in MPI-IO calls; rank %d the most (%s)', calls,
               fmt_ns(meta_ns), fmt_pct(meta_ns / io_ns), top_rank, fmt_ns(top_ns))
        || CASE WHEN slow_ranks > 0 THEN printf('; %d ranks over %s', slow_ranks, fmt_ns(getvariable('metadata_rank_ns')))

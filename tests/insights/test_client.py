@@ -195,3 +195,14 @@ def test_the_sizes_advice_names_are_those_callid_formats_and_parses(synthetic):
         run_insights(m)  # (the macros)
         got = [m.sql(f"SELECT size_arg({n}::BIGINT)").fetchall()[0][0] for n in sizes]
     assert got == [format_size(n) for n in sizes] and [parse_size(g) for g in got] == sizes
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_blocking_calls_are_named_per_direction(tmp_path):
+    """P714 (Drishti's M06/M07) on a run: non-blocking writes, blocking reads: a warning for the reads."""
+    found = insights_of(tmp_path / "out", "nonblocking_writes.py", np=2)
+    (reads,) = of_code(found, "P714")
+    assert reads["drishti"] == "M06" and reads["severity"] == "warning"
+    assert reads["numbers"] == {"direction": "read", "blocking": 8, "non_blocking": 0}
+    assert reads["files"] == ["/pvfs2/nonblocking"] and "MPI_File_iread_at" in reads["example"]
