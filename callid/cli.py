@@ -175,6 +175,15 @@ Force = Annotated[bool, typer.Option(
     "--force", help="replace an existing output that callid did not write (never one of the inputs)")]
 Timeout = Annotated[float | None, typer.Option(
     metavar="SECONDS", help="give up on the ranks after this many seconds", show_default="none")]
+DiskModelOpt = Annotated[str, typer.Option(
+    "--disk-model", metavar="SPEC", help="model every server's disk: at most QUEUE operations at once, each "
+    "taking LATENCY + bytes / BANDWIDTH (or its real time, if longer), e.g. latency=5ms,bandwidth=200MiB/s,"
+    "queue=4", show_default="none: the real files' own speed")]
+FaultOpt = Annotated[list[str] | None, typer.Option(
+    "--fault", metavar="SERVER:WHAT", help="plant a fault in a server (repeatable): io1:disk=slow:20x (its "
+    "disk operations 20 times as long), meta0:load=20x (its metadata operations), io0:pause=2s@1s (serves "
+    "nothing for 2 s from 1 s after it started), io1:full=16MiB (writes fail with ENOSPC beyond 16 MiB "
+    "written); recorded in the run's configuration, never read by the analyses", show_default=False)]
 
 
 #: what a run (callid run, replay, demo) writes in its directory, beside what only it makes
@@ -251,6 +260,8 @@ def run(
     clock_skew: Annotated[str, typer.Option(
         metavar="SPEC", help="give clocks an offset and drift, e.g. server:0=+40ms@30ppm,host:1=-3ms@-12ppm "
         "(server:N is ioN; host:N needs --ranks-per-host)")] = "",
+    disk_model: DiskModelOpt = "",
+    fault: FaultOpt = None,
     out_dir: Annotated[Path, typer.Option(
         "-d", "--out-dir", parser=_out_dir, metavar="DIR",
         help="directory for the logs and the file system")
@@ -315,7 +326,8 @@ def run(
     opts = RunOptions(target=target, np=np, servers=servers, strip_size=strip_size,
                       flow_buffer=flow_buffer, small_io=small_io,
                       callid=callid, callid_layout=callid_layout, mount=mount or [defaults.DEFAULT_MOUNT],
-                      ranks_per_host=ranks_per_host, clock_skew=clock_skew, out=str(out_dir),
+                      ranks_per_host=ranks_per_host, clock_skew=clock_skew, disk_model=disk_model,
+                      faults=fault or [], out=str(out_dir),
                       timeout=timeout, stdout_to_stderr=as_json, fs=str(fs) if fs else "",
                       mpi_io=mpi_io, mpicc=mpicc, payload=payload,
                       server_layers=parse_layers(server_layers, "--server-layers"), flush_rows=flush_rows,
@@ -560,6 +572,8 @@ def replay(
     payload: Annotated[Payload, typer.Option(
         help=_PAYLOAD_HELP + "; full refuses a replay whose writes (prefill included) need more than the "
         "free space of DIR")] = Payload.FULL,
+    disk_model: DiskModelOpt = "",
+    fault: FaultOpt = None,
     timeout: Timeout = None,
     force: Force = False,
     as_json: JsonFlag = False,
@@ -604,7 +618,8 @@ def replay(
         ranks=parse_ranks(ranks) if ranks else None, files=files or [],
         window=parse_window(window) if window else None, hints=hints, servers=servers,
         strip_size=strip_size, flow_buffer=flow_buffer, small_io=small_io, callid_layout=callid_layout,
-        mount=mount, ranks_per_host=ranks_per_host, prefill=prefill, payload=payload, timeout=timeout)
+        mount=mount, ranks_per_host=ranks_per_host, prefill=prefill, payload=payload, timeout=timeout,
+        disk_model=disk_model, faults=fault or [])
     with _bar("replaying", quiet=as_json) as opts.on_progress:
         result = do_replay(opts)
     run = result.run

@@ -13,7 +13,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,7 @@ from callid_core.config import (
     new_secret,
     secret_beside,
 )
+from callid_core.devices import faults_to_json, parse_disk_model, parse_faults
 from callid_core.errors import BadValue, InputError, os_reason
 from callid_core.ids import DEFAULT_LAYOUT, Layout
 from callid_core.partlog import combine_parts
@@ -64,6 +65,8 @@ class RunOptions:
     mount: list[str] = field(default_factory=lambda: [defaults.DEFAULT_MOUNT])
     ranks_per_host: int = 0
     clock_skew: str = ""  # callid_core.clock skew specification, e.g. server:0=+40ms@30ppm
+    disk_model: str = ""  # callid_core.devices disk model, e.g. latency=5ms,bandwidth=200MiB/s,queue=4
+    faults: list[str] = field(default_factory=list)  # callid_core.devices faults, e.g. io1:disk=slow:20x
     out: str = "callid-out"
     timeout: float | None = None
     quiet: bool = False
@@ -119,11 +122,26 @@ def check_options(opts: RunOptions) -> None:
     for mount in opts.mount:
         if not mount.startswith("/") or mount.rstrip("/") == "":
             raise BadValue(f"--mount: {mount!r} is not an absolute path below / (e.g. /pvfs2)")
+    _check_devices(opts)
     if mpi_io(opts) == MpiIo.ROMIO:
         _check_romio(opts)
     elif opts.launcher == RunOptions.launcher and opts.target and not romio_launch.is_python(opts.target):
         raise BadValue(f"--mpi-io callid: {opts.target[0]} is not a Python program (callid's MPI-IO runs "
                        "mpi4py programs; an executable runs on its MPI library: --mpi-io romio)")
+
+
+def _check_devices(opts: RunOptions) -> None:
+    """:class:`BadValue` naming --disk-model or --fault when its value cannot work (the servers' names:
+    meta0 and io0 .. io{N-1}), or when the run uses servers started before it (--fs)."""
+    if opts.fs and (opts.disk_model or opts.faults):
+        raise BadValue("--disk-model, --fault: not with --fs (the file system's servers run already, with "
+                       "their disks as they are)")
+    try:
+        parse_disk_model(opts.disk_model)
+        parse_faults(opts.faults, [META_SERVER, *(io_server(i) for i in range(opts.servers))])
+    except BadValue as exc:
+        flag = "--disk-model" if "disk model" in str(exc) else "--fault"
+        raise BadValue(f"{flag}: {exc}") from None
 
 
 def _check_bounds(opts: RunOptions) -> None:
@@ -184,7 +202,8 @@ def make_config(opts: RunOptions, out: Path, secret_file: Path | None = None) ->
     secret that every connection to them proves it holds (``secret_file``, default ``out/fs.secret``,
     its owner's only).
 
-    Raises ``callid_core.clock.SkewError`` for a bad ``opts.clock_skew``.
+    Raises ``callid_core.clock.SkewError`` for a bad ``opts.clock_skew``, ``callid_core.devices.FaultError``
+    for a bad ``opts.disk_model`` or ``opts.faults``.
     """
     storage = out / "storage"
     servers = [ServerConfig(META_SERVER, [ROLE_META], str(storage / META_SERVER))]
@@ -193,6 +212,8 @@ def make_config(opts: RunOptions, out: Path, secret_file: Path | None = None) ->
     hosts = -(-opts.np // opts.ranks_per_host) if opts.ranks_per_host else 1
     skews = parse_skew(opts.clock_skew, [s.name for s in servers],
                        [s.name for s in servers if ROLE_IO in s.roles], hosts)
+    model = parse_disk_model(opts.disk_model)
+    faults = parse_faults(opts.faults, [s.name for s in servers])
     out.mkdir(parents=True, exist_ok=True)
     secret = Path(os.path.abspath(secret_file or out / SECRET_FILE))
     new_secret(secret)
@@ -203,6 +224,7 @@ def make_config(opts: RunOptions, out: Path, secret_file: Path | None = None) ->
         small_io=opts.small_io, ranks_per_host=opts.ranks_per_host, mpi_io=mpi_io(opts).value,
         payload=Payload(opts.payload).value,
         clock_skew=skews_to_json(skews), clock_t0=time.time_ns(),
+        disk_model=asdict(model) if model else {}, faults=faults_to_json(faults),
         client_events=opts.client_events, server_events=opts.server_events,
         server_layers=list(opts.server_layers), flush_rows=opts.flush_rows, trace_hints=opts.trace_hints,
         trace_mpi=opts.trace_mpi,

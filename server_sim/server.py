@@ -28,9 +28,11 @@ from dataclasses import replace
 from callid_core import clock
 from callid_core.atomic import replacing
 from callid_core.config import ROLE_META, Config
+from callid_core.devices import disk_model_from_json, faults_from_json
 from server_sim import bmi
 from server_sim import protocol as P
 from server_sim.context import RequestContext, ServerState, send_reply
+from server_sim.devices import Pause, modelled
 from server_sim.events import ServerEvents, now
 from server_sim.requests import RequestError, machine_for, serve
 from server_sim.trove import MetaStore, SizeTrove, Trove
@@ -97,8 +99,11 @@ class Server:
         self.max_connections, open_files = _descriptors(config.max_connections, Trove.MAX_OPEN)
         self.events = ServerEvents(replace(config, trace_dir=config.trace_dir_of(self.me)), name)
         payload = P.payload_code(config.payload)  # (the file system's: never a client's)
-        self.trove = (Trove if payload == P.PayloadCode.FULL else SizeTrove)(self.me.storage, open_files)
-        self.meta = MetaStore(self.me.storage) if ROLE_META in self.me.roles else None
+        trove = (Trove if payload == P.PayloadCode.FULL else SizeTrove)(self.me.storage, open_files)
+        meta = MetaStore(self.me.storage) if ROLE_META in self.me.roles else None
+        fault = faults_from_json(config.faults).get(name)
+        self.trove, self.meta = modelled(trove, meta, disk_model_from_json(config.disk_model), fault)
+        self.pause = Pause(*fault.pause) if fault and fault.pause else None
         self.state = ServerState(name, self.trove, self.meta, self.events, config.flow_buffer,
                                  tuple(s.name for s in config.io_servers), config.strip_size, config.max_flow,
                                  payload)
@@ -295,6 +300,8 @@ class Server:
             send_reply(sock, tag, P.ErrorResponse(P.Status.EPROTO), now())
             return True
         payload = bmi.recv_payload(sock, size)
+        if self.pause is not None:  # (a planted fault: the server stalls)
+            self.pause.wait()
         t_recv = now()
         req: P.Message | None = None
         try:

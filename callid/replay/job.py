@@ -61,6 +61,8 @@ class ReplayOptions:
     prefill: bool = True  # write the files read before written first (callid.replay.plan)
     payload: Payload = Payload.FULL  # NONE: no data moves or is stored (sizes only)
     timeout: float | None = None
+    disk_model: str = ""  # the servers' disks and faults planted in them (callid.run.RunOptions)
+    faults: list[str] = field(default_factory=list)
     on_progress: Callable[[int, int], None] | None = None  # (calls done, calls in all)
 
 
@@ -145,7 +147,7 @@ def replay(opts: ReplayOptions) -> ReplayResult:
         flow_buffer=_pick(opts.flow_buffer, was.get("flow_buffer"), defaults.DEFAULT_FLOW_BUFFER),
         small_io=_pick(opts.small_io, was.get("small_io"), defaults.DEFAULT_SMALL_IO),
         callid_layout=layout, mount=[opts.mount], ranks_per_host=rph, out=str(out), timeout=opts.timeout,
-        payload=opts.payload,
+        payload=opts.payload, disk_model=opts.disk_model, faults=list(opts.faults),
         stdout_to_stderr=True, on_wait=progress,
         source=f"{source.description}; {total} calls replayed, {plan.collectives} collective",
         source_notes=list(source.notes), source_job=source.job,
