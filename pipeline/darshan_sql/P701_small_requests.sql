@@ -7,14 +7,8 @@
 -- more than small_share of the direction's requests and more than small_count.  The files named are
 -- those holding more than half of small_share of the direction's requests in small ones (Drishti's).
 WITH t AS (
-    SELECT d.direction, d.k,
-           sum(CASE d.k WHEN 0 THEN POSIX_READS ELSE POSIX_WRITES END) AS total,
-           sum(CASE d.k WHEN 0 THEN small_reads ELSE small_writes END) AS small
-    FROM posix_small, directions d GROUP BY ALL
-), f AS (
-    SELECT d.direction, file, sum(CASE d.k WHEN 0 THEN small_reads ELSE small_writes END) AS small
-    FROM posix_small, directions d GROUP BY ALL
-)
+    SELECT direction, k, sum(requests) AS total, sum(small) AS small FROM small_requests GROUP BY ALL
+), f AS (SELECT direction, file, sum(small) AS small FROM small_requests GROUP BY ALL)
 SELECT 'high' AS severity, CASE t.k WHEN 0 THEN 'P05' ELSE 'P06' END AS drishti,
        printf('%d small %s requests (under 1 MiB): %s of all %d %ss', t.small, t.direction,
               fmt_pct(t.small / t.total), t.total, t.direction) AS detail,

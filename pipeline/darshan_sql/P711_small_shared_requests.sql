@@ -6,16 +6,10 @@
 -- Drishti's P15/P16 on the files every rank opened (Darshan's shared records, rank -1): requests under
 -- 1 MiB; high when they are more than small_share of the shared files' requests and more than
 -- small_count.  The files named hold more than half of small_share of them.
-WITH s AS (SELECT * FROM posix_small WHERE rank = -1
-), t AS (
-    SELECT d.direction, d.k,
-           sum(CASE d.k WHEN 0 THEN POSIX_READS ELSE POSIX_WRITES END) AS total,
-           sum(CASE d.k WHEN 0 THEN small_reads ELSE small_writes END) AS small
-    FROM s, directions d GROUP BY ALL
-), f AS (
-    SELECT d.direction, file, sum(CASE d.k WHEN 0 THEN small_reads ELSE small_writes END) AS small
-    FROM s, directions d GROUP BY ALL
-)
+WITH t AS (
+    SELECT direction, k, sum(requests) AS total, sum(small) AS small FROM small_requests WHERE rank = -1
+    GROUP BY ALL
+), f AS (SELECT direction, file, sum(small) AS small FROM small_requests WHERE rank = -1 GROUP BY ALL)
 SELECT 'high' AS severity, CASE t.k WHEN 0 THEN 'P15' ELSE 'P16' END AS drishti,
        printf('%d small %s requests (under 1 MiB) to shared files: %s of their %d %ss', t.small, t.direction,
               fmt_pct(t.small / t.total), t.total, t.direction) AS detail,

@@ -15,6 +15,11 @@ SELECT *,
        POSIX_SIZE_WRITE_0_100 + POSIX_SIZE_WRITE_100_1K + POSIX_SIZE_WRITE_1K_10K + POSIX_SIZE_WRITE_10K_100K
            + POSIX_SIZE_WRITE_100K_1M AS small_writes
 FROM posix;
--- the two directions, with their Drishti codes where an insight has one per direction
+-- the two directions (k: 0 read, 1 write)
 CREATE TEMP TABLE directions AS
 SELECT * FROM (VALUES ('read', 0), ('write', 1)) t(direction, k);
+-- each POSIX record's requests and those under 1 MiB, per direction
+CREATE TEMP VIEW small_requests AS
+SELECT d.direction, d.k, rank, file, CASE d.k WHEN 0 THEN POSIX_READS ELSE POSIX_WRITES END AS requests,
+       CASE d.k WHEN 0 THEN small_reads ELSE small_writes END AS small
+FROM posix_small, directions d;
