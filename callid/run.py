@@ -136,12 +136,13 @@ def _check_devices(opts: RunOptions) -> None:
     if opts.fs and (opts.disk_model or opts.faults):
         raise BadValue("--disk-model, --fault: not with --fs (the file system's servers run already, with "
                        "their disks as they are)")
-    try:
-        parse_disk_model(opts.disk_model)
-        parse_faults(opts.faults, [META_SERVER, *(io_server(i) for i in range(opts.servers))])
-    except BadValue as exc:
-        flag = "--disk-model" if "disk model" in str(exc) else "--fault"
-        raise BadValue(f"{flag}: {exc}") from None
+    for flag, parse in (("--disk-model", lambda: parse_disk_model(opts.disk_model)),
+                        ("--fault", lambda: parse_faults(opts.faults, [META_SERVER, *map(io_server,
+                                                                                    range(opts.servers))]))):
+        try:
+            parse()
+        except BadValue as exc:
+            raise BadValue(f"{flag}: {exc}") from None
 
 
 def _check_bounds(opts: RunOptions) -> None:

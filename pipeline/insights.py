@@ -40,8 +40,7 @@ from pipeline.source import job_of, sample_text
 
 __all__ = ["DARSHAN_INSIGHTS", "DETAILS_MAX", "FAMILIES", "INSIGHTS", "SEVERITIES", "THRESHOLDS", "Threshold",
            "compare_insights", "count_insights", "drishti_codes", "finding", "named_query",
-           "reference_markdown", "render_comparison", "render_insights", "run_insights", "thresholds_of",
-           "unknown_thresholds"]
+           "reference_markdown", "render_comparison", "render_insights", "run_insights", "thresholds_of"]
 
 SEVERITIES = ("high", "warning", "ok", "info")
 FAMILIES = ("client", "server")
@@ -108,7 +107,7 @@ def thresholds_of(insight: Rule) -> tuple[str, ...]:
     return tuple(t.strip() for t in insight.thresholds.split(",") if t.strip() not in ("", "-"))
 
 
-def unknown_thresholds(insight: Rule) -> str | None:
+def _unknown_thresholds(insight: Rule) -> str | None:
     unknown = [t for t in thresholds_of(insight) if t not in THRESHOLDS]
     return f"thresholds {', '.join(unknown)} are not in THRESHOLDS" if unknown else None
 
@@ -117,7 +116,7 @@ def unknown_thresholds(insight: Rule) -> str | None:
 INSIGHTS = Catalogue("insight", "insight_sql", re.compile(r"^[PS]\d{3}$"), ("family", "thresholds"),
                      (("family", FAMILIES),), "{code}  {family:6}  {title}",
                      lambda i: {"code": i.code, "family": i.family, "title": i.title,
-                                "thresholds": list(thresholds_of(i))}, unknown_thresholds)
+                                "thresholds": list(thresholds_of(i))}, _unknown_thresholds)
 
 
 def drishti_codes(insight: Rule) -> tuple[str, ...]:
@@ -127,7 +126,7 @@ def drishti_codes(insight: Rule) -> tuple[str, ...]:
 
 def _bad_codes(insight: Rule) -> str | None:
     wrong = [c for c in drishti_codes(insight) if not re.fullmatch(r"[SPM]\d\d", c)]
-    return f"drishti codes {', '.join(wrong)} are not Drishti's" if wrong else unknown_thresholds(insight)
+    return f"drishti codes {', '.join(wrong)} are not Drishti's" if wrong else _unknown_thresholds(insight)
 
 
 #: the insights on a Darshan log's counters (pipeline.darshan_insights): pipeline/darshan_sql/CODE_name.sql
