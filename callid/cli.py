@@ -182,8 +182,8 @@ DiskModelOpt = Annotated[str, typer.Option(
 FaultOpt = Annotated[list[str] | None, typer.Option(
     "--fault", metavar="SERVER:WHAT", help="plant a fault in a server (repeatable): io1:disk=slow:20x (its "
     "disk operations 20 times as long), meta0:load=20x (its metadata operations), io0:pause=2s@1s (serves "
-    "nothing for 2 s from 1 s after it started), io1:full=16MiB (writes fail with ENOSPC beyond 16 MiB "
-    "written); recorded in the run's configuration, never read by the analyses", show_default=False)]
+    "nothing for 2 s from 1 s after its first request), io1:full=16MiB (writes fail with ENOSPC beyond "
+    "16 MiB written); recorded in the run's configuration, never read by the analyses", show_default=False)]
 
 
 #: what a run (callid run, replay, demo) writes in its directory, beside what only it makes

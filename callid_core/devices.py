@@ -8,7 +8,7 @@ real operation's own time, if longer), so the disk operations' times are the mod
 
 - ``io1:disk=slow:20x``: its disk operations take 20 times as long (the model's time, or the real one's);
 - ``meta0:load=20x``: its metadata operations (the keyval store) take 20 times as long;
-- ``io0:pause=2s@1s``: it serves no request from 1 s after it started, for 2 s (as a server stalled);
+- ``io0:pause=2s@1s``: it serves no request for 2 s from 1 s after its first (as a server stalled);
 - ``io1:full=16MiB``: its writes fail with ENOSPC once it has written 16 MiB (a full server).
 
 A run records them in its configuration (the truth a diagnosis is scored against); no analysis reads

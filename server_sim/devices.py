@@ -132,17 +132,22 @@ class ModelledMeta:
 
 
 class Pause:
-    """A server that serves nothing from ``start`` s after it began, for ``length`` s."""
+    """A server that serves nothing for ``length`` s from ``start`` s after its first request of the file
+    system (pings and log requests pass and start nothing: a run's start and end are not held back)."""
 
     def __init__(self, start: float, length: float, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
-        self._from = clock() + start
-        self._until = self._from + length
+        self._start, self._length = start, length
+        self._from: float | None = None
+        self._lock = threading.Lock()
 
     def wait(self) -> None:
-        """Return at once, or at the end of the pause if it is under way."""
-        if self._from <= self._clock() < self._until:
-            _sleep_until(self._until, self._clock)
+        """Return at once, or at the end of the pause if it is under way (the first call starts its clock)."""
+        with self._lock:
+            if self._from is None:
+                self._from = self._clock() + self._start
+        if self._from <= self._clock() < self._from + self._length:
+            _sleep_until(self._from + self._length, self._clock)
 
 
 def modelled(trove: object, meta: object | None, model: DiskModel | None,

@@ -58,6 +58,10 @@ class Shutdown(Exception):
     """Raised in the main thread by the first SIGTERM/SIGINT."""
 
 
+#: the requests of the run's management, not of the file system: a planted pause holds none of them
+_ADMIN = frozenset({P.Op.PING, P.Op.LOG_FLUSH, P.Op.LOG_READ, P.Op.LOG_REMOVE, P.Op.EVENT_MASK})
+
+
 def _descriptors(connections: int, open_files: int) -> tuple[int, int]:
     """How many connections and open datafiles the process's descriptors allow (the soft limit
     raised to the hard one if that is needed), so that serving never runs out of descriptors:
@@ -300,8 +304,6 @@ class Server:
             send_reply(sock, tag, P.ErrorResponse(P.Status.EPROTO), now())
             return True
         payload = bmi.recv_payload(sock, size)
-        if self.pause is not None:  # (a planted fault: the server stalls)
-            self.pause.wait()
         t_recv = now()
         req: P.Message | None = None
         try:
@@ -313,6 +315,8 @@ class Server:
             op = req.OP if isinstance(req, P.Request) else 0
             send_reply(sock, tag, P.ErrorResponse(status, op=op), t_recv)
             return True
+        if self.pause is not None and req.OP not in _ADMIN:  # (a planted fault: the server stalls)
+            self.pause.wait()
         ctx = RequestContext(self.state, sock, tag, t_recv, req, machine.name if machine.logged else None)
         reply = serve(ctx, req, machine)
         if reply is not None:

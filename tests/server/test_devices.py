@@ -149,3 +149,17 @@ def test_a_full_server_fails_the_write_that_overflows_it(tmp_path):
                             WHERE kind = 'call' AND error IS NOT NULL""").fetchall()
     assert len(errors) == 1 and errors[0][0] == "MPI_File_write_at"
     assert errors[0][1].startswith("MPI_ERR_NO_SPACE")
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_a_paused_server_holds_the_requests_that_reach_it(tmp_path):
+    """io0 paused for 1.5 s from its first request (the opens' create_dfile): a request to it waits that
+    long (the run's pings and log requests are not held: the run starts and ends)."""
+    out = tmp_path / "out"
+    res = callid_cmd("run", "-n", 2, "--servers", 2, "-d", out, "--fault", "io0:pause=1500ms",
+                     ROOT / "examples" / "mpi_io_test.py", "-b", "64KiB", "-i", 2)
+    assert res.returncode == 0, res.stderr[-3000:]
+    ((longest,),) = duckdb.sql(f"""SELECT max(t_end - t_start) FROM '{out}/client.parquet'
+                                   WHERE kind = 'rpc' AND server = 'io0'""").fetchall()
+    assert longest >= 1.5e9 * 0.999
