@@ -837,27 +837,22 @@ def insights(
     )
 
     darshan = bool(dbs) and any(is_darshan_log(db) for db in dbs)
+    catalogue = DARSHAN_INSIGHTS if darshan else INSIGHTS
     if list_insights:
-        _listing(DARSHAN_INSIGHTS if darshan else INSIGHTS, as_json)
+        _listing(catalogue, as_json)
         return
     if not dbs or len(dbs) > 2:
         raise BadValue("give one merged database (or two to compare; or --list)")
-    if darshan:
-        if len(dbs) > 1:
-            raise BadValue("give one Darshan log (two runs are compared as merged databases)")
-        with _steps("insights", quiet=as_json) as step:
-            step(str(dbs[0]))
-            found = api.insights(dbs[0], code)
-        if as_json:
-            _echo_json({"counts": count_insights(found), "findings": found})
-        else:
-            ran = len(set(code)) if code else len(DARSHAN_INSIGHTS.rules())
-            typer.echo(render_insights(found, ran, examples=verbose, source=f"the counters of {dbs[0]}"))
-        return
+    if darshan and len(dbs) > 1:
+        raise BadValue("give one Darshan log (two runs are compared as merged databases)")
     found, layouts = [], []
     with _steps("insights", quiet=as_json) as step:
         for db in dbs:
             step(str(db))
+            if darshan:  # (a Darshan log's counters: no merged output, no CallIDs)
+                found.append(api.insights(db, code))
+                layouts.append(None)
+                continue
             with api.open(db) as m:
                 found.append(api.insights(m, code))
                 layouts.append(m.layout)
@@ -871,8 +866,9 @@ def insights(
     if as_json:
         _echo_json({"counts": count_insights(found[0]), "findings": found[0]})
     else:
-        ran = len(set(code)) if code else len(INSIGHTS.rules())
-        typer.echo(render_insights(found[0], ran, layout, examples=verbose))
+        ran = len(set(code)) if code else len(catalogue.rules())
+        typer.echo(render_insights(found[0], ran, layout, examples=verbose,
+                                   source=f"the counters of {dbs[0]}" if darshan else ""))
 
 
 def _listing(catalogue, as_json: bool) -> None:

@@ -122,7 +122,10 @@ def check_options(opts: RunOptions) -> None:
     for mount in opts.mount:
         if not mount.startswith("/") or mount.rstrip("/") == "":
             raise BadValue(f"--mount: {mount!r} is not an absolute path below / (e.g. /pvfs2)")
-    _check_devices(opts)
+    if opts.fs and (opts.disk_model or opts.faults):
+        raise BadValue("--disk-model, --fault: not with --fs (the file system's servers run already, with "
+                       "their disks as they are)")
+    check_devices(opts.disk_model, opts.faults, opts.servers)
     if mpi_io(opts) == MpiIo.ROMIO:
         _check_romio(opts)
     elif opts.launcher == RunOptions.launcher and opts.target and not romio_launch.is_python(opts.target):
@@ -130,15 +133,12 @@ def check_options(opts: RunOptions) -> None:
                        "mpi4py programs; an executable runs on its MPI library: --mpi-io romio)")
 
 
-def _check_devices(opts: RunOptions) -> None:
-    """:class:`BadValue` naming --disk-model or --fault when its value cannot work (the servers' names:
-    meta0 and io0 .. io{N-1}), or when the run uses servers started before it (--fs)."""
-    if opts.fs and (opts.disk_model or opts.faults):
-        raise BadValue("--disk-model, --fault: not with --fs (the file system's servers run already, with "
-                       "their disks as they are)")
-    for flag, parse in (("--disk-model", lambda: parse_disk_model(opts.disk_model)),
-                        ("--fault", lambda: parse_faults(opts.faults, [META_SERVER, *map(io_server,
-                                                                                    range(opts.servers))]))):
+def check_devices(disk_model: str, faults: list[str], servers: int) -> None:
+    """:class:`BadValue` naming --disk-model or --fault when its value cannot work for a file system of
+    ``servers`` I/O servers (meta0 and io0 .. io{N-1})."""
+    names = [META_SERVER, *map(io_server, range(servers))]
+    for flag, parse in (("--disk-model", lambda: parse_disk_model(disk_model)),
+                        ("--fault", lambda: parse_faults(faults, names))):
         try:
             parse()
         except BadValue as exc:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import duckdb
 import numpy as np
@@ -95,8 +94,7 @@ def _read(dbe, log: dict, path: str) -> tuple[dict[str, str], dict[str, bool], d
     end = int(raw["end_time_sec"]) + int(raw.get("end_time_nsec") or 0) / 1e9
     run_time = raw.get("run_time") or max(end - start, 0.0)
     job = {"nprocs": str(raw["nprocs"]), "jobid": str(raw["jobid"]), "exe": exe.strip(),
-           "run_time_s": f"{run_time:g}", "log": Path(path).name,
-           "modules": ",".join(modules)}
+           "run_time_s": f"{run_time:g}", "modules": ",".join(modules)}
     job |= {f"metadata.{k}": str(v) for k, v in (raw.get("metadata") or {}).items()}
     columns = {}
     for mod in MODULES:

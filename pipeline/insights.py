@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 import sys
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -336,6 +337,16 @@ def _changes(f: dict) -> list[str]:
     return severity + [f"      {k}: {x} -> {y}" for k, (x, y) in f["changes"].items()]
 
 
+def _table(catalogue: Catalogue, second: str, of: Callable[[Rule], str]) -> list[str]:
+    """A markdown table of a catalogue's insights: code, ``second`` (``of`` each), what it finds, its
+    thresholds and what it decides from."""
+    lines = [f"| code | {second} | finds | thresholds | decided from |", "| --- | --- | --- | --- | --- |"]
+    for i in catalogue.rules():
+        names = ", ".join(f"`{t}`" for t in thresholds_of(i)) or "-"
+        lines.append(f"| `{i.code}` | {of(i)} | {i.title} | {names} | {i.columns} |")
+    return lines
+
+
 def reference_markdown() -> str:
     """The table of insights and thresholds, generated from the insight files (docs/insights.md)."""
     lines = ["# The insights of `callid insights`", "",
@@ -343,19 +354,13 @@ def reference_markdown() -> str:
              "pipeline.insights`; do not edit by hand.",
              "Each insight is one SQL query over the merged tables ([tables.md](tables.md)); "
              "`callid insights merged.duckdb` runs them all (`--json` for scripts).  Severities are "
-             "Drishti's: high, warning, ok, info.", "",
-             "| code | family | finds | thresholds | decided from |", "| --- | --- | --- | --- | --- |"]
-    for i in INSIGHTS.rules():
-        names = ", ".join(f"`{t}`" for t in thresholds_of(i)) or "-"
-        lines.append(f"| `{i.code}` | {i.family} | {i.title} | {names} | {i.columns} |")
+             "Drishti's: high, warning, ok, info.", ""]
+    lines += _table(INSIGHTS, "family", lambda i: i.family)
     lines += ["", "## On a Darshan log", "",
               "`callid insights LOG.darshan` computes these from the log's counters (no replay needed) with "
               "Drishti's triggers and thresholds, as `pipeline/darshan_sql/*.sql`; each finding names the "
-              "Drishti code beside callid's (`--verbose`: each recommendation's example).", "",
-              "| code | Drishti | finds | thresholds | decided from |", "| --- | --- | --- | --- | --- |"]
-    for i in DARSHAN_INSIGHTS.rules():
-        names = ", ".join(f"`{t}`" for t in thresholds_of(i)) or "-"
-        lines.append(f"| `{i.code}` | {', '.join(drishti_codes(i))} | {i.title} | {names} | {i.columns} |")
+              "Drishti code beside callid's (`--verbose`: each recommendation's example).", ""]
+    lines += _table(DARSHAN_INSIGHTS, "Drishti", lambda i: ", ".join(drishti_codes(i)))
     lines += ["", "## Thresholds", "", "| name | value | unit | where the value comes from |",
               "| --- | --- | --- | --- |"]
     lines += [f"| `{n}` | {t.value:g} | {t.unit} | {t.source} |" for n, t in THRESHOLDS.items()]

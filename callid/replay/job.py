@@ -18,7 +18,7 @@ from callid.replay.darshan import POSIX, read_log
 from callid.replay.layers import links
 from callid.replay.plan import OPTIONS_KEY, make_plan, select, stored_bytes
 from callid.replay.runlog import is_parquet, read_run_log
-from callid.run import RunOptions, RunResult, run
+from callid.run import RunOptions, RunResult, check_devices, run
 from callid_core import config as defaults
 from callid_core import schema as S
 from callid_core.atomic import replacing
@@ -112,6 +112,9 @@ def replay(opts: ReplayOptions) -> ReplayResult:
         raise BadValue(f"--time-scale: {opts.time_scale} is not a factor above 0")
     source = _read_source(opts.source)
     was = source.config
+    io_servers = [s for s in was.get("servers", []) if defaults.ROLE_IO in s.get("roles", ())]
+    servers = _pick(opts.servers, len(io_servers) or None, defaults.DEFAULT_IO_SERVERS)
+    check_devices(opts.disk_model, opts.faults, servers)  # (before anything is written)
     layout = opts.callid_layout or was.get("callid_layout") or str(DEFAULT_LAYOUT)
     accesses = select(source.accesses, opts.ranks, opts.files, opts.window)
     plan = make_plan(accesses, Layout.parse(layout), os.path.abspath(opts.mount), opts.prefill)
@@ -139,10 +142,9 @@ def replay(opts: ReplayOptions) -> ReplayResult:
             done = sum(_read_int(p) for p in parts.glob("progress-*") if p.suffix != ".tmp")
             opts.on_progress(done, total)
 
-    io_servers = [s for s in was.get("servers", []) if defaults.ROLE_IO in s.get("roles", ())]
     result = run(RunOptions(
         target=[str(schedule.resolve())], np=procs, launcher="callid.replay.driver",
-        servers=_pick(opts.servers, len(io_servers) or None, defaults.DEFAULT_IO_SERVERS),
+        servers=servers,
         strip_size=_pick(opts.strip_size, was.get("strip_size"), defaults.DEFAULT_STRIP_SIZE),
         flow_buffer=_pick(opts.flow_buffer, was.get("flow_buffer"), defaults.DEFAULT_FLOW_BUFFER),
         small_io=_pick(opts.small_io, was.get("small_io"), defaults.DEFAULT_SMALL_IO),

@@ -163,3 +163,13 @@ def test_a_paused_server_holds_the_requests_that_reach_it(tmp_path):
     ((longest,),) = duckdb.sql(f"""SELECT max(t_end - t_start) FROM '{out}/client.parquet'
                                    WHERE kind = 'rpc' AND server = 'io0'""").fetchall()
     assert longest >= 1.5e9 * 0.999
+
+
+def test_a_replay_refuses_a_bad_fault_before_it_writes_anything(tmp_path):
+    from bench.darshan_log import synthetic_dxt_log
+
+    log = tmp_path / "app.darshan"
+    synthetic_dxt_log(log, ranks=2, accesses=2, size=4096)
+    res = cli("replay", log, "-d", tmp_path / "rp", "--fault", "io9:disk=slow:2x")
+    assert res.returncode == 2 and "--fault" in res.stderr and "no server 'io9'" in res.stderr, res.stderr
+    assert not (tmp_path / "rp").exists()
