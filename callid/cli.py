@@ -179,11 +179,18 @@ DiskModelOpt = Annotated[str, typer.Option(
     "--disk-model", metavar="SPEC", help="model every server's disk: at most QUEUE operations at once, each "
     "taking LATENCY + bytes / BANDWIDTH (or its real time, if longer), e.g. latency=5ms,bandwidth=200MiB/s,"
     "queue=4", show_default="none: the real files' own speed")]
+NetModelOpt = Annotated[str, typer.Option(
+    "--net-model", metavar="SPEC", help="model every server's network link (each direction): one message at "
+    "a time, each taking LATENCY + bytes / BANDWIDTH, e.g. latency=50us,bandwidth=1GiB/s",
+    show_default="none: the sockets' own speed")]
 FaultOpt = Annotated[list[str] | None, typer.Option(
-    "--fault", metavar="SERVER:WHAT", help="plant a fault in a server (repeatable): io1:disk=slow:20x (its "
-    "disk operations 20 times as long), meta0:load=20x (its metadata operations), io0:pause=2s@1s (serves "
-    "nothing for 2 s from 1 s after its first request), io1:full=16MiB (writes fail with ENOSPC beyond "
-    "16 MiB written); recorded in the run's configuration, never read by the analyses", show_default=False)]
+    "--fault", metavar="WHO:WHAT", help="plant a fault in a server or a rank (repeatable): io1:disk=slow:20x "
+    "(its disk operations 20 times as long), io1:link=slow:20x (its messages 20 times as long on its link; "
+    "without --net-model, a link of 50us and 1GiB/s), meta0:load=20x (its metadata operations), "
+    "io0:pause=2s@1s (serves nothing for 2 s from 1 s after its first request), io1:full=16MiB (writes fail "
+    "with ENOSPC beyond 16 MiB written), rank3:straggle=50ms (rank 3 comes 50 ms late to each of its MPI-IO "
+    "calls; in a replay, a source rank); recorded in the run's configuration, never read by the analyses",
+    show_default=False)]
 
 
 #: what a run (callid run, replay, demo) writes in its directory, beside what only it makes
@@ -261,6 +268,7 @@ def run(
         metavar="SPEC", help="give clocks an offset and drift, e.g. server:0=+40ms@30ppm,host:1=-3ms@-12ppm "
         "(server:N is ioN; host:N needs --ranks-per-host)")] = "",
     disk_model: DiskModelOpt = "",
+    net_model: NetModelOpt = "",
     fault: FaultOpt = None,
     out_dir: Annotated[Path, typer.Option(
         "-d", "--out-dir", parser=_out_dir, metavar="DIR",
@@ -327,7 +335,7 @@ def run(
                       flow_buffer=flow_buffer, small_io=small_io,
                       callid=callid, callid_layout=callid_layout, mount=mount or [defaults.DEFAULT_MOUNT],
                       ranks_per_host=ranks_per_host, clock_skew=clock_skew, disk_model=disk_model,
-                      faults=fault or [], out=str(out_dir),
+                      net_model=net_model, faults=fault or [], out=str(out_dir),
                       timeout=timeout, stdout_to_stderr=as_json, fs=str(fs) if fs else "",
                       mpi_io=mpi_io, mpicc=mpicc, payload=payload,
                       server_layers=parse_layers(server_layers, "--server-layers"), flush_rows=flush_rows,
@@ -573,6 +581,7 @@ def replay(
         help=_PAYLOAD_HELP + "; full refuses a replay whose writes (prefill included) need more than the "
         "free space of DIR")] = Payload.FULL,
     disk_model: DiskModelOpt = "",
+    net_model: NetModelOpt = "",
     fault: FaultOpt = None,
     timeout: Timeout = None,
     force: Force = False,
@@ -619,7 +628,7 @@ def replay(
         window=parse_window(window) if window else None, hints=hints, servers=servers,
         strip_size=strip_size, flow_buffer=flow_buffer, small_io=small_io, callid_layout=callid_layout,
         mount=mount, ranks_per_host=ranks_per_host, prefill=prefill, payload=payload, timeout=timeout,
-        disk_model=disk_model, faults=fault or [])
+        disk_model=disk_model, net_model=net_model, faults=fault or [])
     with _bar("replaying", quiet=as_json) as opts.on_progress:
         result = do_replay(opts)
     run = result.run

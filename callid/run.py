@@ -42,7 +42,7 @@ from callid_core.config import (
     new_secret,
     secret_beside,
 )
-from callid_core.devices import faults_to_json, parse_disk_model, parse_faults
+from callid_core.devices import faults_to_json, parse_faults, parse_model, straggles
 from callid_core.errors import BadValue, InputError, os_reason
 from callid_core.ids import DEFAULT_LAYOUT, Layout
 from callid_core.partlog import combine_parts
@@ -66,6 +66,7 @@ class RunOptions:
     ranks_per_host: int = 0
     clock_skew: str = ""  # callid_core.clock skew specification, e.g. server:0=+40ms@30ppm
     disk_model: str = ""  # callid_core.devices disk model, e.g. latency=5ms,bandwidth=200MiB/s,queue=4
+    net_model: str = ""  # callid_core.devices link model, e.g. latency=50us,bandwidth=1GiB/s
     faults: list[str] = field(default_factory=list)  # callid_core.devices faults, e.g. io1:disk=slow:20x
     out: str = "callid-out"
     timeout: float | None = None
@@ -122,10 +123,11 @@ def check_options(opts: RunOptions) -> None:
     for mount in opts.mount:
         if not mount.startswith("/") or mount.rstrip("/") == "":
             raise BadValue(f"--mount: {mount!r} is not an absolute path below / (e.g. /pvfs2)")
-    if opts.fs and (opts.disk_model or opts.faults):
-        raise BadValue("--disk-model, --fault: not with --fs (the file system's servers run already, with "
-                       "their disks as they are)")
-    check_devices(opts.disk_model, opts.faults, opts.servers)
+    if opts.fs and (opts.disk_model or opts.net_model or opts.faults):
+        raise BadValue("--disk-model, --net-model, --fault: not with --fs (the file system's servers run "
+                       "already, with their disks and links as they are)")
+    # (a program's ranks are its np; a replay's driver runs source ranks, which it checks itself)
+    check_devices(opts, opts.servers, opts.np if opts.launcher == RunOptions.launcher else None)
     if mpi_io(opts) == MpiIo.ROMIO:
         _check_romio(opts)
     elif opts.launcher == RunOptions.launcher and opts.target and not romio_launch.is_python(opts.target):
@@ -133,12 +135,14 @@ def check_options(opts: RunOptions) -> None:
                        "mpi4py programs; an executable runs on its MPI library: --mpi-io romio)")
 
 
-def check_devices(disk_model: str, faults: list[str], servers: int) -> None:
-    """:class:`BadValue` naming --disk-model or --fault when its value cannot work for a file system of
-    ``servers`` I/O servers (meta0 and io0 .. io{N-1})."""
+def check_devices(opts: Any, servers: int, ranks: int | None) -> None:
+    """:class:`BadValue` naming --disk-model, --net-model or --fault when ``opts``' value cannot work for
+    a file system of ``servers`` I/O servers (meta0 and io0 .. io{N-1}) and ``ranks`` ranks (None:
+    not known yet)."""
     names = [META_SERVER, *map(io_server, range(servers))]
-    for flag, parse in (("--disk-model", lambda: parse_disk_model(disk_model)),
-                        ("--fault", lambda: parse_faults(faults, names))):
+    for flag, parse in (("--disk-model", lambda: parse_model(opts.disk_model, "disk")),
+                        ("--net-model", lambda: parse_model(opts.net_model, "net")),
+                        ("--fault", lambda: parse_faults(opts.faults, names, ranks))):
         try:
             parse()
         except BadValue as exc:
@@ -204,7 +208,7 @@ def make_config(opts: RunOptions, out: Path, secret_file: Path | None = None) ->
     its owner's only).
 
     Raises ``callid_core.clock.SkewError`` for a bad ``opts.clock_skew``, ``callid_core.devices.FaultError``
-    for a bad ``opts.disk_model`` or ``opts.faults``.
+    for a bad ``opts.disk_model``, ``opts.net_model`` or ``opts.faults``.
     """
     storage = out / "storage"
     servers = [ServerConfig(META_SERVER, [ROLE_META], str(storage / META_SERVER))]
@@ -213,7 +217,7 @@ def make_config(opts: RunOptions, out: Path, secret_file: Path | None = None) ->
     hosts = -(-opts.np // opts.ranks_per_host) if opts.ranks_per_host else 1
     skews = parse_skew(opts.clock_skew, [s.name for s in servers],
                        [s.name for s in servers if ROLE_IO in s.roles], hosts)
-    model = parse_disk_model(opts.disk_model)
+    disk, net = parse_model(opts.disk_model, "disk"), parse_model(opts.net_model, "net")
     faults = parse_faults(opts.faults, [s.name for s in servers])
     out.mkdir(parents=True, exist_ok=True)
     secret = Path(os.path.abspath(secret_file or out / SECRET_FILE))
@@ -225,7 +229,8 @@ def make_config(opts: RunOptions, out: Path, secret_file: Path | None = None) ->
         small_io=opts.small_io, ranks_per_host=opts.ranks_per_host, mpi_io=mpi_io(opts).value,
         payload=Payload(opts.payload).value,
         clock_skew=skews_to_json(skews), clock_t0=time.time_ns(),
-        disk_model=asdict(model) if model else {}, faults=faults_to_json(faults),
+        disk_model=asdict(disk) if disk else {}, net_model=asdict(net) if net else {},
+        faults=faults_to_json(faults),
         client_events=opts.client_events, server_events=opts.server_events,
         server_layers=list(opts.server_layers), flush_rows=opts.flush_rows, trace_hints=opts.trace_hints,
         trace_mpi=opts.trace_mpi,
@@ -589,7 +594,8 @@ def _run_ranks(opts: RunOptions, config_path: Path, parts: Path) -> tuple[str, l
     if romio:
         cmd, more = romio_launch.command(opts.target, opts.np, find_mpiexec(), config_path, parts,
                                          opts.mount[0], opts.callid_layout, opts.callid, opts.mpicc,
-                                         hints=opts.trace_hints, mpi=opts.trace_mpi)
+                                         hints=opts.trace_hints, mpi=opts.trace_mpi,
+                                         straggle=straggles(parse_faults(opts.faults)))
         env.update(more)
     else:
         cmd = [find_mpiexec(), "-disable-auto-cleanup", "-n", str(opts.np), sys.executable, "-m",

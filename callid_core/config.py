@@ -146,9 +146,11 @@ class Config:
     # server's mask changes at run time by request (event_mask), which logs an event of its own.
     server_layers: list[str] = field(default_factory=lambda: list(SERVER_LAYERS))
     secret_file: str = ""  # the file holding the secret every connection proves it holds (new_secret)
-    # The servers' disks (callid_core.devices.DiskModel as a dict; empty: the real files, unmodelled) and
-    # the faults planted in them (server -> callid_core.devices.Fault): the truth, never read by analyses
+    # The servers' disks and links (callid_core.devices.DeviceModel as a dict; empty: the real files and
+    # sockets, unmodelled) and the faults planted in them or in ranks (server or rankN ->
+    # callid_core.devices.Fault): the truth, never read by analyses
     disk_model: dict = field(default_factory=dict)
+    net_model: dict = field(default_factory=dict)
     faults: dict[str, dict] = field(default_factory=dict)
     # What a server allows (bounds on the resources one client can take):
     max_flow: int = DEFAULT_MAX_FLOW

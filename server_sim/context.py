@@ -10,6 +10,7 @@ from typing import TypeVar
 from server_sim import bmi
 from server_sim import protocol as P
 from server_sim.attribution import Attribution, Share
+from server_sim.devices import Link
 from server_sim.distribution import SimpleStripe
 from server_sim.events import ServerEvents, now
 from server_sim.trove import MetaStore, Trove
@@ -30,6 +31,7 @@ class ServerState:
     default_strip_size: int
     max_flow: int  # most bytes one I/O request may move on one datafile
     payload: int  # what its I/O requests move (protocol.PayloadCode: the bytes, or sizes only)
+    link: Link | None = None  # its modelled network link (None: the socket as it is)
 
 
 def send_reply(sock: socket.socket, tag: int, msg: P.Response, t_recv: int) -> None:
@@ -108,7 +110,18 @@ class RequestContext:
 
     def send(self, msg: P.Response) -> None:
         """Send a reply now."""
-        send_reply(self.sock, self.tag, msg, self.t_recv)
+        self.send_buffers(self.frame(msg))
+
+    def send_buffers(self, buffers: list[memoryview]) -> None:
+        """Send framed buffers on the request's connection, once they have crossed the modelled link."""
+        if self.state.link is not None:
+            self.state.link.outbound(sum(b.nbytes for b in buffers))
+        bmi.send_buffers(self.sock, buffers)
+
+    def received(self, nbytes: int) -> None:
+        """``nbytes`` of the request's buffers came in: return once they have crossed the modelled link."""
+        if self.state.link is not None:
+            self.state.link.inbound(nbytes)
 
     def finish(self) -> None:
         """Record the request's own event (layer ``req``), ending now."""

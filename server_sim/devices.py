@@ -1,10 +1,12 @@
-"""A server's modelled devices (``callid_core.devices``): its disk and metadata store as queues with
-service times, and the faults planted in them.
+"""A server's modelled devices (``callid_core.devices``): its disk, metadata store and network link as
+queues with service times, and the faults planted in them.
 
 The disk operations keep going to the real files; a :class:`Device` only holds each one back: an
 operation arriving when all ``queue`` places are taken waits for the first to free (its wait is part of
 the disk operation's time, as in a disk's queue), then takes ``factor`` times the longer of the model's
-service time and its real one.  With no model and no fault, nothing is wrapped: the server is as
+service time and its real one.  A :class:`Link` holds each message the same way, one direction at a
+time: a request or flow buffer that came in is served when its modelled crossing ends, a reply or flow
+buffer leaves when its crossing ends.  With no model and no fault, nothing is wrapped: the server is as
 before.  :meth:`Device.schedule` is the arithmetic, tested on its own.
 """
 
@@ -17,15 +19,15 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from callid_core.devices import DiskModel, Fault
+from callid_core.devices import NOMINAL_LINK, DeviceModel, Fault
 
-__all__ = ["Device", "ModelledMeta", "ModelledTrove", "Pause", "modelled"]
+__all__ = ["Device", "Link", "ModelledMeta", "ModelledTrove", "Pause", "link_of", "modelled"]
 
 
 class Device:
     """``model.queue`` places, each serving one operation at a time for ``factor`` x its service time."""
 
-    def __init__(self, model: DiskModel, factor: float = 1.0,
+    def __init__(self, model: DeviceModel, factor: float = 1.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.model = model
         self.factor = factor
@@ -131,6 +133,33 @@ class ModelledMeta:
         return op
 
 
+class Link:
+    """A server's network link, full duplex: each direction a :class:`Device` carrying its messages."""
+
+    def __init__(self, model: DeviceModel, factor: float = 1.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._in = Device(model, factor, clock)
+        self._out = Device(model, factor, clock)
+
+    def inbound(self, nbytes: int) -> None:
+        """Return when a message of ``nbytes`` that has just come in has crossed the link."""
+        with self._in.occupy(nbytes):
+            pass
+
+    def outbound(self, nbytes: int) -> None:
+        """Return when a message of ``nbytes`` to send now has crossed the link (then it is sent)."""
+        with self._out.occupy(nbytes):
+            pass
+
+
+def link_of(model: DeviceModel | None, fault: Fault | None) -> Link | None:
+    """The link of a server with this net model and fault (None: the real socket, unmodelled)."""
+    factor = fault.link_factor if fault else 1.0
+    if model is None and factor == 1:
+        return None
+    return Link(model or NOMINAL_LINK, factor)
+
+
 class Pause:
     """A server that serves nothing for ``length`` s from ``start`` s after its first request of the file
     system (pings and log requests pass and start nothing: a run's start and end are not held back)."""
@@ -150,16 +179,16 @@ class Pause:
             _sleep_until(self._from + self._length, self._clock)
 
 
-def modelled(trove: object, meta: object | None, model: DiskModel | None,
+def modelled(trove: object, meta: object | None, model: DeviceModel | None,
              fault: Fault | None) -> tuple[object, object | None]:
     """The Trove and metadata store of a server with this disk model and fault (themselves when neither
     changes anything)."""
     fault = fault or Fault()
     if model is None and fault.disk_factor == 1 and fault.meta_factor == 1 and fault.full_bytes is None:
         return trove, meta
-    disk = Device(model or DiskModel(), fault.disk_factor)
+    disk = Device(model or DeviceModel(), fault.disk_factor)
     trove = ModelledTrove(trove, disk, fault.full_bytes)
     if meta is not None:
         meta = ModelledMeta(meta, disk if fault.meta_factor == 1 else
-                            Device(model or DiskModel(), fault.meta_factor))
+                            Device(model or DeviceModel(), fault.meta_factor))
     return trove, meta

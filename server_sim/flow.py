@@ -77,7 +77,7 @@ def _sizes_only(ctx: RequestContext, handle: int, segments: Segments, op: str,
             _trove_op(ctx, handle, flow_id, f"trove_{op}", fn, k, pieces, nbytes)
             total += nbytes
         if ahead:
-            bmi.send_buffers(ctx.sock, ahead)
+            ctx.send_buffers(ahead)
     finally:
         ctx.record(event_id=flow_id, layer="flow", op=f"flow_{op}", parent=ctx.event_id, handle=handle,
                    offset=segments[0][0] if segments else 0, size=total, t_start=t0, t_end=now(),
@@ -109,6 +109,7 @@ def write_flow(ctx: RequestContext, handle: int, segments: Segments) -> int:
             if len(batch) < per_batch and k + 1 < count:
                 continue
             bmi.recv_messages_into(sock, tag, [[view] for _, _, view in batch])
+            ctx.received(pos)
             for i, buf_pieces, view in batch:
                 if failure is None:  # after a Trove error, keep draining the client's buffers
                     try:
@@ -134,7 +135,7 @@ def read_flow(ctx: RequestContext, handle: int, segments: Segments, ahead: list[
     Buffers leave in batches of up to ``bmi.FLOW_BATCH`` bytes, one system call each;
     ``ahead`` (the request's acknowledgement) leaves with the first batch, so after a
     Trove error before that it is never sent."""
-    state, sock, tag = ctx.state, ctx.sock, ctx.tag
+    state, tag = ctx.state, ctx.tag
     if not state.trove.STORES_DATA:  # (payload NONE: the acknowledgement alone leaves)
         return _sizes_only(ctx, handle, segments, "read", state.trove.read_list, ahead)
     flow_id = ctx.new_id()
@@ -154,10 +155,10 @@ def read_flow(ctx: RequestContext, handle: int, segments: Segments, ahead: list[
             pos += nbytes
             total += nbytes
             if i % per_batch == 0 or i == count:
-                bmi.send_buffers(sock, out)  # copied into the socket: the scratch is free again
+                ctx.send_buffers(out)  # copied into the socket: the scratch is free again
                 out, pos = [], 0
         if out:  # (the acknowledgement of an empty stream)
-            bmi.send_buffers(sock, out)
+            ctx.send_buffers(out)
     finally:
         _give(scratch)
         ctx.record(event_id=flow_id, layer="flow", op="flow_read", parent=ctx.event_id, handle=handle,

@@ -28,11 +28,11 @@ from dataclasses import replace
 from callid_core import clock
 from callid_core.atomic import replacing
 from callid_core.config import ROLE_META, Config
-from callid_core.devices import disk_model_from_json, faults_from_json
+from callid_core.devices import faults_from_json, model_from_json
 from server_sim import bmi
 from server_sim import protocol as P
 from server_sim.context import RequestContext, ServerState, send_reply
-from server_sim.devices import Pause, modelled
+from server_sim.devices import Pause, link_of, modelled
 from server_sim.events import ServerEvents, now
 from server_sim.requests import RequestError, machine_for, serve
 from server_sim.trove import MetaStore, SizeTrove, Trove
@@ -106,11 +106,11 @@ class Server:
         trove = (Trove if payload == P.PayloadCode.FULL else SizeTrove)(self.me.storage, open_files)
         meta = MetaStore(self.me.storage) if ROLE_META in self.me.roles else None
         fault = faults_from_json(config.faults).get(name)
-        self.trove, self.meta = modelled(trove, meta, disk_model_from_json(config.disk_model), fault)
+        self.trove, self.meta = modelled(trove, meta, model_from_json(config.disk_model), fault)
         self.pause = Pause(*fault.pause) if fault and fault.pause else None
         self.state = ServerState(name, self.trove, self.meta, self.events, config.flow_buffer,
                                  tuple(s.name for s in config.io_servers), config.strip_size, config.max_flow,
-                                 payload)
+                                 payload, link_of(model_from_json(config.net_model), fault))
         self._conns: dict[socket.socket, threading.Thread] = {}
         self._lock = threading.Lock()
         self._refused = 0  # connections refused (too many), and clients refused (no proof of the secret)
@@ -315,8 +315,12 @@ class Server:
             op = req.OP if isinstance(req, P.Request) else 0
             send_reply(sock, tag, P.ErrorResponse(status, op=op), t_recv)
             return True
-        if self.pause is not None and req.OP not in _ADMIN:  # (a planted fault: the server stalls)
-            self.pause.wait()
+        if req.OP not in _ADMIN:
+            if self.state.link is not None:  # (the request is served once it has crossed the link)
+                self.state.link.inbound(bmi.FRAME.size + size)
+                t_recv = now()
+            if self.pause is not None:  # (a planted fault: the server stalls)
+                self.pause.wait()
         ctx = RequestContext(self.state, sock, tag, t_recv, req, machine.name if machine.logged else None)
         reply = serve(ctx, req, machine)
         if reply is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
@@ -25,6 +26,7 @@ from callid.mpiio.sysint import SysInt
 from callid.trace import ClientTrace
 from callid_core import clock
 from callid_core.config import DEFAULT_FLUSH_ROWS, Config, host_of
+from callid_core.devices import faults_from_json, straggles
 from callid_core.filenames import canonical
 from callid_core.ids import DEFAULT_LAYOUT, Layout, Stamper
 from server_sim import protocol as P
@@ -165,6 +167,8 @@ class Tracer:
         self.rids = itertools.count(1)
         #: the switches (Config.trace_hints, trace_mpi)
         self.hints, self.mpi = (config.trace_hints, config.trace_mpi) if config else (True, True)
+        #: a planted fault: how late this rank comes to each of its MPI-IO calls (s)
+        self.straggle_s = straggles(faults_from_json(config.faults)).get(rank, 0.0) if config else 0.0
         #: the groups MPI_File_get_group returned: (group, its size and id, the call's end)
         self.groups: list[tuple[MPI.Group, int, int, int]] = []
 
@@ -272,6 +276,8 @@ def _call(fh: TracedFile | None, name: str, *args: Any, **kwargs: Any) -> Any:
             rec.coll_seq = fh._callid_coll_seq()
             rec.comm_size, rec.comm_id = fh._callid_comm
     error = None
+    if tr.straggle_s:  # (late to the call: outside its time, as a rank slowed by its computation)
+        time.sleep(tr.straggle_s)
     t0 = clock.now()
     try:
         if name == "Open":

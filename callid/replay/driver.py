@@ -48,6 +48,7 @@ from callid.replay.plan import OPEN, OPTIONS_KEY, SETUP
 from callid_core import clock
 from callid_core.choices import Payload
 from callid_core.config import CONFIG_ENV, Config
+from callid_core.devices import faults_from_json, straggles
 from callid_core.evidence import REPLAY_ORIGIN
 from server_sim import protocol as P
 
@@ -124,6 +125,8 @@ class Replayer:
         # per source rank (only the lane running the rank's call changes its entries)
         self.last_end: dict[int, int] = {}  # when its last call ended (clock.now)
         self.last_src_end: dict[int, int] = {}  # when that call ended in the source run
+        # a planted fault: how late a straggling source rank comes to each of its calls (ns)
+        self.late = {r: round(t * 1e9) for r, t in straggles(faults_from_json(config.faults)).items()}
         self.done = 0
         self._done_lock = threading.Lock()
         self.progress_file = Path(config.trace_dir) / f"progress-{self.me}"
@@ -227,18 +230,19 @@ class Replayer:
     def _due(self, i: int) -> int:
         """When call ``i`` is due (clock.now): asap, when its rank's previous call ended; original,
         at the replay's start plus its source time (scaled), no sooner than its rank's source gap
-        (scaled) after its previous call."""
+        (scaled) after its previous call; a straggling rank's (a planted fault) that much later."""
         rank = int(self.s.rank[i])
+        late = self.late.get(rank, 0)  # (a straggling rank: that much later)
         if self.scale is None:
-            return self.last_end[rank]
+            return self.last_end[rank] + late
         t = int(self.s.t_start[i])
         due = self.t0 + int(t * self.scale)
         if rank in self.last_src_end:
             due = max(due, self.last_end[rank] + int(max(0, t - self.last_src_end[rank]) * self.scale))
-        return due
+        return due + late
 
     def _sleep_until(self, due: int) -> None:
-        if self.scale is not None:
+        if self.scale is not None or self.late:
             delay = (due - clock.now()) / 1e9
             if delay > 0:
                 time.sleep(delay)

@@ -24,6 +24,7 @@ from callid_core import schema as S
 from callid_core.atomic import replacing
 from callid_core.choices import Payload, Timing
 from callid_core.clock import domain_name
+from callid_core.devices import parse_faults, straggles
 from callid_core.errors import BadValue, Failed, os_reason
 from callid_core.evidence import REPLAY_ORIGIN
 from callid_core.ids import DEFAULT_LAYOUT, Layout
@@ -61,7 +62,8 @@ class ReplayOptions:
     prefill: bool = True  # write the files read before written first (callid.replay.plan)
     payload: Payload = Payload.FULL  # NONE: no data moves or is stored (sizes only)
     timeout: float | None = None
-    disk_model: str = ""  # the servers' disks and faults planted in them (callid.run.RunOptions)
+    disk_model: str = ""  # the servers' disks and links and faults planted (callid.run.RunOptions)
+    net_model: str = ""
     faults: list[str] = field(default_factory=list)
     on_progress: Callable[[int, int], None] | None = None  # (calls done, calls in all)
 
@@ -114,10 +116,13 @@ def replay(opts: ReplayOptions) -> ReplayResult:
     was = source.config
     io_servers = [s for s in was.get("servers", []) if defaults.ROLE_IO in s.get("roles", ())]
     servers = _pick(opts.servers, len(io_servers) or None, defaults.DEFAULT_IO_SERVERS)
-    check_devices(opts.disk_model, opts.faults, servers)  # (before anything is written)
+    check_devices(opts, servers, None)  # (before anything is written; the ranks once planned)
     layout = opts.callid_layout or was.get("callid_layout") or str(DEFAULT_LAYOUT)
     accesses = select(source.accesses, opts.ranks, opts.files, opts.window)
     plan = make_plan(accesses, Layout.parse(layout), os.path.abspath(opts.mount), opts.prefill)
+    missing = set(straggles(parse_faults(opts.faults))) - set(pc.unique(plan.calls["rank"]).to_pylist())
+    if missing:
+        raise BadValue(f"--fault: rank {min(missing)} makes no call in the replay (rankN: a source rank)")
     out = Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
     if opts.payload == Payload.FULL:
@@ -149,7 +154,7 @@ def replay(opts: ReplayOptions) -> ReplayResult:
         flow_buffer=_pick(opts.flow_buffer, was.get("flow_buffer"), defaults.DEFAULT_FLOW_BUFFER),
         small_io=_pick(opts.small_io, was.get("small_io"), defaults.DEFAULT_SMALL_IO),
         callid_layout=layout, mount=[opts.mount], ranks_per_host=rph, out=str(out), timeout=opts.timeout,
-        payload=opts.payload, disk_model=opts.disk_model, faults=list(opts.faults),
+        payload=opts.payload, disk_model=opts.disk_model, net_model=opts.net_model, faults=list(opts.faults),
         stdout_to_stderr=True, on_wait=progress,
         source=f"{source.description}; {total} calls replayed, {plan.collectives} collective",
         source_notes=list(source.notes), source_job=source.job,

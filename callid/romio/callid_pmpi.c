@@ -95,6 +95,7 @@ static struct {
     struct callid_slot *slots;
     pthread_key_t slot_key;
     int threads;  /* the rank's threads numbered so far (0: the one that initialized MPI) */
+    int64_t straggle_ns;  /* a planted fault: how late the rank comes to each of its MPI-IO calls */
 } S = {.mu = PTHREAD_MUTEX_INITIALIZER, .rec = {.fd = -1}, .dat = {.fd = -1}};
 
 static __thread int t_slot = -1;
@@ -227,6 +228,14 @@ static void start(void) {
         if (S.slots == NULL) die("cannot map the slot table of the file-system client");
     }
     pthread_key_create(&S.slot_key, release_slot);
+    const char *late = getenv(CALLID_ENV_STRAGGLE);  /* "rank:ns,rank:ns..." */
+    while (late != NULL && *late) {
+        int r;
+        long long ns;
+        if (sscanf(late, "%d:%lld", &r, &ns) == 2 && r == S.rank) S.straggle_ns = ns;
+        late = strchr(late, ',');
+        if (late != NULL) late++;
+    }
     t_thread = S.threads++;  /* (the thread initializing MPI: 0) */
     S.ready = 1;
 }
@@ -261,6 +270,10 @@ static void collective(call_t *c, int yes) {
 }
 
 static void call_begin(call_t *c, int func, int kind) {
+    if (kind == K_CALL && t_depth == 0 && S.straggle_ns > 0) {  /* (late: outside the call's time) */
+        struct timespec late = {S.straggle_ns / 1000000000, S.straggle_ns % 1000000000};
+        while (nanosleep(&late, &late) != 0 && errno == EINTR) {}
+    }
     memset(c, 0, sizeof *c);
     c->r.magic = CALLID_MAGIC;
     c->r.kind = (uint8_t)kind;

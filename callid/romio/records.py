@@ -22,9 +22,11 @@ from callid_core.schema import CLIENT
 __all__ = ["ENV", "FUNCS", "NSLOTS", "RECORD", "SLOT", "c_header", "read_rank", "rank_files"]
 
 #: the environment the library reads (``callid run`` sets it): directory of its files, CallID layout,
-#: whether to stamp (0: every CallID is the layout's sentinel), the slot table
+#: whether to stamp (0: every CallID is the layout's sentinel), the slot table, the straggling ranks
+#: (``rank:ns,...``: how late each comes to its MPI-IO calls, a planted fault)
 ENV = {"dir": "CALLID_ROMIO_DIR", "layout": "CALLID_ROMIO_LAYOUT", "stamp": "CALLID_ROMIO_STAMP",
-       "slots": "CALLID_ROMIO_SLOTS", "hints": "CALLID_ROMIO_HINTS", "mpi": "CALLID_ROMIO_MPI"}
+       "slots": "CALLID_ROMIO_SLOTS", "hints": "CALLID_ROMIO_HINTS", "mpi": "CALLID_ROMIO_MPI",
+       "straggle": "CALLID_ROMIO_STRAGGLE"}
 MAGIC = 0x43414C4C  # "CALL", written last: a record is whole when it carries it
 VERSION = 1
 #: the file ranges of an access not known (a shared file pointer, or more than MAX_REGIONS)

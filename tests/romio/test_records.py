@@ -200,3 +200,14 @@ def test_the_switches_leave_hints_and_collectives_out(programs, tmp_path):
         assert bool([r for r in rows if r["hints"]]) is hinted
         assert len([r for r in rows if r["kind"] == "call"]) == len(
             [r for t in on.values() for r in t.to_pylist() if r["kind"] == "call"])
+
+
+def test_a_straggling_rank_comes_late_to_its_calls(programs, tmp_path):
+    """CALLID_ROMIO_STRAGGLE=1:NS (callid run --fault rank1:straggle=...): rank 1's library sleeps that
+    long before each MPI-IO call, outside its time; rank 0's does not (it waits only in the barriers)."""
+    ranks = _run(programs, tmp_path, "mpi-io-test", "-b", 4096, "-i", 2, "-f", tmp_path / "f", np=2,
+                 straggle="1:250000000")
+    for rank, table in ranks.items():
+        calls = [r for r in table.to_pylist() if r["kind"] == "call"]
+        gaps = [b["t_start"] - a["t_end"] for a, b in zip(calls, calls[1:])]
+        assert all(g >= 250_000_000 for g in gaps) if rank == 1 else min(gaps) < 250_000_000, (rank, gaps)
