@@ -9,7 +9,7 @@ imported on first use, so that a traced rank importing ``callid.mpiio`` loads no
 from __future__ import annotations
 
 __all__ = ["CheckResults", "Merged", "Selection", "check", "export", "insights", "merge", "merge_warnings",
-           "open", "opened", "report", "selection", "stats", "view"]
+           "open", "opened", "report", "selection", "stats", "view", "why"]
 
 
 def __getattr__(name: str) -> object:

@@ -31,6 +31,7 @@ from pipeline.merged import Merged, open_merged
 from pipeline.selection import Selection
 from pipeline.stats import compute_stats
 from pipeline.timeline import DETAIL
+from pipeline.why import explain, slowest_callid
 
 if TYPE_CHECKING:
     from callid.replay.job import ReplayResult
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CheckResults", "Merged", "Selection", "check", "export", "insights",
            "merge", "merge_warnings", "open", "opened", "replay", "report", "run", "selection", "stats",
-           "view"]
+           "view", "why"]
 
 Path = str | os.PathLike
 #: a merged output: open (:func:`open`), or its path (opened for one call)
@@ -115,6 +116,17 @@ def insights(merged: Run, codes: list[str] | None = None) -> list[dict]:
         return darshan_insights(os.fspath(merged), codes)
     with opened(merged) as m:
         return run_insights(m, codes)
+
+
+def why(merged: Run, callid: int | str | None = None) -> dict:
+    """Why a call took its time (``callid why --json``): ``callid`` as an int, or as callid prints it
+    (``0x000001_0000000003``); None: the slowest call."""
+    with opened(merged) as m:
+        if callid is None:
+            callid = slowest_callid(m)
+        elif isinstance(callid, str):
+            callid = m.layout.parse_id(callid)
+        return explain(m, callid)
 
 
 def selection(window: str | tuple[float, float] | None = None, ranks: str | Iterable[int] | None = None,

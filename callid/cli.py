@@ -880,6 +880,44 @@ def insights(
                                    source=f"the counters of {dbs[0]}" if darshan else ""))
 
 
+@app.command(cls=_Command)
+def why(
+    db: Annotated[Path, typer.Argument(
+        metavar="DB", help="merged output of 'callid merge'", show_default=False)],
+    callid: Annotated[str | None, typer.Argument(
+        metavar="CALLID", help="the call, by its CallID as callid prints it (0x000001_0000000003: rank 1, "
+        "call 3), or in decimal", show_default="the run's slowest call")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Say why one call took its time: its critical path, its peers, the findings that apply.
+
+    The critical path is walked back from the call's end: the request (of any rank, on the
+    call's behalf), collective phase or late rank's arrival that ended last bounds it, then
+    the one that ended last before that began, and so on; what none covers is the calling
+    rank's own time.  The pieces add up to the call's time.  Each request is split at its
+    server: reaching it, queued, on the disks (the disk operation that ended last named),
+    the rest of its server time, the reply.  Then: its peers (the calls of the same function
+    and size: median, how many were slower), what took most of its time (a server's disks,
+    its queue, the network, a rank it waited for, the rank itself), and the insights'
+    findings naming the call, a server or rank on its path, or its file, with the first's
+    recommendation.  callid report links its slowest calls to this.
+
+    Exit status: 0 done, 2 bad usage or input (no such call).
+
+    Example: callid why merged.duckdb 0x000001_0000000003 --json
+    """
+    from callid import api
+    from pipeline.why import render_why
+
+    with _steps("why", quiet=as_json) as step, api.open(db) as m:
+        step(str(db))
+        result = api.why(m, callid)
+    if as_json:
+        _echo_json(result)
+    else:
+        typer.echo(render_why(result))
+
+
 def _listing(catalogue, as_json: bool) -> None:
     """``--list`` of checks or insights (a :class:`pipeline.rules.Catalogue`)."""
     rows, text = catalogue.listing()

@@ -243,6 +243,7 @@ def _page_in_chromium(html, tmp, name: str) -> dict:
             svgs: document.querySelectorAll('svg').length, toc: document.querySelectorAll('nav li').length,
             plotted: [...document.querySelectorAll('svg')].filter(s => s.querySelector('rect')).length,
             texts: [...document.querySelectorAll('svg text')].map(t => t.textContent),
+            why: [...document.querySelectorAll('details.why summary')].map(t => t.textContent),
             height: document.documentElement.scrollHeight, width: document.documentElement.scrollWidth})""")
         browser.send("Emulation.setDeviceMetricsOverride", width=1400, height=min(page["height"], 16000),
                      deviceScaleFactor=1, mobile=False)
@@ -270,6 +271,10 @@ def test_report_page_draws_in_chromium(collective_fanin, tmp_path_factory):
     assert page["ready"] == "1" and page["errors"] == []
     assert page["toc"] == 13 and page["svgs"] >= 12 and page["plotted"] == page["svgs"]
     assert page["width"] <= 1400  # nothing wider than a laptop screen
+    # each slowest call says why it is slow (callid why), and how to ask
+    stamped = [r["callid_hex"] for r in api.stats(collective_fanin.db)["slowest_calls"] if r["callid_hex"]]
+    assert len(page["why"]) == len(stamped) > 0
+    assert all(f"callid why {collective_fanin.db} {c}" in w for c, w in zip(stamped, page["why"]))
     # axes name their units; heatmaps have a colour scale
     for label in ("time in MPI-IO (ms)", "busy (%)", "disk (KiB)", "calls", "disk operations per call",
                   "time since the run's first call (ms)", "size (power-of-2 bins: [2^k, 2^(k+1)) bytes)"):

@@ -1,0 +1,295 @@
+"""Why was this call slow?  One call's time along its critical path, beside its peers, with the findings
+that apply to it (``callid why DB CALLID``).
+
+The critical path is walked back from the call's end: the piece of work on the call's behalf that ended
+last (a request of any rank carrying the call's CallID, or for a collective any CallID of the collective;
+a collective phase of one of its ranks; the last rank's arrival at the collective) bounds the end; then the
+one that ended last before that one began, and so on to the call's start.  A stretch no such work covers
+is the calling rank's own time (its MPI-IO layer, copies, waiting for messages).  The pieces never
+overlap and add up to the call's time.  Each request on the path is split at its server: before the
+server received it, queued before its first disk operation, on the disks (the union of its disk
+operations; the one that ended last bounded it), the rest of its time at the server, and its reply's way
+back.  Peers: the calls of the same function and size.  Findings: the insights naming the call, a server
+or rank on its path, or its file.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from callid_core import schema as S
+from callid_core.errors import InputError
+from callid_core.units import human_size
+from pipeline.insights import run_insights
+from pipeline.merged import Merged
+
+__all__ = ["explain", "render_why", "slowest_callid"]
+
+#: findings listed under the explanation (the first's recommendation is the call's)
+FINDINGS_SHOWN = 3
+_SEVERITY = {"high": 0, "warning": 1, "ok": 2, "info": 3}
+
+
+def slowest_callid(m: Merged) -> int:
+    """The CallID of the run's slowest stamped call."""
+    rows = m.rows("SELECT callid FROM calls WHERE callid IS NOT NULL ORDER BY t_end - t_start DESC, t_start "
+                  "LIMIT 1")
+    if not rows:
+        raise InputError(f"{m.path}: no stamped call to explain")
+    return int(rows[0][0])
+
+
+def explain(m: Merged, callid: int) -> dict[str, Any]:
+    """Why call ``callid`` took its time (what ``callid why --json`` prints)."""
+    call = _call(m, callid)
+    path = _critical_path(m, call)
+    servers = sorted({s["server"] for s in path if s.get("server")})
+    ranks = sorted({s["rank"] for s in path if s.get("rank") is not None} | {call["rank"]})
+    return {"call": call, "peers": _peers(m, call), "critical_path": path, "verdict": _verdict(call, path),
+            "findings": _findings(m, call, servers, ranks)}
+
+
+def _call(m: Merged, callid: int) -> dict[str, Any]:
+    rel = m.sql("""SELECT callid, callid_hex, rank, func, file, file_offset, size, bytes, collective,
+                          coll_seq, t_start, t_end, t_end - t_start AS dur_ns, t_rel_ns, error
+                   FROM calls WHERE callid = ? ORDER BY t_start LIMIT 1""", [callid])
+    names = rel.columns
+    rows = rel.fetchall()
+    if not rows:
+        raise InputError(f"{m.path}: no call with CallID {m.layout.format(callid)} (callid why DB, with no "
+                         "CallID: the slowest call)")
+    call = dict(zip(names, rows[0]))
+    if call["coll_seq"] is not None and call["collective"]:
+        (ranks, last, last_rank), = m.rows("""SELECT count(*), max(t_start), arg_max(rank, t_start) FROM calls
+                                             WHERE coll_seq = ? AND collective""", [call["coll_seq"]])
+        call["collective_ranks"], call["last_arrival"], call["last_rank"] = ranks, last, last_rank
+    return call
+
+
+def _work(m: Merged, call: dict) -> list[dict]:
+    """The pieces of work on the call's behalf (requests, collective phases, the last arrival)."""
+    ids = ("SELECT list(callid) FROM calls WHERE coll_seq = ? AND collective AND callid IS NOT NULL"
+           if call.get("collective_ranks") else "SELECT [?::UBIGINT]")
+    key = call["coll_seq"] if call.get("collective_ranks") else call["callid"]
+    args = [key, call["t_end"], call["t_start"]]
+    rel = m.sql(f"""SELECT 'request' AS kind, rank, server, op, req_seq, t_start, t_end
+                    FROM rpcs WHERE list_has_any(callids, ({ids})) AND t_start < ? AND t_end > ?""", args)
+    work = [dict(zip(rel.columns, row)) for row in rel.fetchall()]
+    if call.get("collective_ranks"):
+        rel = m.sql("""SELECT 'phase' AS kind, p.rank, NULL AS server, p.phase AS op, NULL AS req_seq,
+                              p.t_start, p.t_end
+                       FROM phases p JOIN calls c ON c.callid = p.callid
+                       WHERE c.coll_seq = ? AND c.collective AND p.phase IN ('plan', 'exchange')
+                         AND p.t_start < ? AND p.t_end > ?""", args)
+        work += [dict(zip(rel.columns, row)) for row in rel.fetchall()]
+        # (no work for a collective goes on before its last rank arrives: ROMIO's first step gathers every
+        # rank's ranges; a phase open before then was waiting for it)
+        last = call["last_arrival"]
+        work = [{**w, "t_start": max(w["t_start"], last)} for w in work if w["t_end"] > last]
+        if last > call["t_start"] and call["last_rank"] != call["rank"]:
+            work.append({"kind": "arrival", "rank": call["last_rank"], "server": None, "op": None,
+                         "req_seq": None, "t_start": call["t_start"], "t_end": last})
+    for w in work:
+        w["whole"] = (w["t_start"], w["t_end"])
+    return work
+
+
+def _critical_path(m: Merged, call: dict) -> list[dict]:
+    """The pieces of the call's time, in order, from its start to its end (see the module's doc)."""
+    work = _work(m, call)
+    lo, cursor = call["t_start"], call["t_end"]
+    back: list[dict] = []
+    while cursor > lo:
+        open_ = [w for w in work if w["t_start"] < cursor and w["t_end"] > lo]
+        if not open_:
+            back.append(_own(call, lo, cursor))
+            break
+        # the one that ended last (before the cursor); a tie: the one of the call's own rank, a request
+        w = max(open_, key=lambda w: (min(w["t_end"], cursor), w["rank"] == call["rank"],
+                                      w["kind"] == "request", -w["t_start"]))
+        end = min(w["t_end"], cursor)
+        if end < cursor:
+            back.append(_own(call, end, cursor))
+        start = max(w["t_start"], lo)
+        back.append({**w, "t_start": start, "t_end": end})
+        work.remove(w)
+        cursor = start
+    path = back[::-1]
+    events = _server_events(m, [p for p in path if p["kind"] == "request"])
+    for piece in path:
+        piece["at_ns"] = piece["t_start"] - call["t_start"]
+        piece["dur_ns"] = piece["t_end"] - piece["t_start"]
+        whole = piece.pop("whole", None)
+        if piece["kind"] == "request":
+            piece["request_ns"] = whole[1] - whole[0]
+            key = (piece["server"], piece["rank"], piece["req_seq"])
+            piece["server_side"] = _server_side(events.get(key, []), piece, whole)
+    return path
+
+
+def _server_events(m: Merged, requests: list[dict]) -> dict[tuple, list[tuple]]:
+    """The request and disk events of these requests at their servers, by (server, rank, req_id), each
+    list in order of start (one scan of the server events)."""
+    if not requests:
+        return {}
+    rows = m.rows(f"""SELECT server, rank, req_id, layer, op, size, t_start, t_end FROM server_ops
+                      WHERE list_contains(?, req_id) AND (layer = 'req' OR layer IN ({S.DISK_LAYERS_SQL}))
+                      ORDER BY t_start""", [sorted({r["req_seq"] for r in requests})])
+    out: dict[tuple, list[tuple]] = {}
+    for server, rank, req, *event in rows:
+        out.setdefault((server, rank, req), []).append(tuple(event))
+    return out
+
+
+def _own(call: dict, start: int, end: int) -> dict:
+    return {"kind": "client", "rank": call["rank"], "server": None, "op": None, "req_seq": None,
+            "t_start": start, "t_end": end}
+
+
+def _server_side(rows: list[tuple], piece: dict, whole: tuple[int, int]) -> dict | None:
+    """The piece of a request on the path split at its server (``rows``: its events there): before the
+    server received it, queued before its first disk operation, on the disks (the union of its disk
+    operations), the rest of its time at the server, its reply's way back; and the request's disk
+    operations, the one that ended last (None: the server logged no event of it)."""
+    reqs = [r for r in rows if r[0] == "req"]
+    if not reqs:
+        return None
+    received, served = reqs[0][3], reqs[0][4]
+    disk = [r for r in rows if r[0] != "req"]
+    lo, hi = piece["t_start"], piece["t_end"]
+
+    def within(s: int, e: int) -> int:
+        return max(0, min(e, hi) - max(s, lo))
+
+    union, reach = 0, lo
+    for *_, s, e in disk:  # (sorted by start: the union of the intervals, within the piece)
+        union += within(max(s, reach), e)
+        reach = max(reach, e)
+    first = disk[0][3] if disk else served
+    parts = {"in_ns": within(whole[0], received), "queued_ns": within(received, first), "disk_ns": union,
+             "reply_ns": within(served, whole[1])}
+    parts["other_ns"] = max(0, piece["t_end"] - piece["t_start"] - sum(parts.values()))
+    last = max(disk, key=lambda r: r[4], default=None)
+    return {**parts, "disk_ops": len(disk), "last_disk_op": _op(last)}
+
+
+def _op(row: tuple | None) -> dict | None:
+    if row is None:
+        return None
+    layer, op, size, s, e = row
+    return {"layer": layer, "op": op, "size": size, "dur_ns": e - s}
+
+
+def _peers(m: Merged, call: dict) -> dict:
+    (count, median, slower), = m.rows("""SELECT count(*), median(t_end - t_start)::BIGINT,
+                                                count(*) FILTER (WHERE t_end - t_start > ?)
+                                         FROM calls WHERE func = ? AND size IS NOT DISTINCT FROM ?""",
+                                      [call["dur_ns"], call["func"], call["size"]])
+    return {"calls": count, "median_ns": median, "slower": slower,
+            "ratio": round(call["dur_ns"] / median, 2) if median else None}
+
+
+def _verdict(call: dict, path: list[dict]) -> dict:
+    """What took most of the call's time along its path: a server's disks, its queue, the network, a rank
+    the call waited for, or the calling rank itself."""
+    parts: dict[tuple[str, str], int] = {}
+
+    def add(kind: str, who: str, ns: int) -> None:
+        parts[(kind, who)] = parts.get((kind, who), 0) + ns
+
+    for p in path:
+        if p["kind"] == "request" and p.get("server_side"):
+            side, server = p["server_side"], p["server"]
+            add("disk", server, side["disk_ns"])
+            add("queue", server, side["queued_ns"] + side["other_ns"])
+            add("network", server, side["in_ns"] + side["reply_ns"])
+        elif p["kind"] == "request":
+            add("request", p["server"], p["dur_ns"])
+        elif p["kind"] == "arrival":
+            add("arrival", f"rank {p['rank']}", p["dur_ns"])
+        elif p["kind"] == "phase":
+            add("exchange", f"rank {p['rank']}", p["dur_ns"])
+        else:
+            add("client", f"rank {p['rank']}", p["dur_ns"])
+    (kind, who), ns = max(parts.items(), key=lambda kv: kv[1])
+    return {"kind": kind, "who": who, "ns": ns,
+            "share": round(ns / call["dur_ns"], 3) if call["dur_ns"] else None}
+
+
+def _findings(m: Merged, call: dict, servers: list[str], ranks: list[int]) -> list[dict]:
+    """The insights' findings (high, warning) that name the call, a server or rank on its path, or its
+    file, and are of its direction if of one; the most specific and severe first."""
+    func = call["func"].lower()
+    direction = "read" if "read" in func else "write" if "write" in func else None
+    scored = []
+    for f in run_insights(m):
+        if f["severity"] not in ("high", "warning") or f["numbers"].get("direction") not in (None, direction):
+            continue
+        score = (3 * (call["callid"] in f["callids"]) + 2 * bool(set(servers) & set(f["servers"]))
+                 + bool(set(ranks) & set(f["ranks"])) + (call["file"] in f["files"]))
+        if score:
+            scored.append((-score, _SEVERITY[f["severity"]], f["code"], f))
+    return [f for *_, f in sorted(scored, key=lambda s: s[:3])][:FINDINGS_SHOWN]
+
+
+# -- text ---------------------------------------------------------------------------------------------
+
+
+def _ms(ns: int | None) -> str:
+    return "-" if ns is None else f"{ns / 1e6:.1f} ms"
+
+
+def _piece(p: dict) -> str:
+    if p["kind"] == "arrival":
+        return f"waiting for rank {p['rank']}, the last to arrive at the collective"
+    if p["kind"] == "phase":
+        return f"rank {p['rank']}: " + _PHASES.get(p["op"], p["op"])
+    if p["kind"] == "client":
+        return f"rank {p['rank']} itself, outside any request (its MPI-IO layer, copies, messages)"
+    text = f"rank {p['rank']}'s request {p['op']} to {p['server']}"
+    if p["request_ns"] > p["dur_ns"]:
+        text += f" ({_ms(p['request_ns'])} in all; this much of it is on the path)"
+    side = p.get("server_side")
+    if side is None:
+        return text + " (no server event of it)"
+    last = side["last_disk_op"]
+    ops = (f"; its {side['disk_ops']} disk operations, the last {last['op']} of "
+           f"{human_size(last['size'] or 0)} taking {_ms(last['dur_ns'])}" if last else "; no disk operation")
+    return (f"{text}: reaching {p['server']} {_ms(side['in_ns'])}, queued {_ms(side['queued_ns'])}, "
+            f"disks {_ms(side['disk_ns'])}, other server time {_ms(side['other_ns'])}, "
+            f"reply {_ms(side['reply_ns'])}{ops}")
+
+
+_PHASES = {"plan": "gathering the collective's file ranges (plan)",
+           "exchange": "exchanging data between the ranks and the aggregators"}
+_VERDICT = {"disk": "on {who}'s disks", "queue": "queued at {who}", "network": "on the way to and from {who}",
+            "request": "in requests to {who}", "arrival": "waiting for {who} to arrive",
+            "exchange": "in the collective's exchange ({who})", "client": "on {who} itself, outside requests"}
+
+
+def render_why(result: dict, layout: Any = None) -> str:
+    """``callid why``'s text."""
+    c, peers, v = result["call"], result["peers"], result["verdict"]
+    where = f" at offset {c['file_offset']} of {c['file']}" if c["file"] else ""
+    size = f" {human_size(c['size'])}" if c["size"] is not None else ""
+    lines = [f"{c['func']} {c['callid_hex']} on rank {c['rank']}:{size}{where}",
+             f"  took {_ms(c['dur_ns'])} (from {c['t_rel_ns'] / 1e9:.3f} s into the run)"
+             + (f"; {c['collective_ranks']} ranks in the collective" if c.get("collective_ranks") else "")]
+    if peers["median_ns"] is not None and peers["calls"] > 1:
+        lines.append(f"  peers ({peers['calls']} calls of {c['func']} of the same size): median "
+                     f"{_ms(peers['median_ns'])}, this one {peers['ratio']}x; {peers['slower']} slower")
+    lines += ["", "Critical path (from the call's start; the pieces add up to its time):"]
+    for p in result["critical_path"]:
+        lines.append(f"  {_ms(p['at_ns']):>10}  +{_ms(p['dur_ns']):>10}  {_piece(p)}")
+    share = f"{100 * v['share']:.0f}% " if v["share"] is not None else ""
+    lines += ["", f"Most of it: {share}({_ms(v['ns'])}) " + _VERDICT[v["kind"]].format(who=v["who"]) + "."]
+    findings = result["findings"]
+    if findings:
+        lines += ["", "Findings that apply to it (callid insights):"]
+        for f in findings:
+            lines.append(f"  [{f['severity'].upper()}] {f['code']}: {f['detail']}")
+        lines.append(f"  Recommendation: {findings[0]['recommendation']}")
+    else:
+        lines += ["", "No insight at warning or high names this call, a server or rank on its path, "
+                  "or its file."]
+    return "\n".join(lines)
