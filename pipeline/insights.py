@@ -100,6 +100,13 @@ THRESHOLDS: dict[str, Threshold] = {
                             "servers' requests or busy time on the metadata server"),
     "client_share": Threshold(0.5, "share", "more than half of a call's time outside the servers"),
     "straggler_factor": Threshold(2.0, "ratio", "a call twice as slow as the median of its peers"),
+    "slow_server_factor": Threshold(3.0, "ratio", "a server taking 3 times as long as the others on the same "
+                                    "work (its disks, network or handling of requests)"),
+    "slow_server_share": Threshold(0.1, "share", "Drishti's small_requests share, applied to the time a slow "
+                                   "server lost against the time of all requests"),
+    "late_rank_share": Threshold(0.15, "share", "Drishti's imbalance_stragglers margin, applied to the time "
+                                 "the ranks waited for one at collective calls against all collective "
+                                 "calls' time"),
 }
 
 

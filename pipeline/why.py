@@ -217,16 +217,17 @@ def _verdict(call: dict, path: list[dict]) -> dict:
 
 
 def _findings(m: Merged, call: dict, servers: list[str], ranks: list[int]) -> list[dict]:
-    """The insights' findings (high, warning) that name the call, a server or rank on its path, or its
-    file, and are of its direction if of one; the most specific and severe first."""
+    """The insights' findings (high, warning) that name the call, a server or rank on its path, or (a data
+    call's) its file, and are of its direction if of one; the most specific and severe first."""
     func = call["func"].lower()
     direction = "read" if "read" in func else "write" if "write" in func else None
     scored = []
     for f in run_insights(m):
         if f["severity"] not in ("high", "warning") or f["numbers"].get("direction") not in (None, direction):
             continue
+        on_file = direction is not None and call["file"] in f["files"]
         score = (3 * (call["callid"] in f["callids"]) + 2 * bool(set(servers) & set(f["servers"]))
-                 + bool(set(ranks) & set(f["ranks"])) + (call["file"] in f["files"]))
+                 + bool(set(ranks) & set(f["ranks"])) + on_file)
         if score:
             scored.append((-score, _SEVERITY[f["severity"]], f["code"], f))
     return [f for *_, f in sorted(scored, key=lambda s: s[:3])][:FINDINGS_SHOWN]
@@ -253,7 +254,7 @@ def _piece(p: dict) -> str:
     if side is None:
         return text + " (no server event of it)"
     last = side["last_disk_op"]
-    ops = (f"; its {side['disk_ops']} disk operations, the last {last['op']} of "
+    ops = (f"; its disk operations: {side['disk_ops']}, the last {last['op']} of "
            f"{human_size(last['size'] or 0)} taking {_ms(last['dur_ns'])}" if last else "; no disk operation")
     return (f"{text}: reaching {p['server']} {_ms(side['in_ns'])}, queued {_ms(side['queued_ns'])}, "
             f"disks {_ms(side['disk_ns'])}, other server time {_ms(side['other_ns'])}, "
@@ -270,7 +271,8 @@ _VERDICT = {"disk": "on {who}'s disks", "queue": "queued at {who}", "network": "
 def render_why(result: dict, layout: Any = None) -> str:
     """``callid why``'s text."""
     c, peers, v = result["call"], result["peers"], result["verdict"]
-    where = f" at offset {c['file_offset']} of {c['file']}" if c["file"] else ""
+    where = (f" at offset {c['file_offset']} of {c['file']}" if c["file_offset"] is not None
+             else f" on {c['file']}" if c["file"] else "")
     size = f" {human_size(c['size'])}" if c["size"] is not None else ""
     lines = [f"{c['func']} {c['callid_hex']} on rank {c['rank']}:{size}{where}",
              f"  took {_ms(c['dur_ns'])} (from {c['t_rel_ns'] / 1e9:.3f} s into the run)"

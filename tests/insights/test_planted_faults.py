@@ -1,6 +1,7 @@
-"""callid why (issue 40, item 4): one call's critical path, its peers and the findings that apply, on real
-runs with a planted cause: a slow disk on io1 (the slowest call's time is on io1's disks) and a straggling
-rank (the slowest call waited for it to arrive); the pieces of a path add up to the call's time."""
+"""Real runs with a planted fault (issue 40): the insights name it (S813 a slow server's disks, link or
+request handling; P716 a late rank), a clean run raises neither, and callid why (item 4) puts the slowest
+call's time where the fault is: io1's disks, or waiting for the straggling rank; the pieces of a critical
+path add up to the call's time."""
 
 from __future__ import annotations
 
@@ -25,6 +26,36 @@ def slow_disk(tmp_path_factory):
 def straggler(tmp_path_factory):
     return traced(tmp_path_factory.mktemp("why"), "late", "-n", 2, "--fault", "rank1:straggle=200ms",
                   EXAMPLES / "collective_write.py", "--block", "64KiB")
+
+
+@pytest.fixture(scope="module")
+def slow_link(tmp_path_factory):
+    return traced(tmp_path_factory.mktemp("why"), "link", "-n", 2, "--servers", 2, "--fault",
+                  "io0:link=slow:50x", EXAMPLES / "mpi_io_test.py", "-b", "256KiB", "-i", 4)
+
+
+@pytest.fixture(scope="module")
+def paused(tmp_path_factory):
+    return traced(tmp_path_factory.mktemp("why"), "pause", "-n", 2, "--servers", 2, "--fault",
+                  "io1:pause=1s", EXAMPLES / "mpi_io_test.py", "-b", "64KiB", "-i", 8)
+
+
+def _high(traced_run, code: str) -> list[dict]:
+    return [f for f in api.insights(traced_run.db, [code]) if f["severity"] == "high"]
+
+
+def test_the_insights_name_the_planted_fault(slow_disk, straggler, slow_link, paused, collective_fanin):
+    """S813 names io1's disks, io0's network link and io1's request handling (a stall); P716 names rank 1;
+    on the clean collective run neither is high."""
+    for run, server, part in ((slow_disk, "io1", "disks"), (slow_link, "io0", "network"),
+                              (paused, "io1", "request handling")):
+        found = _high(run, "S813")
+        assert found and (found[0]["servers"], found[0]["numbers"]["part"]) == ([server], part), found
+        assert found[0]["numbers"]["factor"] >= 3
+    (late,) = _high(straggler, "P716")
+    assert late["ranks"] == [1] and late["numbers"]["share"] > 0.5
+    assert not _high(collective_fanin, "S813") and not _high(collective_fanin, "P716")
+    assert not _high(straggler, "S813") and not _high(slow_disk, "P716")
 
 
 def _adds_up(result: dict) -> None:
