@@ -14,6 +14,7 @@ BENCHMARKS = {
     "fs": "simulated file system bandwidth against raw socket + pwrite, its protocol floor and plain MPI-IO",
     "replay": "callid replay of a traced run against the run, and of Darshan DXT logs of 384 and 4096 ranks",
     "analysis": "callid stats, check, insights and report: time and peak memory against callid merge",
+    "diagnose": "faults and mistakes planted in standard workloads: does callid insights name each first?",
 }
 
 

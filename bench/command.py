@@ -18,13 +18,16 @@ def callid_path() -> str:
     return str(beside) if beside.exists() else shutil.which("callid") or "callid"
 
 
-def run_command(argv: list[str], directory: Path, name: str, timeout: float) -> dict:
+def run_command(argv: list[str], directory: Path, name: str, timeout: float,
+                env: dict[str, str] | None = None) -> dict:
     """Run one command, its output into files in ``directory``; its exit, seconds, peak RSS, stderr's end.
+    ``env``: variables added to this process's environment.
 
     The child is killed (SIGKILL, that process only) after ``timeout`` seconds."""
     with open(directory / f"{name}.out", "wb") as out, open(directory / f"{name}.err", "wb") as err:
         start = time.perf_counter()
-        child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+        child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                 env={**os.environ, **env} if env else None)
         pidfd = os.pidfd_open(child.pid)  # (readable once the child exits; the pid stays ours until wait4)
         try:
             exited = bool(select.select([pidfd], [], [], timeout)[0])

@@ -145,8 +145,12 @@ def _prune(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def _max_min_slack(lx, ly, hx, hy, bmax: float) -> tuple[float, float, float]:
-    """``(a, b, s)``: the line ``a + b*x`` maximising the least slack ``s`` (x normalised)."""
+    """``(a, b, s)``: the line ``a + b*x`` maximising the least slack ``s`` (x normalised).  With the
+    constraints of one side only the slack has no maximum (the line could go as far as it likes from
+    them): the line without drift that touches them, slack 0."""
     n_lo, n_hi = len(lx), len(hx)
+    if not n_lo or not n_hi:
+        return (float(np.max(ly)) if n_lo else float(np.min(hy))), 0.0, 0.0
     a_ub = np.zeros((n_lo + n_hi, 3))
     a_ub[:n_lo] = np.c_[-np.ones(n_lo), -lx, np.ones(n_lo)]
     a_ub[n_lo:] = np.c_[np.ones(n_hi), hx, np.ones(n_hi)]
@@ -413,8 +417,11 @@ def _hull_fit(w: _Window, line: _Line, lo: Bounds, hi: Bounds, dropped: int) -> 
     the line, with its guaranteed bound."""
     a, b = line.a, line.b
     two_sided = len(lo.x) > 0 and len(hi.x) > 0
+    if not two_sided:  # (one side only: the constraints bound the offset one way; no correction where
+        lx, ly, hx, hy = line.pts  # they allow none, as clocks kept by NTP are, else the least they ask)
+        a, b = (max(float(np.max(ly)), -w.y0) if len(lx) else min(float(np.min(hy)), -w.y0)), 0.0
     pinned = two_sided and (w.bmax == 0 or abs(b) < w.bmax * (1 - 1e-9))  # drift not at its limit
-    if not pinned and w.bmax > 0:  # the constraints do not fix the drift: prefer none to an extreme
+    if two_sided and not pinned and w.bmax > 0:  # (the drift left free: none, not an extreme)
         a0, _, s0 = _max_min_slack(*line.pts, 0.0)
         if s0 >= 0:
             a, b = a0, 0.0

@@ -40,11 +40,13 @@ from pipeline.rules import Catalogue, Rule, gate
 from pipeline.source import job_of, sample_text
 
 __all__ = ["DARSHAN_INSIGHTS", "DETAILS_MAX", "FAMILIES", "INSIGHTS", "SEVERITIES", "THRESHOLDS", "Threshold",
-           "compare_insights", "count_insights", "drishti_codes", "finding", "named_query",
+           "compare_insights", "count_insights", "drishti_codes", "finding", "in_order", "named_query",
            "reference_markdown", "render_comparison", "render_insights", "run_insights", "thresholds_of"]
 
 SEVERITIES = ("high", "warning", "ok", "info")
-FAMILIES = ("client", "server")
+#: the families, in the order findings print: what went wrong in the system (a slow or failing server, a
+#: late rank: the causes the others' symptoms come from), what the program does, what it caused on the servers
+FAMILIES = ("faults", "client", "server")
 
 #: at most this many ranks, calls, files and servers are named per finding (Drishti's DETAILS_MAX_SIZE)
 DETAILS_MAX = 10
@@ -90,16 +92,28 @@ THRESHOLDS: dict[str, Threshold] = {
                                "operations that fill only part of a flow buffer"),
     "disk_size_ratio": Threshold(0.25, "ratio", "disk operations a quarter of the requested size or less: "
                                  "each request costs at least 4 disk operations on its servers"),
+    "small_disk_op": Threshold(64 * 1024, "bytes", "PVFS2's default flow buffer and strip: disk operations "
+                               "smaller on average, from larger requests, come from smaller flow buffers or "
+                               "strips"),
     "aggregator_imbalance": Threshold(0.15, "share", "Drishti's imbalance_stragglers margin, applied to "
                                       "the bytes of a collective's aggregators"),
     "rmw_share": Threshold(0.1, "share", "Drishti's small_requests share, applied to the bytes read back "
                            "for read-modify-write against the bytes written"),
     "redundant_share": Threshold(0.1, "share", "Drishti's small_requests share, applied to bytes read from "
                                  "disk more than once"),
+    "redundant_high_share": Threshold(0.5, "share", "more than half of the bytes the disks read were read "
+                                      "before: most of the reading is redundant"),
     "meta_share": Threshold(0.3, "share", "Drishti flags metadata time of 30 s per rank; here 30% of the "
                             "servers' requests or busy time on the metadata server"),
+    "slow_meta_ns": Threshold(10e6, "ns", "a metadata request of 10 ms on average: a healthy metadata server "
+                              "serves one in about 1 ms (here an sqlite commit; Lustre's MDS well under)"),
     "client_share": Threshold(0.5, "share", "more than half of a call's time outside the servers"),
+    "aggregator_wait_share": Threshold(0.5, "share", "the ranks that do not aggregate spend half of their "
+                                       "collective calls waiting for the aggregators"),
     "straggler_factor": Threshold(2.0, "ratio", "a call twice as slow as the median of its peers"),
+    "noise_ns": Threshold(100e6, "ns", "a time lost or an imbalance below 100 ms is a short run's scheduling "
+                          "noise (2 ranks on one core), not a finding: callid's floor under Drishti's "
+                          "margins"),
     "slow_server_factor": Threshold(3.0, "ratio", "a server taking 3 times as long as the others on the same "
                                     "work (its disks, network or handling of requests)"),
     "slow_server_share": Threshold(0.1, "share", "Drishti's small_requests share, applied to the time a slow "
@@ -309,16 +323,26 @@ def render_insights(findings: list[dict], ran: int, layout: Layout | None = None
     counts = count_insights(findings)
     lines = [f"callid insights: {counts['high']} high, {counts['warning']} warnings, {counts['ok']} ok, "
              f"{counts['info']} info ({ran} insights{', from ' + source if source else ''})"]
-    titles = {"client": "What the program does (client side, Drishti's thresholds)",
+    titles = {"faults": "What went wrong (a slow or failing server, a late rank)",
+              "client": "What the program does (client side, Drishti's thresholds)",
               "server": "What it caused on the servers (server side)"}
-    for family in FAMILIES:
-        group = sorted((f for f in findings if f["family"] == family),
-                       key=lambda f: (_ORDER[f["severity"]], f["code"]))
-        if group:
+    family = None
+    for f in in_order(findings):
+        if f["family"] != family:
+            family = f["family"]
             lines += ["", titles[family]]
-            for f in group:
-                lines += _line(f, layout, examples)
+        lines += _line(f, layout, examples)
     return "\n".join(lines)
+
+
+def in_order(findings: list[dict]) -> list[dict]:
+    """The findings in the order ``callid insights`` prints them: by family (:data:`FAMILIES`), then most
+    severe first, then those that say what share of the time they account for (``numbers.impact``) the
+    largest first, then by code."""
+    def key(f: dict) -> tuple:
+        impact = (f.get("numbers") or {}).get("impact")
+        return (FAMILIES.index(f["family"]), _ORDER[f["severity"]], impact is None, -(impact or 0), f["code"])
+    return sorted(findings, key=key)
 
 
 def render_comparison(names: list[str], a: list[dict], b: list[dict], layout: Layout | None = None) -> str:

@@ -15,6 +15,7 @@ or rank on its path, or its file.
 
 from __future__ import annotations
 
+import heapq
 from typing import Any
 
 from callid_core import schema as S
@@ -25,6 +26,8 @@ from pipeline.merged import Merged
 
 __all__ = ["explain", "render_why", "slowest_callid"]
 
+#: how far outside its request a server event may lie on the reference clock (the clocks' alignment)
+_MARGIN_NS = 1_000_000_000
 #: findings listed under the explanation (the first's recommendation is the call's)
 FINDINGS_SHOWN = 3
 _SEVERITY = {"high": 0, "warning": 1, "ok": 2, "info": 3}
@@ -95,24 +98,35 @@ def _work(m: Merged, call: dict) -> list[dict]:
 
 
 def _critical_path(m: Merged, call: dict) -> list[dict]:
-    """The pieces of the call's time, in order, from its start to its end (see the module's doc)."""
-    work = _work(m, call)
+    """The pieces of the call's time, in order, from its start to its end (see the module's doc).  One
+    pass back over the work sorted by end: what ends at or after the cursor waits in a heap, the one of
+    the call's own rank (then a request, then the earliest start) first, until the cursor passes it."""
     lo, cursor = call["t_start"], call["t_end"]
+    work = sorted((w for w in _work(m, call) if w["t_end"] > lo), key=lambda w: -w["t_end"])
+    pool: list[tuple] = []
+    i = 0
     back: list[dict] = []
     while cursor > lo:
-        open_ = [w for w in work if w["t_start"] < cursor and w["t_end"] > lo]
-        if not open_:
-            back.append(_own(call, lo, cursor))
-            break
-        # the one that ended last (before the cursor); a tie: the one of the call's own rank, a request
-        w = max(open_, key=lambda w: (min(w["t_end"], cursor), w["rank"] == call["rank"],
-                                      w["kind"] == "request", -w["t_start"]))
-        end = min(w["t_end"], cursor)
-        if end < cursor:
-            back.append(_own(call, end, cursor))
+        while i < len(work) and work[i]["t_end"] >= cursor:
+            w = work[i]
+            heapq.heappush(pool, (w["rank"] != call["rank"], w["kind"] != "request", w["t_start"], i))
+            i += 1
+        while pool and work[pool[0][3]]["t_start"] >= cursor:  # (starts after the cursor: off the path)
+            heapq.heappop(pool)
+        if pool:
+            w, end = work[heapq.heappop(pool)[3]], cursor
+        else:
+            while i < len(work) and work[i]["t_start"] >= cursor:
+                i += 1
+            if i == len(work):
+                back.append(_own(call, lo, cursor))
+                break
+            w, end = work[i], work[i]["t_end"]
+            i += 1
+            if end < cursor:
+                back.append(_own(call, end, cursor))
         start = max(w["t_start"], lo)
         back.append({**w, "t_start": start, "t_end": end})
-        work.remove(w)
         cursor = start
     path = back[::-1]
     events = _server_events(m, [p for p in path if p["kind"] == "request"])
@@ -132,9 +146,12 @@ def _server_events(m: Merged, requests: list[dict]) -> dict[tuple, list[tuple]]:
     list in order of start (one scan of the server events)."""
     if not requests:
         return {}
+    lo = min(r["whole"][0] for r in requests) - _MARGIN_NS  # (the events lie within their requests, up to
+    hi = max(r["whole"][1] for r in requests) + _MARGIN_NS  # the clocks' alignment: a window to prune by)
     rows = m.rows(f"""SELECT server, rank, req_id, layer, op, size, t_start, t_end FROM server_ops
-                      WHERE list_contains(?, req_id) AND (layer = 'req' OR layer IN ({S.DISK_LAYERS_SQL}))
-                      ORDER BY t_start""", [sorted({r["req_seq"] for r in requests})])
+                      WHERE t_start < ? AND t_end > ? AND list_contains(?, req_id)
+                        AND (layer = 'req' OR layer IN ({S.DISK_LAYERS_SQL}))
+                      ORDER BY t_start""", [hi, lo, sorted({r["req_seq"] for r in requests})])
     out: dict[tuple, list[tuple]] = {}
     for server, rank, req, *event in rows:
         out.setdefault((server, rank, req), []).append(tuple(event))

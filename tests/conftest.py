@@ -57,11 +57,12 @@ def fs(tmp_path_factory):
     assert group.stop() == []
 
 
-def callid_cmd(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    """Run the ``callid`` command as a user would."""
+def callid_cmd(*args: str, cwd: Path | None = None, timeout: float = 300,
+               env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run the ``callid`` command as a user would (``env``: variables added to the environment)."""
     return subprocess.run([CALLID, *map(str, args)], cwd=cwd,
                           capture_output=True, text=True, timeout=timeout,
-                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+                          env=dict(os.environ, PYTHONPATH=str(ROOT), **(env or {})))
 
 
 def _no_process(self, args, *_, **__) -> None:

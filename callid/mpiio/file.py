@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from mpi4py import MPI
@@ -52,6 +53,33 @@ def hints_text(info: Any) -> str | None:
     if not isinstance(info, MPI.Info) or info == MPI.INFO_NULL or (_tracer is not None and not _tracer.hints):
         return None
     return ";".join(f"{k}={info.Get(k)}" for k in info.keys()) or None
+
+
+#: ROMIO's hints file: the environment variable naming it, and where ROMIO looks without it
+ROMIO_HINTS_ENV = "ROMIO_HINTS"
+ROMIO_HINTS_DEFAULT = "/etc/romio-hints"
+
+
+def system_hints() -> dict[str, str]:
+    """The hints of ROMIO's hints file (``$ROMIO_HINTS``, else ``/etc/romio-hints``; none if it cannot be
+    read): one ``key value`` per line, other lines ignored, as ROMIO reads it."""
+    try:
+        text = Path(os.environ.get(ROMIO_HINTS_ENV, ROMIO_HINTS_DEFAULT)).read_text(errors="replace")
+    except OSError:
+        return {}
+    return {words[0]: words[1] for words in map(str.split, text.splitlines())
+            if len(words) >= 2 and not words[0].startswith("#")}
+
+
+def _with_system_hints(info: Any, system: dict[str, str]) -> MPI.Info:
+    """A new ``MPI.Info``: the hints file's hints, and over them the program's own (as ROMIO merges them)."""
+    merged = MPI.Info.Create()
+    for key, value in system.items():
+        merged.Set(key, value)
+    if isinstance(info, MPI.Info) and info != MPI.INFO_NULL:
+        for key in info.keys():
+            merged.Set(key, info.Get(key))
+    return merged
 
 
 def _hints_at(where: int) -> Callable[[Record, tuple], None]:
@@ -167,6 +195,8 @@ class Tracer:
         self.rids = itertools.count(1)
         #: the switches (Config.trace_hints, trace_mpi)
         self.hints, self.mpi = (config.trace_hints, config.trace_mpi) if config else (True, True)
+        #: the hints of ROMIO's hints file: every open of the simulated file system gets them
+        self.system_hints = system_hints()
         #: a planted fault: how late this rank comes to each of its MPI-IO calls (s)
         self.straggle_s = straggles(faults_from_json(config.faults)).get(rank, 0.0) if config else 0.0
         #: the groups MPI_File_get_group returned: (group, its size and id, the call's end)
@@ -304,6 +334,10 @@ def _open(tr: Tracer, rec: Record, cls: type, comm: MPI.Intracomm, filename: Any
           amode: int = MPI.MODE_RDONLY, info: MPI.Info = MPI.INFO_NULL) -> TracedFile:
     rec.file = file_name(filename)
     rec.fid = next(tr.fids)
+    path = tr.sim_path(rec.file)
+    passed = info
+    if path is not None and tr.system_hints:  # (ROMIO's hints file, as ROMIO reads it for its own files)
+        info = _with_system_hints(info, tr.system_hints)
     rec.amode, rec.hints = amode_text(amode), hints_text(info)
     comm = traced_comm.untraced(comm)  # (the open's own collectives are not the program's)
     rec.comm_size, rec.comm_id = ident = traced_comm.ident(comm)
@@ -312,13 +346,16 @@ def _open(tr: Tracer, rec: Record, cls: type, comm: MPI.Intracomm, filename: Any
     base = comm.bcast((MPI.COMM_WORLD.Get_rank() << 20 | next(tr.opens) & 0xFFFFF)
                       if comm.Get_rank() == 0 else None, root=0)
     rec.coll_seq = base << 20
-    path = tr.sim_path(rec.file)
     if path is None:
         fh = super(TracedFile, cls).Open(comm, filename, amode, info)
         rec.file_size = _BaseFile.Get_size(fh)
     else:
         fh = cls()
-        fh._sim = SimFile.open(tr.sysint, rec, comm, path, amode, info)
+        try:
+            fh._sim = SimFile.open(tr.sysint, rec, comm, path, amode, info)
+        finally:
+            if info is not passed:
+                info.Free()
     fh._callid_name, fh._callid_fid, fh._callid_comm = rec.file, rec.fid, ident
     fh._callid_pending = []
     fh._callid_colls = itertools.count(rec.coll_seq + 1)

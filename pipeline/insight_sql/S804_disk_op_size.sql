@@ -1,10 +1,11 @@
 -- family: server
 -- title: disk operations much smaller (or larger) than the requests after aggregation
--- thresholds: disk_size_ratio
+-- thresholds: disk_size_ratio, small_disk_op
 -- columns: calls.size, calls.file_offset, calls.func, server_ops.op, server_ops.size
 -- Per direction: the mean (and median) size the data calls request against the mean size of the
 -- servers' disk data operations (trove_read, trove_write); ratio = disk / requested.  Warning when the
--- ratio is disk_size_ratio or less (each request costs that many disk operations or more: flow buffers
+-- ratio is disk_size_ratio or less, high when moreover the disk operations are smaller than small_disk_op
+-- on average (small flow buffers or strips: every byte costs more disk operations than the default's) (each request costs that many disk operations or more: flow buffers
 -- or strips smaller than the accesses); ok when it is 1 or more (aggregation, e.g. collective
 -- buffering, made the disk operations at least as large as the requests); info in between.  The advice
 -- (a warning's): a strip and a flow buffer as large as the mean access, at most the largest file's size
@@ -38,7 +39,9 @@ WITH req AS (
            a.aligned AND r.rec BETWEEN getvariable('min_strip_size') AND least(getvariable('max_strip_size'),
                                                                                 e.per_server) AS by_record,
            CASE WHEN by_record THEN r.rec ELSE strip_advice(least(r.mean, e.per_server)) END AS strip,
-           CASE WHEN d.mean / r.mean <= getvariable('disk_size_ratio') THEN 'warning'
+           CASE WHEN d.mean / r.mean <= getvariable('disk_size_ratio') AND d.mean < getvariable('small_disk_op')
+                THEN 'high'
+                WHEN d.mean / r.mean <= getvariable('disk_size_ratio') THEN 'warning'
                 WHEN d.mean / r.mean >= 1 THEN 'ok' ELSE 'info' END AS severity
     FROM req r JOIN disk d USING (direction) LEFT JOIN extent e USING (direction)
     LEFT JOIN on_record a USING (direction)
@@ -53,11 +56,10 @@ SELECT g.severity,
               || '(median %s): %s of the request', g.direction, g.calls, format_bytes(round(g.r_mean)::BIGINT),
               format_bytes(round(g.r_med)::BIGINT), g.ops, format_bytes(round(g.d_mean)::BIGINT),
               format_bytes(round(g.d_med)::BIGINT), fmt_pct(g.ratio))
-       || CASE g.severity
-              WHEN 'warning' THEN printf(', %.1f disk ops per request', 1 / g.ratio)
-              WHEN 'ok' THEN ' (the disk operations are as large as the requests or larger)'
+       || CASE WHEN g.severity IN ('high', 'warning') THEN printf(', %.1f disk ops per request', 1 / g.ratio)
+              WHEN g.severity = 'ok' THEN ' (the disk operations are as large as the requests or larger)'
               ELSE '' END AS detail,
-       CASE WHEN g.severity = 'warning'
+       CASE WHEN g.severity IN ('high', 'warning')
             THEN printf('a flow buffer and a striping_unit as large as the accesses (%s) allow while a file still '
                         || 'spreads over every I/O server (now %s and %s): callid run --flow-buffer %s '
                         || '--strip-size %s (or the striping_unit hint); or collective buffering '
@@ -69,8 +71,8 @@ SELECT g.severity,
         'median_request_bytes': round(g.r_med)::BIGINT, 'disk_ops': g.ops,
         'mean_disk_op_bytes': round(g.d_mean)::BIGINT, 'median_disk_op_bytes': round(g.d_med)::BIGINT,
         'size_ratio': round(g.ratio, 4),
-        'advised_strip_bytes': CASE WHEN g.severity = 'warning' THEN g.strip END,
-        'advised_flow_buffer_bytes': CASE WHEN g.severity = 'warning' THEN g.flow END} AS numbers,
+        'advised_strip_bytes': CASE WHEN g.severity IN ('high', 'warning') THEN g.strip END,
+        'advised_flow_buffer_bytes': CASE WHEN g.severity IN ('high', 'warning') THEN g.flow END} AS numbers,
        []::INTEGER[] AS ranks, []::UBIGINT[] AS callids, coalesce(f.files, []) AS files,
        coalesce(s.servers, []) AS servers
 FROM advised g LEFT JOIN top_files f USING (direction) LEFT JOIN top_servers s USING (direction)

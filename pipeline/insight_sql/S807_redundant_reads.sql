@@ -1,11 +1,12 @@
 -- family: server
 -- title: redundant reads: the same bytes read from disk more than once
--- thresholds: redundant_share
+-- thresholds: redundant_share, redundant_high_share
 -- columns: server_ops.op, server_ops.handle, server_ops.disk_offset, server_ops.size, arrows.file, arrows.rank, arrows.own_bytes
 -- The disk reads of read calls (not the read-back of read-modify-write: S806), per server and
 -- datafile: their bytes against the union of their ranges [disk_offset, disk_offset + size) (one
--- sweep by offset over the distinct ranges, as the macro covered); redundant = read - union.  Warning
--- when the redundant bytes are more than redundant_share of the bytes read; info below.  Ranks and files: those of the reads that overlap
+-- sweep by offset over the distinct ranges, as the macro covered); redundant = read - union.  High when
+-- the redundant bytes are more than redundant_high_share of the bytes read (the disks read most bytes more
+-- than once), warning when more than redundant_share; info below.  Ranks and files: those of the reads that overlap
 -- another (every rank reading the same bytes, the first reader included), and their calls.
 WITH rmw AS (
     SELECT DISTINCT server, event_id FROM arrows WHERE op = 'trove_read' AND func LIKE 'MPI_File_%write%'
@@ -52,7 +53,8 @@ WITH rmw AS (
     SELECT list(server ORDER BY b DESC, server) AS servers
     FROM (SELECT server, sum(n * (hi - lo) - new_bytes) AS b FROM per_range GROUP BY server HAVING b > 0)
 )
-SELECT CASE WHEN read_bytes - unique_bytes > getvariable('redundant_share') * read_bytes THEN 'warning'
+SELECT CASE WHEN read_bytes - unique_bytes > getvariable('redundant_high_share') * read_bytes THEN 'high'
+            WHEN read_bytes - unique_bytes > getvariable('redundant_share') * read_bytes THEN 'warning'
             ELSE 'info' END AS severity,
        printf('%s of the %s read from disk (%s) were read before: %s read once, %d of %d disk reads overlap '
               || 'others', format_bytes(read_bytes - unique_bytes), format_bytes(read_bytes),

@@ -1,6 +1,6 @@
--- family: server
+-- family: faults
 -- title: a server slower than the others at the same work: its disks, its network link, or its handling of requests
--- thresholds: slow_server_factor, slow_server_share
+-- thresholds: slow_server_factor, slow_server_share, noise_ns
 -- columns: server_ops.server, server_ops.layer, server_ops.op, server_ops.rank, server_ops.req_id, server_ops.t_start, server_ops.t_end, rpcs.server, rpcs.req_seq, rpcs.t_start, rpcs.t_end
 -- Three parts of each server's time, each compared with the other servers' on the same kind of work: its
 -- disks (each disk operation's time, by operation), its network (each request's way in, from its client's
@@ -8,10 +8,10 @@
 -- PVFS2's flows pipeline the disk and the network; by request; not the reply's way, which the client's own
 -- work on its other requests lengthens), its handling of requests (each request's time at the server less
 -- its flows' and disk operations': queues, a stall; over all its requests, as a stall holds whichever
--- come).  For each server, part and kind of work done at least 4 times, the others' mean is the median of
--- the other servers' means on it (each at least 4 times); the server's time on the part against what it
+-- come).  For each server, part and kind of work, the others' mean is the median of the other servers'
+-- means on it; the server's time on the part against what it
 -- would have taken at their means: high when it took slow_server_factor times as long or more and the time
--- it lost is at least slow_server_share of the time of all requests (and 10 ms), so that timing noise on a
+-- it lost is at least slow_server_share of the time of all requests, and noise_ns, so that timing noise on a
 -- few small operations raises nothing; ok when no server is slower.  One row per slow server and part, the
 -- most time lost first, naming the kind of work that lost the most.
 WITH req AS (  -- each request, at its server and at its client
@@ -35,7 +35,6 @@ WITH req AS (  -- each request, at its server and at its client
     FROM req q LEFT JOIN inside i USING (server, rank, req_id)
 ), per AS (
     SELECT server, part, kind, count(*) AS n, sum(ns) AS ns, avg(ns) AS mean FROM units GROUP BY ALL
-    HAVING count(*) >= 4
 ), peer AS (
     SELECT a.server, a.part, a.kind, a.n, a.ns, a.mean, median(b.mean) AS peer_mean
     FROM per a JOIN per b ON b.part = a.part AND b.kind = a.kind AND b.server <> a.server
@@ -51,7 +50,7 @@ WITH req AS (  -- each request, at its server and at its client
     SELECT p.*, (p.ns - p.expected)::BIGINT AS lost, p.ns / nullif(p.expected, 0) AS factor, t.ns AS total_ns
     FROM part p, total t
     WHERE p.ns >= getvariable('slow_server_factor') * p.expected
-      AND p.ns - p.expected >= greatest(getvariable('slow_server_share') * t.ns, 10e6)
+      AND p.ns - p.expected >= greatest(getvariable('slow_server_share') * t.ns, getvariable('noise_ns'))
 )
 SELECT 'high' AS severity,
        printf('%s: its %s took %.1fx as long as the other servers'' on the same work (%s against %s: %s lost, %s '
@@ -68,13 +67,14 @@ SELECT 'high' AS severity,
                        || 'load on the server): look at its logs and its load at those times', server) END
            AS recommendation,
        {'server': server, 'part': part, 'factor': round(factor, 2), 'ns': ns, 'expected_ns': expected::BIGINT,
-        'lost_ns': lost, 'lost_share': round(lost / total_ns, 4), 'kind': kind, 'operations': n} AS numbers,
+        'lost_ns': lost, 'lost_share': round(lost / total_ns, 4), 'kind': kind, 'operations': n,
+        'impact': round(lost / total_ns, 4)} AS numbers,
        []::INTEGER[] AS ranks, []::UBIGINT[] AS callids, []::VARCHAR[] AS files, [server] AS servers
 FROM (SELECT * FROM slow ORDER BY lost DESC, server, part)
 UNION ALL
 SELECT 'ok', printf('no server slower than the others at the same work (%d servers compared)',
                     (SELECT count(DISTINCT server) FROM per)),
        NULL, {'server': NULL, 'part': NULL, 'factor': NULL, 'ns': NULL, 'expected_ns': NULL, 'lost_ns': NULL,
-              'lost_share': NULL, 'kind': NULL, 'operations': NULL},
+              'lost_share': NULL, 'kind': NULL, 'operations': NULL, 'impact': NULL},
        [], [], [], []
 WHERE NOT EXISTS (SELECT 1 FROM slow) AND (SELECT count(DISTINCT server) FROM per) > 1

@@ -62,3 +62,21 @@ def test_hints_and_collectives_switched_off_are_not_logged_and_their_checks_say_
     assert [r["func"] for r in rows if r["kind"] == "mpi"] == ["MPI_Barrier"] * 2
     opens = [r for r in rows if r["kind"] == "call" and r["func"] == "MPI_File_open"]
     assert {r["hints"] for r in opens} == {"my_own_hint=1"}
+
+
+def test_romio_hints_file_gives_every_open_its_hints_under_the_programs_own(tmp_path):
+    """ROMIO_HINTS names a file of "key value" lines (as ROMIO reads it): every open of the simulated file
+    system gets them, the program's own hints over them; the open logs what it got; striping_factor 1 puts
+    the file on one I/O server."""
+    (tmp_path / "hinted.py").write_text(HINTED)
+    (tmp_path / "hints").write_text("# hints\nstriping_factor 1\nmy_own_hint 0\nnot-a-pair\n")
+    run = callid_cmd("run", "-n", 2, "--servers", 2, "-d", tmp_path / "out", tmp_path / "hinted.py",
+                     env={"ROMIO_HINTS": str(tmp_path / "hints")})
+    assert run.returncode == 0, run.stderr[-2000:]
+    rows = pq.read_table(tmp_path / "out" / "server.parquet").to_pylist()
+    written = {r["server"] for r in rows if r["layer"] == "trove" and r["op"] == "trove_write"}
+    assert written in ({"io0"}, {"io1"})
+    opens = [r for r in pq.read_table(tmp_path / "out" / "client.parquet").to_pylist()
+             if r["kind"] == "call" and r["func"] == "MPI_File_open"]
+    assert [dict(kv.split("=") for kv in r["hints"].split(";")) for r in opens] == \
+        [{"striping_factor": "1", "my_own_hint": "1"}] * 2

@@ -48,7 +48,7 @@ def test_redundant_reads(tmp_path):
     size, nranks = 1 << 20, 4  # (programs/S807_reread.py)
     found = insights_of(tmp_path / "out", "S807_reread.py", np=nranks)
     (again,) = of_code(found, "S807")
-    assert again["severity"] == "warning"
+    assert again["severity"] == "high"  # (3 of the 4 reads of every byte are redundant: more than half)
     # each rank's read: 512 KiB on each of the two servers, 8 disk reads of 64 KiB each
     assert again["numbers"] == {"reads": nranks * 16, "overlapping_reads": nranks * 16,
                                 "read_bytes": nranks * size, "unique_bytes": size,
@@ -73,7 +73,9 @@ def test_metadata_server_share(tmp_path):
     n = meta["numbers"]
     # per file: create and remove on meta0; a create_dfile, one small write and a remove_dfile on its
     # one I/O server
-    assert {k: v for k, v in n.items() if not k.startswith("busy") and k != "meta_busy_ns"} == {
+    assert 0 < n["mean_meta_request_ns"] < 10e6  # (well under slow_meta_ns: a warning, not a slow server)
+    timed = ("meta_busy_ns", "mean_meta_request_ns")
+    assert {k: v for k, v in n.items() if not k.startswith("busy") and k not in timed} == {
         "requests": 5 * files * nranks, "meta_requests": 2 * files * nranks, "lookup": 0, "getattr": 0,
         "create": files * nranks, "remove": files * nranks, "shared_fp": 0, "request_share": 0.4}
     assert 0 < n["meta_busy_ns"] < n["busy_ns"] and n["busy_share"] > 0.3  # (sqlite commits: slow)

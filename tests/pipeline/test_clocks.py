@@ -65,6 +65,21 @@ def test_the_offset_model_fits_no_drift_and_none_moves_nothing():
                                                                                  20_000)
 
 
+def test_constraints_of_one_side_correct_only_as_much_as_they_ask():
+    """Only upper bounds (a host whose ranks' calls are only known to start before the servers' requests
+    for them): the offset is unbounded below; no correction where the bounds allow none, else the least
+    they ask, never the far end of what they allow (it once went 10,000 s out); approximate, no bound."""
+    lo_x, lo_ref, hi_x, hi_ref = _constraints(line(0.0, 0.0), n=200)
+    for shift, expect in ((0.0, 0.0), (-40e6, None)):  # (a clock 40 ms ahead: the bounds ask for -40 ms)
+        (fit,) = _fit(lo_x[:0], lo_ref[:0], hi_x, hi_ref + np.int64(shift))
+        least = float(np.min(hi_ref + np.int64(shift) - hi_x))
+        assert fit.offset_ns == pytest.approx(expect if expect is not None else least)
+        assert (fit.quality, fit.bound_ns, fit.drift_ppm) == ("approximate", None, 0.0)
+        assert fit.violations_after == 0
+    (fit,) = _fit(lo_x, lo_ref + np.int64(40e6), hi_x[:0], hi_ref[:0])  # (lower bounds only: 40 ms behind)
+    assert fit.offset_ns == pytest.approx(float(np.max(lo_ref + np.int64(40e6) - lo_x)))
+
+
 def test_gross_outliers_are_dropped_and_do_not_move_the_estimate():
     truth = line(40e6, 30.0)
     cons = _constraints(truth)

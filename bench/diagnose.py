@@ -1,0 +1,263 @@
+"""The diagnosis scored against the truth: plant a cause, run ``callid insights``: does it name it first?
+
+Each cause (a fault planted in the file system or a rank with ``--fault``, or a layout or usage mistake
+made through the options, ROMIO's hints file or the program's arguments) is planted in each standard
+workload it applies to (the examples mpi-io-test, the collective write, IOR and MACSio, and a replay of a
+Darshan log), run as a user runs it (``callid run`` or ``callid replay``, then ``callid merge`` and
+``callid insights --json``), and the findings are scored against what was planted:
+
+- ``named``: the first high finding, in the order ``callid insights`` prints them (what went wrong,
+  then what the program does, then what it caused on the servers; by code), is one the cause expects,
+  naming the right server, rank or file;
+- ``named lower``: one the cause expects is there (high, or a warning), but not first;
+- ``missed``: none is;
+- ``false alarm`` (the clean controls, each workload as it is): a high finding on a run with nothing
+  planted; ``clean``: none.
+
+It prints the table (cause x workload), the runs not named first with the high findings before, and one
+JSON line.  ``--causes`` and ``--workloads`` pick a part of it (``python -m bench diagnose --causes
+slow-disk,straggler --workloads collective``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.command import callid_path, run_command
+from pipeline.insights import in_order
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+SERVERS = 4  # I/O servers of every run
+TIMEOUT = 300.0
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A standard workload: how many ranks, the program and its arguments (None: a replay of a log)."""
+
+    name: str
+    ranks: int
+    program: list[str] | None
+    collective: bool  # its data calls are collective (a straggler shows there)
+
+
+WORKLOADS = {w.name: w for w in (
+    Workload("mpi-io-test", 4, [str(EXAMPLES / "mpi_io_test.py"), "-b", "1MiB", "-i", "4"], False),
+    Workload("collective", 4, [str(EXAMPLES / "collective_write.py"), "--block", "1MiB", "--blocks", "4"],
+             True),
+    Workload("ior", 4, [str(EXAMPLES / "ior.py"), "-b", "1m", "-t", "1m", "-s", "2", "-c", "-k"], True),
+    Workload("macsio", 4, [str(EXAMPLES / "macsio.py"), "--parallel-file-mode", "SIF", "--part-size", "1MiB",
+                           "--num-dumps", "2", "--vars-per-part", "2", "--meta-size", "0",
+                           "--log-file-name", "", "--timings-file-name", ""], True),
+    Workload("replay", 4, None, True),
+)}
+
+
+@dataclass(frozen=True)
+class Expect:
+    """A finding that names the cause: its code, and what it must name."""
+
+    code: str
+    servers: tuple[str, ...] = ()
+    ranks: tuple[int, ...] = ()
+    part: str | None = None  # S813's part
+
+    def matches(self, f: dict) -> bool:
+        return (f["code"] == self.code and set(self.servers) <= set(f["servers"])
+                and set(self.ranks) <= set(f["ranks"])
+                and (self.part is None or (f.get("numbers") or {}).get("part") == self.part))
+
+    def __str__(self) -> str:
+        named = [*self.servers, *(f"rank {r}" for r in self.ranks), *([self.part] if self.part else [])]
+        return self.code + (f" ({', '.join(named)})" if named else "")
+
+
+@dataclass(frozen=True)
+class Cause:
+    """A cause to plant: the options of ``callid run`` / ``replay`` and the hints (ROMIO's hints file; a
+    replay's --hint) that plant it, the program's arguments changed (``args``: the workload's arguments ->
+    the planted ones; None: unchanged), the findings that name it, and the workloads it applies to (empty:
+    all)."""
+
+    name: str
+    kind: str  # fault or mistake
+    options: list[str]
+    expect: list[Expect]
+    hints: dict[str, str] = field(default_factory=dict)
+    args: Callable[[Workload, list[str]], list[str]] | None = None
+    workloads: tuple[str, ...] = ()
+
+
+def _set(args: list[str], flag: str, value: str) -> list[str]:
+    """``args`` with ``flag``'s value replaced (or the flag added)."""
+    out = list(args)
+    if flag in out:
+        out[out.index(flag) + 1] = value
+        return out
+    return [*out, flag, value]
+
+
+def _replace(table: dict[str, list[tuple[str, str]]]) -> Callable[[Workload, list[str]], list[str]]:
+    def change(w: Workload, args: list[str]) -> list[str]:
+        for flag, value in table[w.name]:
+            args = _set(args, flag, value)
+        return args
+    return change
+
+
+_MISALIGNED = {"mpi-io-test": [("-b", "1000KiB")], "collective": [("--block", "1000KiB")],
+               "ior": [("-b", "1000k"), ("-t", "1000k")]}
+_SMALL = {"mpi-io-test": [("-b", "4KiB"), ("-i", "300")], "ior": [("-b", "4k"), ("-t", "4k"), ("-s", "300")]}
+_EACH_READS_ALL = {"collective": [("--cb-read", "disable")]}  # (every rank reads the whole file itself)
+_COLLECTIVE = ("collective", "ior", "macsio", "replay")
+
+CAUSES = [
+    Cause("slow-disk", "fault", ["--disk-model", "latency=1ms", "--fault", "io1:disk=slow:20x"],
+          [Expect("S813", ("io1",), part="disks")]),
+    Cause("slow-link", "fault", ["--fault", "io1:link=slow:20x"], [Expect("S813", ("io1",), part="network")]),
+    Cause("paused-server", "fault", ["--fault", "io1:pause=1s"],
+          [Expect("S813", ("io1",), part="request handling")]),
+    Cause("full-server", "fault", ["--fault", "io1:full=1MiB"], [Expect("S814", ("io1",))]),
+    Cause("straggler", "fault", ["--fault", "rank1:straggle=100ms"], [Expect("P716", ranks=(1,))],
+          workloads=_COLLECTIVE),
+    Cause("busy-metadata-server", "fault", ["--fault", "meta0:load=50x"], [Expect("S808", ("meta0",))]),
+    Cause("file-on-one-server", "mistake", [], [Expect("S801")], hints={"striping_factor": "1"}),
+    Cause("misaligned", "mistake", ["--strip-size", "1MiB"], [Expect("P702"), Expect("S802")],
+          args=_replace(_MISALIGNED), workloads=tuple(_MISALIGNED)),
+    Cause("small-independent-shared", "mistake", [], [Expect("P701"), Expect("P707")], args=_replace(_SMALL),
+          workloads=tuple(_SMALL)),
+    Cause("small-flow-buffers", "mistake", ["--flow-buffer", "4KiB", "--strip-size", "1MiB"],
+          [Expect("S804"), Expect("S803")]),
+    # (where the ranks' accesses interleave: with one contiguous block each, as in IOR and MACSio here,
+    # ROMIO's automatic collective buffering aggregates nothing; a Darshan log records none)
+    Cause("too-few-aggregators", "mistake", ["--ranks-per-host", "1"], [Expect("P717")],
+          hints={"cb_nodes": "1"}, workloads=("collective",)),
+    Cause("too-many-aggregators", "mistake", [], [Expect("P717")], hints={"cb_nodes": "4"},
+          workloads=("collective",)),
+    Cause("redundant-reads", "mistake", [], [Expect("S807")], args=_replace(_EACH_READS_ALL),
+          workloads=tuple(_EACH_READS_ALL)),
+]
+
+
+def _plant(cause: Cause | None, w: Workload, d: Path) -> tuple[list[str], list[str], dict[str, str]]:
+    """The run's options, the program's arguments and the environment of ``w`` with ``cause`` planted
+    (None: the control); hints go in a ROMIO hints file in ``d`` (a replay: --hint)."""
+    args = list(w.program or [])
+    if cause is None:
+        return [], args, {}
+    options, env = list(cause.options), {}
+    if cause.hints and w.program is None:
+        options += [x for k, v in cause.hints.items() for x in ("--hint", f"{k}={v}")]
+    elif cause.hints:
+        (d / "romio-hints").write_text("".join(f"{k} {v}\n" for k, v in cause.hints.items()))
+        env["ROMIO_HINTS"] = str(d / "romio-hints")
+    return options, cause.args(w, args) if cause.args else args, env
+
+
+def _run(w: Workload, options: list[str], args: list[str], env: dict[str, str], d: Path, log: Path) -> dict:
+    """Run, merge and diagnose; the findings (empty, and why, if a step failed)."""
+    callid = callid_path()
+    out = d / "out"
+    if w.program is None:
+        command = [callid, "replay", str(log), "-d", str(out), "--servers", str(SERVERS), *options]
+    else:
+        command = [callid, "run", "-n", str(w.ranks), "--servers", str(SERVERS), "-d", str(out), *options,
+                   *args]
+    ran = run_command(command, d, "run", TIMEOUT, env)
+    db = out / "merged.duckdb"
+    merged = run_command([callid, "merge", str(out / "client.parquet"), str(out / "server.parquet"),
+                          "-o", str(db)], d, "merge", TIMEOUT)
+    if merged["exit"]:
+        return {"error": f"run: {ran['stderr_last']}; merge: {merged['stderr_last']}", "findings": []}
+    found = run_command([callid, "insights", str(db), "--json"], d, "insights", TIMEOUT)
+    if found["exit"]:
+        return {"error": f"insights: {found['stderr_last']}", "findings": []}
+    return {"error": None, "run_exit": ran["exit"], "seconds": ran["seconds"],
+            "findings": in_order(json.loads((d / "insights.out").read_text())["findings"])}
+
+
+def score(cause: Cause | None, findings: list[dict]) -> tuple[str, list[str]]:
+    """The outcome of one run (``findings`` in the order callid prints them), and the high findings before
+    the expected one (on a control, or when it is missed: all of them)."""
+    high = [f for f in findings if f["severity"] == "high"]
+    if cause is None:
+        return ("false alarm" if high else "clean"), [_said(f) for f in high]
+    ok = [f for f in findings
+          if f["severity"] in ("high", "warning") and any(e.matches(f) for e in cause.expect)]
+    if not ok:
+        return "missed", [_said(f) for f in high]
+    before = high[:high.index(ok[0])] if ok[0] in high else high
+    return ("named" if ok[0] in high and not before else "named lower"), [_said(f) for f in before]
+
+
+def _said(f: dict) -> str:
+    part = (f.get("numbers") or {}).get("part")
+    named = ", ".join([*f["servers"][:3], *(f"rank {r}" for r in f["ranks"][:3]), *([part] if part else [])])
+    return f["code"] + (f" ({named})" if named else "")
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench diagnose", description=__doc__.splitlines()[0])
+    parser.add_argument("--causes", help="comma-separated causes (default: all): " +
+                        ", ".join(c.name for c in CAUSES))
+    parser.add_argument("--workloads", help="comma-separated workloads (default: all): " +
+                        ", ".join(WORKLOADS))
+    parser.add_argument("--no-controls", action="store_true", help="skip the clean controls")
+    opts = parser.parse_args(argv)
+    causes = [c for c in CAUSES if not opts.causes or c.name in opts.causes.split(",")]
+    workloads = [w for w in WORKLOADS.values() if not opts.workloads or w.name in opts.workloads.split(",")]
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="callid-bench-diagnose-") as tmp:
+        log = Path(tmp) / "app.darshan"
+        from bench.darshan_log import synthetic_dxt_log
+
+        synthetic_dxt_log(log, ranks=4, accesses=4, size=1 << 20, collective=True)
+        plan = [(None, w) for w in workloads if not opts.no_controls]
+        plan += [(c, w) for c in causes for w in workloads if not c.workloads or w.name in c.workloads]
+        for i, (cause, w) in enumerate(plan):
+            name = cause.name if cause else "control"
+            d = Path(tmp) / f"{i:02d}-{name}-{w.name}"
+            d.mkdir()
+            options, args, env = _plant(cause, w, d)
+            print(f"[{i + 1}/{len(plan)}] {name} in {w.name} ...", file=sys.stderr, flush=True)
+            result = _run(w, options, args, env, d, log)
+            outcome, others = (("error", [result["error"]]) if result["error"]
+                               else score(cause, result["findings"]))
+            rows.append({"cause": name, "kind": cause.kind if cause else "control", "workload": w.name,
+                         "outcome": outcome, "expected": [str(e) for e in cause.expect] if cause else [],
+                         "others": others, "planted": _planted(cause, w, options, args, env)})
+    _print(rows, [c.name for c in causes], [w.name for w in workloads])
+    counts = {k: sum(r["outcome"] == k for r in rows) for k in
+              ("named", "named lower", "missed", "false alarm", "clean", "error")}
+    print(json.dumps({"bench": "diagnose", "runs": len(rows), **counts,
+                      "target_met": counts["named"] == sum(r["kind"] != "control" for r in rows)
+                      and counts["false alarm"] == 0 and counts["error"] == 0, "rows": rows}))
+    return 0
+
+
+def _planted(cause: Cause | None, w: Workload, options: list[str], args: list[str], env: dict) -> list[str]:
+    """What was planted, as a user would set it."""
+    hints = [f"ROMIO_HINTS: {k} {v}" for k, v in cause.hints.items()] if cause and env else []
+    return [*hints, *options, *([] if args == (w.program or []) else args[1:])]
+
+
+def _print(rows: list[dict], causes: list[str], workloads: list[str]) -> None:
+    cell = {(r["cause"], r["workload"]): r["outcome"] for r in rows}
+    names = [n for n in ["control", *causes] if any(r["cause"] == n for r in rows)]
+    width = max(len(n) for n in names)
+    print(f"{'cause':<{width}}  " + "  ".join(f"{w:<12}" for w in workloads))
+    for n in names:
+        print(f"{n:<{width}}  " + "  ".join(f"{cell.get((n, w), '-'):<12}" for w in workloads))
+    print("\nnot named first (the high findings before it), false alarms:")
+    if all(r["outcome"] in ("named", "clean") for r in rows):
+        print("  none")
+    for r in rows:
+        if r["outcome"] not in ("named", "clean"):
+            print(f"  {r['cause']} in {r['workload']}: {r['outcome']}; expected "
+                  f"{' or '.join(r['expected']) or '-'}; high: {', '.join(r['others']) or 'none'}")
