@@ -253,6 +253,10 @@ def _findings(m: Merged, call: dict, servers: list[str], ranks: list[int]) -> li
 # -- text ---------------------------------------------------------------------------------------------
 
 
+def _plural(n: int, what: str) -> str:
+    return f"{n} {what}" + ("" if n == 1 else "s")
+
+
 def _ms(ns: int | None) -> str:
     return "-" if ns is None else f"{ns / 1e6:.1f} ms"
 
@@ -271,7 +275,7 @@ def _piece(p: dict) -> str:
     if side is None:
         return text + " (no server event of it)"
     last = side["last_disk_op"]
-    ops = (f"; its disk operations: {side['disk_ops']}, the last {last['op']} of "
+    ops = (f"; its {_plural(side['disk_ops'], 'disk operation')}, the last {last['op']} of "
            f"{human_size(last['size'] or 0)} taking {_ms(last['dur_ns'])}" if last else "; no disk operation")
     return (f"{text}: reaching {p['server']} {_ms(side['in_ns'])}, queued {_ms(side['queued_ns'])}, "
             f"disks {_ms(side['disk_ns'])}, other server time {_ms(side['other_ns'])}, "
@@ -293,9 +297,11 @@ def render_why(result: dict, layout: Any = None) -> str:
     size = f" {human_size(c['size'])}" if c["size"] is not None else ""
     lines = [f"{c['func']} {c['callid_hex']} on rank {c['rank']}:{size}{where}",
              f"  took {_ms(c['dur_ns'])} (from {c['t_rel_ns'] / 1e9:.3f} s into the run)"
-             + (f"; {c['collective_ranks']} ranks in the collective" if c.get("collective_ranks") else "")]
+             + (f"; {_plural(c['collective_ranks'], 'rank')} in the collective" if c.get("collective_ranks")
+                else "")]
     if peers["median_ns"] is not None and peers["calls"] > 1:
-        lines.append(f"  peers ({peers['calls']} calls of {c['func']} of the same size): median "
+        same = " of the same size" if c["size"] is not None else ""
+        lines.append(f"  peers ({peers['calls']} calls of {c['func']}{same}): median "
                      f"{_ms(peers['median_ns'])}, this one {peers['ratio']}x; {peers['slower']} slower")
     lines += ["", "Critical path (from the call's start; the pieces add up to its time):"]
     for p in result["critical_path"]:
