@@ -1,43 +1,43 @@
 -- family: faults
 -- title: a server slower than the others at the same work: its disks, its network link, or its handling of requests
 -- thresholds: slow_server_factor, slow_server_share, noise_ns
--- columns: server_ops.server, server_ops.layer, server_ops.op, server_ops.rank, server_ops.req_id, server_ops.t_start, server_ops.t_end, rpcs.server, rpcs.req_seq, rpcs.t_start, rpcs.t_end
+-- columns: server_ops.server, server_ops.layer, server_ops.op, server_ops.t_start, server_ops.t_end, rpcs.server, rpcs.op, rpcs.t_start, rpcs.t_recv, rpcs.t_end
 -- Three parts of each server's time, each compared with the other servers' on the same kind of work: its
--- disks (each disk operation's time, by operation), its network (each request's way in, from its client's
--- send to the server's receipt, and its flows' time less its disk operations': the flow buffers' way, as
--- PVFS2's flows pipeline the disk and the network; by request; not the reply's way, which the client's own
--- work on its other requests lengthens), its handling of requests (each request's time at the server less
--- its flows' and disk operations': queues, a stall; over all its requests, as a stall holds whichever
--- come).  For each server, part and kind of work, the others' mean is the median of the other servers'
--- means on it; the server's time on the part against what it
--- would have taken at their means: high when it took slow_server_factor times as long or more and the time
--- it lost is at least slow_server_share of the time of all requests, and noise_ns, so that timing noise on a
--- few small operations raises nothing; ok when no server is slower.  One row per slow server and part, the
--- most time lost first, naming the kind of work that lost the most.
-WITH req AS (  -- each request, at its server and at its client
-    SELECT s.server, s.op, s.rank, s.req_id, s.t_end - s.t_start AS at_server, r.t_end - r.t_start AS at_client,
-           r.t_recv - r.t_start AS way_in
-    FROM server_ops s JOIN rpcs r ON r.rank = s.rank AND r.req_seq = s.req_id AND r.server = s.server
-    WHERE s.layer = 'req'
-), disk AS (
-    SELECT server, rank, req_id, op, t_end - t_start AS ns FROM server_ops WHERE layer IN ('trove', 'meta')
-), inside AS (  -- per request: its disk operations' and its flows' time
-    SELECT server, rank, req_id, coalesce(sum(t_end - t_start) FILTER (WHERE layer IN ('trove', 'meta')), 0) AS disk,
-           coalesce(sum(t_end - t_start) FILTER (WHERE layer = 'flow'), 0) AS flow
-    FROM server_ops WHERE layer IN ('trove', 'meta', 'flow') GROUP BY ALL
-), units AS (  -- what is compared: (server, part, kind of work, time)
-    SELECT server, 'disks' AS part, op AS kind, ns FROM disk
+-- disks (its disk operations' time, by operation), its network (its requests' way in, from the client's
+-- send to the server's receipt, by request; and its flows' time less their disk operations', the flow
+-- buffers' way, as PVFS2's flows pipeline the disk and the network, by flow; not the reply's way, which the
+-- client's own work on its other requests lengthens), its handling of requests (its requests' time less
+-- their flows' and their other disk operations': queues, a stall; over all its requests, as a stall holds
+-- whichever come).  All from sums per server and kind (one pass over the server events, one over the
+-- requests).  For each server, part and kind of work, the others' mean is the median of the other servers'
+-- means on it; the server's time on the part against what it would have taken at their means: high when it
+-- took slow_server_factor times as long or more and the time it lost is at least slow_server_share of the
+-- time of all requests, and noise_ns, so that timing noise on a few small operations raises nothing; ok
+-- when no server is slower.  One row per slow server and part, the most time lost first, naming the kind
+-- of work that lost the most.
+WITH ev AS (  -- per server, layer and operation: how many, how long
+    SELECT server, layer, op, count(*) AS n, sum(t_end - t_start)::DOUBLE AS ns FROM server_ops
+    WHERE layer IN ('req', 'flow', 'trove', 'meta') GROUP BY ALL
+), per AS (  -- what is compared: (server, part, kind of work): how many, how long
+    SELECT server, 'disks' AS part, op AS kind, n, ns FROM ev WHERE layer IN ('trove', 'meta')
     UNION ALL
-    SELECT q.server, 'network', q.op, greatest(0, q.way_in) + greatest(0, coalesce(i.flow - i.disk, 0))
-    FROM req q LEFT JOIN inside i USING (server, rank, req_id)
+    SELECT server, 'network', op || ' (its way in)', count(*), sum(greatest(0, t_recv - t_start))::DOUBLE
+    FROM rpcs WHERE t_recv IS NOT NULL GROUP BY ALL
     UNION ALL
-    SELECT q.server, 'request handling', 'requests', greatest(0, q.at_server - coalesce(greatest(i.flow, i.disk), 0))
-    FROM req q LEFT JOIN inside i USING (server, rank, req_id)
-), per AS (
-    SELECT server, part, kind, count(*) AS n, sum(ns) AS ns, avg(ns) AS mean FROM units GROUP BY ALL
+    SELECT f.server, 'network', f.op, f.n, greatest(0, f.ns - coalesce(d.ns, 0))
+    FROM ev f LEFT JOIN ev d ON d.server = f.server AND d.layer = 'trove' AND d.op = replace(f.op, 'flow_', 'trove_')
+    WHERE f.layer = 'flow'
+    UNION ALL
+    SELECT server, 'request handling', 'requests', sum(n) FILTER (WHERE layer = 'req'),
+           greatest(0, sum(ns) FILTER (WHERE layer = 'req')
+                       - coalesce(sum(ns) FILTER (WHERE layer = 'flow' OR (layer IN ('trove', 'meta')
+                                                  AND op NOT IN ('trove_read', 'trove_write'))), 0))
+    FROM ev GROUP BY server HAVING count(*) FILTER (WHERE layer = 'req') > 0
+), per_mean AS (
+    SELECT *, ns / n AS mean FROM per WHERE n > 0
 ), peer AS (
     SELECT a.server, a.part, a.kind, a.n, a.ns, a.mean, median(b.mean) AS peer_mean
-    FROM per a JOIN per b ON b.part = a.part AND b.kind = a.kind AND b.server <> a.server
+    FROM per_mean a JOIN per_mean b ON b.part = a.part AND b.kind = a.kind AND b.server <> a.server
     GROUP BY ALL
 ), part AS (
     SELECT server, part, sum(n)::BIGINT AS n, sum(ns)::BIGINT AS ns, sum(n * peer_mean) AS expected,
@@ -45,7 +45,7 @@ WITH req AS (  -- each request, at its server and at its client
            arg_max(peer_mean, ns - n * peer_mean) AS kind_peer_mean
     FROM peer GROUP BY ALL
 ), total AS (
-    SELECT coalesce(sum(at_client), 0)::BIGINT AS ns FROM req
+    SELECT coalesce(sum(t_end - t_start), 0)::BIGINT AS ns FROM rpcs
 ), slow AS (
     SELECT p.*, (p.ns - p.expected)::BIGINT AS lost, p.ns / nullif(p.expected, 0) AS factor, t.ns AS total_ns
     FROM part p, total t
@@ -73,8 +73,8 @@ SELECT 'high' AS severity,
 FROM (SELECT * FROM slow ORDER BY lost DESC, server, part)
 UNION ALL
 SELECT 'ok', printf('no server slower than the others at the same work (%d servers compared)',
-                    (SELECT count(DISTINCT server) FROM per)),
+                    (SELECT count(DISTINCT server) FROM per_mean)),
        NULL, {'server': NULL, 'part': NULL, 'factor': NULL, 'ns': NULL, 'expected_ns': NULL, 'lost_ns': NULL,
               'lost_share': NULL, 'kind': NULL, 'operations': NULL, 'impact': NULL},
        [], [], [], []
-WHERE NOT EXISTS (SELECT 1 FROM slow) AND (SELECT count(DISTINCT server) FROM per) > 1
+WHERE NOT EXISTS (SELECT 1 FROM slow) AND (SELECT count(DISTINCT server) FROM per_mean) > 1
