@@ -210,6 +210,11 @@ def main(argv: list[str]) -> int:
                         ", ".join(WORKLOADS))
     parser.add_argument("--no-controls", action="store_true", help="skip the clean controls")
     opts = parser.parse_args(argv)
+    for flag, given, known in (("--causes", opts.causes, [c.name for c in CAUSES]),
+                               ("--workloads", opts.workloads, list(WORKLOADS))):
+        unknown = [n for n in (given or "").split(",") if n and n not in known]
+        if unknown:
+            parser.error(f"{flag}: no {unknown[0]!r} (one of {', '.join(known)})")
     causes = [c for c in CAUSES if not opts.causes or c.name in opts.causes.split(",")]
     workloads = [w for w in WORKLOADS.values() if not opts.workloads or w.name in opts.workloads.split(",")]
     rows = []

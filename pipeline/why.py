@@ -21,7 +21,7 @@ from typing import Any
 from callid_core import schema as S
 from callid_core.errors import InputError
 from callid_core.units import human_size
-from pipeline.insights import run_insights
+from pipeline.insights import SEVERITIES, run_insights
 from pipeline.merged import Merged
 
 __all__ = ["explain", "render_why", "slowest_callid"]
@@ -30,7 +30,6 @@ __all__ = ["explain", "render_why", "slowest_callid"]
 _MARGIN_NS = 1_000_000_000
 #: findings listed under the explanation (the first's recommendation is the call's)
 FINDINGS_SHOWN = 3
-_SEVERITY = {"high": 0, "warning": 1, "ok": 2, "info": 3}
 
 
 def slowest_callid(m: Merged) -> int:
@@ -235,18 +234,19 @@ def _verdict(call: dict, path: list[dict]) -> dict:
 
 def _findings(m: Merged, call: dict, servers: list[str], ranks: list[int]) -> list[dict]:
     """The insights' findings (high, warning) that name the call, a server or rank on its path, or (a data
-    call's) its file, and are of its direction if of one; the most specific and severe first."""
-    func = call["func"].lower()
-    direction = "read" if "read" in func else "write" if "write" in func else None
+    call's) its file, and are of its direction if of one; the most severe first, then the most specific."""
+    findings = run_insights(m)  # (it makes the data_calls view: the one definition of a call's direction)
+    found = m.rows("SELECT direction FROM data_calls WHERE callid = ?", [call["callid"]])
+    direction = found[0][0] if found else None
     scored = []
-    for f in run_insights(m):
+    for f in findings:
         if f["severity"] not in ("high", "warning") or f["numbers"].get("direction") not in (None, direction):
             continue
         on_file = direction is not None and call["file"] in f["files"]
         score = (3 * (call["callid"] in f["callids"]) + 2 * bool(set(servers) & set(f["servers"]))
                  + bool(set(ranks) & set(f["ranks"])) + on_file)
         if score:
-            scored.append((-score, _SEVERITY[f["severity"]], f["code"], f))
+            scored.append((SEVERITIES.index(f["severity"]), -score, f["code"], f))
     return [f for *_, f in sorted(scored, key=lambda s: s[:3])][:FINDINGS_SHOWN]
 
 

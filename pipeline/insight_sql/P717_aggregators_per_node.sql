@@ -11,8 +11,7 @@
 -- aggregators than nodes (M09): several on one node share its link and memory: high, as Drishti says.  As
 -- many (M10): ok.
 WITH colls AS (
-    SELECT c.callid, c.rank, c.clock, c.t_end - c.t_start AS ns,
-           CASE WHEN c.func ILIKE '%read%' THEN 'read' ELSE 'write' END AS direction
+    SELECT c.callid, c.rank, c.clock, c.t_end - c.t_start AS ns, c.direction
     FROM data_calls c WHERE c.collective AND c.coll_seq IS NOT NULL
 ), ph AS (
     SELECT c.direction, p.rank, p.phase, p.t_end - p.t_start AS ns FROM phases p JOIN colls c USING (callid)
