@@ -21,6 +21,7 @@ access off; a view reading anything else fails in one line).
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
@@ -228,6 +229,13 @@ def _release(scratch: Path) -> None:
     _SCRATCH[scratch] -= 1
     if not _SCRATCH[scratch]:
         del _SCRATCH[scratch]
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+@atexit.register
+def _remove_scratch() -> None:
+    """At exit, the scratch directories of handles never closed (a notebook's, a test's)."""
+    for scratch in list(_SCRATCH):
         shutil.rmtree(scratch, ignore_errors=True)
 
 

@@ -28,7 +28,7 @@ from pipeline.lag import ReplayLag
 from pipeline.merged import Merged
 from pipeline.source import PAYLOAD_NONE_TIMES, SIDE_BY_SIDE, job_text
 from pipeline.stats import compute_stats
-from pipeline.why import explain, render_why
+from pipeline.why import explain_many, render_why
 
 __all__ = ["FIGURES", "compare_reports", "compute_report", "render_report", "render_report_comparison",
            "write_report"]
@@ -262,9 +262,9 @@ def compute_report(m: Merged, on_step: Callable[[str], None] = lambda name: None
         "server_imbalance", "rank_imbalance", "arrows", "inexact_arrows", "unattributed_server_ops")}
     _findings(report, insights, checked, m.layout)
     on_step("why")
-    report["why"] = {r["callid_hex"]: {"command": f"callid why {m.path} {r['callid_hex']}",
-                                       "text": render_why(explain(m, m.layout.parse_id(r["callid_hex"])))}
-                     for r in stats["slowest_calls"] if r["callid_hex"]}
+    stamped = list(dict.fromkeys(r["callid_hex"] for r in stats["slowest_calls"] if r["callid_hex"]))
+    report["why"] = {h: {"command": f"callid why {m.path} {h}", "text": render_why(why)}
+                     for h, why in zip(stamped, explain_many(m, [m.layout.parse_id(h) for h in stamped]))}
     report["figures"] = FIGURES
     report["source"] = _source(stats, overview)
     if stats["rank_time_note"]:  # (figures of per-rank time: not where the replay did not keep the pace)

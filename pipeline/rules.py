@@ -117,17 +117,19 @@ class Catalogue:
             cur = m.con.execute(sql)
             return [d[0] for d in cur.description], cur.fetchall()
 
-        for rule in rules:
-            try:
+        (own_limit,) = m.rows("SELECT current_setting('memory_limit')")[0]
+        with m.settings(memory_limit=MEMORY_LIMIT):  # (once for all: setting it after a query costs 5 ms)
+            for rule in rules:
                 try:
-                    with m.settings(memory_limit=MEMORY_LIMIT):
+                    try:
                         names, rows = rows_of(wrap(rule.sql))
-                except duckdb.OutOfMemoryException:
-                    names, rows = rows_of(wrap(rule.sql))
-            except duckdb.Error as exc:
-                why = str(exc).splitlines()[0]
-                raise InputError(f"{m.path}: {self.what} {rule.code} cannot run ({why})") from None
-            yield rule, names, rows
+                    except duckdb.OutOfMemoryException:
+                        with m.settings(memory_limit=own_limit):
+                            names, rows = rows_of(wrap(rule.sql))
+                except duckdb.Error as exc:
+                    why = str(exc).splitlines()[0]
+                    raise InputError(f"{m.path}: {self.what} {rule.code} cannot run ({why})") from None
+                yield rule, names, rows
 
     def listing(self) -> tuple[list[dict], str]:
         """``--list``: a row per rule (``--json``) and the lines for people."""

@@ -24,7 +24,7 @@ from callid_core.units import human_size
 from pipeline.insights import SEVERITIES, run_insights
 from pipeline.merged import Merged
 
-__all__ = ["explain", "render_why", "slowest_callid"]
+__all__ = ["explain", "explain_many", "render_why", "slowest_callid"]
 
 #: how far outside its request a server event may lie on the reference clock (the clocks' alignment)
 _MARGIN_NS = 1_000_000_000
@@ -43,49 +43,94 @@ def slowest_callid(m: Merged) -> int:
 
 def explain(m: Merged, callid: int) -> dict[str, Any]:
     """Why call ``callid`` took its time (what ``callid why --json`` prints)."""
-    call = _call(m, callid)
-    path = _critical_path(m, call)
-    servers = sorted({s["server"] for s in path if s.get("server")})
-    ranks = sorted({s["rank"] for s in path if s.get("rank") is not None} | {call["rank"]})
-    return {"call": call, "peers": _peers(m, call), "critical_path": path, "verdict": _verdict(call, path),
-            "findings": _findings(m, call, servers, ranks)}
+    return explain_many(m, [callid])[0]
 
 
-def _call(m: Merged, callid: int) -> dict[str, Any]:
+def explain_many(m: Merged, callids: list[int]) -> list[dict[str, Any]]:
+    """:func:`explain` of each call of ``callids`` (the report's slowest calls), each table read once for
+    them all."""
+    if not callids:
+        return []
+    calls = _calls(m, callids)
+    work = _work(m, calls)
+    for call in calls:
+        del call["ids"]
+    paths = [_critical_path(call, w) for call, w in zip(calls, work)]
+    events = _server_events(m, [p for path in paths for p in path if p["kind"] == "request"])
+    peers = _peers(m, calls)
+    run_insights(m)  # (it makes the data_calls view: the one definition of a call's direction)
+    directions = dict(m.rows("SELECT callid, direction FROM data_calls "
+                             "WHERE list_contains(?::UBIGINT[], callid)", [callids]))
+    out = []
+    for call, path, peer in zip(calls, paths, peers):
+        _split(call, path, events)
+        servers = sorted({s["server"] for s in path if s.get("server")})
+        ranks = sorted({s["rank"] for s in path if s.get("rank") is not None} | {call["rank"]})
+        out.append({"call": call, "peers": peer, "critical_path": path, "verdict": _verdict(call, path),
+                    "findings": _findings(m, call, servers, ranks, directions)})
+    return out
+
+
+def _calls(m: Merged, callids: list[int]) -> list[dict[str, Any]]:
+    """The calls, in the order asked; a collective's with its ranks, its last arrival and the CallIDs of
+    all its calls (``ids``: what its requests carry)."""
     rel = m.sql("""SELECT callid, callid_hex, rank, func, file, file_offset, size, bytes, collective,
                           coll_seq, t_start, t_end, t_end - t_start AS dur_ns, t_rel_ns, error
-                   FROM calls WHERE callid = ? ORDER BY t_start LIMIT 1""", [callid])
-    names = rel.columns
-    rows = rel.fetchall()
-    if not rows:
-        raise InputError(f"{m.path}: no call with CallID {m.layout.format(callid)} (callid why DB, with no "
-                         "CallID: the slowest call)")
-    call = dict(zip(names, rows[0]))
-    if call["coll_seq"] is not None and call["collective"]:
-        (ranks, last, last_rank), = m.rows("""SELECT count(*), max(t_start), arg_max(rank, t_start) FROM calls
-                                             WHERE coll_seq = ? AND collective""", [call["coll_seq"]])
-        call["collective_ranks"], call["last_arrival"], call["last_rank"] = ranks, last, last_rank
-    return call
+                   FROM calls WHERE list_contains(?::UBIGINT[], callid) ORDER BY t_start""", [callids])
+    found: dict[int, dict] = {}
+    for row in rel.fetchall():
+        found.setdefault(row[0], dict(zip(rel.columns, row)))
+    if missing := [c for c in callids if c not in found]:
+        raise InputError(f"{m.path}: no call with CallID {m.layout.format(missing[0])} (callid why DB, "
+                         "with no CallID: the slowest call)")
+    calls = [dict(found[c]) for c in callids]
+    colls = sorted({c["coll_seq"] for c in calls if c["coll_seq"] is not None and c["collective"]})
+    groups = {seq: rest for seq, *rest in m.rows(
+        """SELECT coll_seq, count(*), max(t_start), arg_max(rank, t_start),
+                  list(callid) FILTER (WHERE callid IS NOT NULL)
+           FROM calls WHERE list_contains(?::BIGINT[], coll_seq) AND collective GROUP BY coll_seq""",
+        [colls])}
+    for call in calls:
+        call["ids"] = [call["callid"]]
+        if call["coll_seq"] in groups and call["collective"]:
+            ranks, last, last_rank, ids = groups[call["coll_seq"]]
+            call["collective_ranks"], call["last_arrival"], call["last_rank"] = ranks, last, last_rank
+            call["ids"] = ids
+    return calls
 
 
-def _work(m: Merged, call: dict) -> list[dict]:
-    """The pieces of work on the call's behalf (requests, collective phases, the last arrival)."""
-    ids = ("SELECT list(callid) FROM calls WHERE coll_seq = ? AND collective AND callid IS NOT NULL"
-           if call.get("collective_ranks") else "SELECT [?::UBIGINT]")
-    key = call["coll_seq"] if call.get("collective_ranks") else call["callid"]
-    args = [key, call["t_end"], call["t_start"]]
-    rel = m.sql(f"""SELECT 'request' AS kind, rank, server, op, req_seq, t_start, t_end
-                    FROM rpcs WHERE list_has_any(callids, ({ids})) AND t_start < ? AND t_end > ?""", args)
-    work = [dict(zip(rel.columns, row)) for row in rel.fetchall()]
+def _work(m: Merged, calls: list[dict]) -> list[list[dict]]:
+    """Per call, the pieces of work on its behalf (requests, collective phases, the last arrival)."""
+    lo, hi = min(c["t_start"] for c in calls), max(c["t_end"] for c in calls)
+    rel = m.sql("""SELECT 'request' AS kind, rank, server, op, req_seq, t_start, t_end, list(id) AS callids
+                   FROM (SELECT *, unnest(callids) AS id FROM rpcs WHERE t_start < ? AND t_end > ?)
+                   WHERE id IN (SELECT unnest(?::UBIGINT[])) GROUP BY ALL""",  # (list_has_any: 7x slower)
+                [hi, lo, sorted({i for c in calls for i in c["ids"]})])
+    requests = [dict(zip(rel.columns, row)) for row in rel.fetchall()]
+    colls = sorted({c["coll_seq"] for c in calls if c.get("collective_ranks")})
+    rel = m.sql("""SELECT 'phase' AS kind, p.rank, NULL AS server, p.phase AS op, NULL AS req_seq,
+                          p.t_start, p.t_end, c.coll_seq
+                   FROM phases p JOIN calls c ON c.callid = p.callid
+                   WHERE list_contains(?::BIGINT[], c.coll_seq) AND c.collective
+                     AND p.phase IN ('plan', 'exchange')""", [colls])
+    phases = [dict(zip(rel.columns, row)) for row in rel.fetchall()]
+    return [_work_of(call, requests, phases) for call in calls]
+
+
+def _during(call: dict, work: dict) -> bool:
+    return work["t_start"] < call["t_end"] and work["t_end"] > call["t_start"]
+
+
+def _work_of(call: dict, requests: list[dict], phases: list[dict]) -> list[dict]:
+    """The call's pieces among all ``requests`` and collective ``phases`` read."""
+    ids = set(call["ids"])
+    work = [{k: v for k, v in w.items() if k != "callids"} for w in requests
+            if _during(call, w) and ids.intersection(w["callids"])]
     if call.get("collective_ranks"):
-        rel = m.sql("""SELECT 'phase' AS kind, p.rank, NULL AS server, p.phase AS op, NULL AS req_seq,
-                              p.t_start, p.t_end
-                       FROM phases p JOIN calls c ON c.callid = p.callid
-                       WHERE c.coll_seq = ? AND c.collective AND p.phase IN ('plan', 'exchange')
-                         AND p.t_start < ? AND p.t_end > ?""", args)
-        work += [dict(zip(rel.columns, row)) for row in rel.fetchall()]
-        # (no work for a collective goes on before its last rank arrives: ROMIO's first step gathers every
-        # rank's ranges; a phase open before then was waiting for it)
+        work += [{k: v for k, v in w.items() if k != "coll_seq"} for w in phases
+                 if _during(call, w) and w["coll_seq"] == call["coll_seq"]]
+        # (no work for a collective goes on before its last rank arrives: ROMIO's first step gathers
+        # every rank's ranges; a phase open before then was waiting for it)
         last = call["last_arrival"]
         work = [{**w, "t_start": max(w["t_start"], last)} for w in work if w["t_end"] > last]
         if last > call["t_start"] and call["last_rank"] != call["rank"]:
@@ -96,12 +141,12 @@ def _work(m: Merged, call: dict) -> list[dict]:
     return work
 
 
-def _critical_path(m: Merged, call: dict) -> list[dict]:
+def _critical_path(call: dict, work: list[dict]) -> list[dict]:
     """The pieces of the call's time, in order, from its start to its end (see the module's doc).  One
     pass back over the work sorted by end: what ends at or after the cursor waits in a heap, the one of
     the call's own rank (then a request, then the earliest start) first, until the cursor passes it."""
     lo, cursor = call["t_start"], call["t_end"]
-    work = sorted((w for w in _work(m, call) if w["t_end"] > lo), key=lambda w: -w["t_end"])
+    work = sorted((w for w in work if w["t_end"] > lo), key=lambda w: -w["t_end"])
     pool: list[tuple] = []
     i = 0
     back: list[dict] = []
@@ -127,8 +172,11 @@ def _critical_path(m: Merged, call: dict) -> list[dict]:
         start = max(w["t_start"], lo)
         back.append({**w, "t_start": start, "t_end": end})
         cursor = start
-    path = back[::-1]
-    events = _server_events(m, [p for p in path if p["kind"] == "request"])
+    return back[::-1]
+
+
+def _split(call: dict, path: list[dict], events: dict[tuple, list[tuple]]) -> None:
+    """Each piece's place in the call; each request's split at its server (from its ``events``)."""
     for piece in path:
         piece["at_ns"] = piece["t_start"] - call["t_start"]
         piece["dur_ns"] = piece["t_end"] - piece["t_start"]
@@ -137,7 +185,6 @@ def _critical_path(m: Merged, call: dict) -> list[dict]:
             piece["request_ns"] = whole[1] - whole[0]
             key = (piece["server"], piece["rank"], piece["req_seq"])
             piece["server_side"] = _server_side(events.get(key, []), piece, whole)
-    return path
 
 
 def _server_events(m: Merged, requests: list[dict]) -> dict[tuple, list[tuple]]:
@@ -196,13 +243,23 @@ def _op(row: tuple | None) -> dict | None:
     return {"layer": layer, "op": op, "size": size, "dur_ns": e - s}
 
 
-def _peers(m: Merged, call: dict) -> dict:
-    (count, median, slower), = m.rows("""SELECT count(*), median(t_end - t_start)::BIGINT,
-                                                count(*) FILTER (WHERE t_end - t_start > ?)
-                                         FROM calls WHERE func = ? AND size IS NOT DISTINCT FROM ?""",
-                                      [call["dur_ns"], call["func"], call["size"]])
-    return {"calls": count, "median_ns": median, "slower": slower,
-            "ratio": round(call["dur_ns"] / median, 2) if median else None}
+def _peers(m: Merged, calls: list[dict]) -> list[dict]:
+    """Per call, its peers (the calls of its function and size): how many, their median time, how many
+    are slower."""
+    rows = dict((i, rest) for i, *rest in m.rows(
+        """SELECT q.i, count(*), median(c.t_end - c.t_start)::BIGINT,
+                  count(*) FILTER (WHERE c.t_end - c.t_start > q.dur)
+           FROM (SELECT unnest(?::BIGINT[]) AS i, unnest(?::VARCHAR[]) AS func, unnest(?::BIGINT[]) AS size,
+                        unnest(?::BIGINT[]) AS dur) q
+           JOIN calls c ON c.func = q.func AND c.size IS NOT DISTINCT FROM q.size GROUP BY q.i""",
+        [list(range(len(calls))), [c["func"] for c in calls], [c["size"] for c in calls],
+         [c["dur_ns"] for c in calls]]))
+    out = []
+    for i, call in enumerate(calls):
+        count, median, slower = rows[i]
+        out.append({"calls": count, "median_ns": median, "slower": slower,
+                    "ratio": round(call["dur_ns"] / median, 2) if median else None})
+    return out
 
 
 def _verdict(call: dict, path: list[dict]) -> dict:
@@ -232,12 +289,12 @@ def _verdict(call: dict, path: list[dict]) -> dict:
             "share": round(ns / call["dur_ns"], 3) if call["dur_ns"] else None}
 
 
-def _findings(m: Merged, call: dict, servers: list[str], ranks: list[int]) -> list[dict]:
+def _findings(m: Merged, call: dict, servers: list[str], ranks: list[int], directions: dict[int, str],
+              ) -> list[dict]:
     """The insights' findings (high, warning) that name the call, a server or rank on its path, or (a data
     call's) its file, and are of its direction if of one; the most severe first, then the most specific."""
-    findings = run_insights(m)  # (it makes the data_calls view: the one definition of a call's direction)
-    found = m.rows("SELECT direction FROM data_calls WHERE callid = ?", [call["callid"]])
-    direction = found[0][0] if found else None
+    findings = run_insights(m)
+    direction = directions.get(call["callid"])
     scored = []
     for f in findings:
         if f["severity"] not in ("high", "warning") or f["numbers"].get("direction") not in (None, direction):

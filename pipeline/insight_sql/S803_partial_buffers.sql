@@ -24,11 +24,14 @@ WITH flows AS (
         ON d.server = f.server AND d.parent = f.event_id  -- (the flows' operations: the few joined)
     WHERE f.layer = 'flow'
     GROUP BY ALL
+), reqs AS MATERIALIZED (  -- the flows' requests (a semi join first: the requests' CallIDs of these alone)
+    SELECT server, event_id, rank, callids FROM server_ops
+    WHERE layer = 'req' AND (server, event_id) IN (SELECT (server, parent) FROM flows)
 ), groups AS (  -- the flows of one call set on one server
     SELECT f.direction, f.server, r.rank, r.callids, CASE WHEN len(r.callids) = 0 THEN r.event_id END AS unstamped,
            sum(f.ops)::BIGINT AS ops, sum(f.bytes)::BIGINT AS bytes,
            (sum(f.ops) - ceil(sum(f.bytes) / getvariable('flow_buffer')))::BIGINT AS extra
-    FROM flows f JOIN server_ops r ON r.server = f.server AND r.event_id = f.parent AND r.layer = 'req'
+    FROM flows f JOIN reqs r ON r.server = f.server AND r.event_id = f.parent
     GROUP BY ALL
     HAVING sum(f.bytes) >= getvariable('flow_buffer')
 ), big AS (
@@ -51,20 +54,20 @@ WITH flows AS (
 ), top_ranks AS (
     SELECT direction, list(rank ORDER BY n DESC, rank) AS ranks
     FROM (SELECT b.direction, r.rank, sum(b.partial) AS n
-          FROM big b JOIN server_ops r ON r.server = b.server AND r.event_id = b.parent AND r.layer = 'req'
+          FROM big b JOIN reqs r ON r.server = b.server AND r.event_id = b.parent
           WHERE b.partial > 0 AND r.rank >= 0 GROUP BY ALL)
     GROUP BY direction
 ), top_calls AS (
     SELECT direction, list(callid ORDER BY n DESC, callid) AS callids
     FROM (SELECT b.direction, u.callid, sum(b.partial) AS n
-          FROM big b JOIN server_ops r ON r.server = b.server AND r.event_id = b.parent AND r.layer = 'req',
+          FROM big b JOIN reqs r ON r.server = b.server AND r.event_id = b.parent,
                unnest(r.callids) AS u(callid)
           WHERE b.partial > 0 GROUP BY ALL)
     GROUP BY direction
 ), top_files AS (
     SELECT direction, list(file ORDER BY n DESC, file) AS files
     FROM (SELECT b.direction, c.file, sum(b.partial) AS n
-          FROM big b JOIN server_ops r ON r.server = b.server AND r.event_id = b.parent AND r.layer = 'req'
+          FROM big b JOIN reqs r ON r.server = b.server AND r.event_id = b.parent
           JOIN calls c ON c.callid = r.callids[1]
           WHERE b.partial > 0 GROUP BY ALL)
     GROUP BY direction

@@ -12,19 +12,23 @@
 WITH c AS (
     SELECT callid, rank, file, coll_seq, t_start, t_end, t_end - t_start AS call_ns
     FROM data_calls WHERE callid IS NOT NULL
-), ids AS (  -- each CallID a rank's request carries, with that call's collective
-    SELECT r.rank, r.t_start, r.t_end, r.id, k.coll_seq
-    FROM (SELECT rank, t_start, t_end, unnest(callids) AS id FROM rpcs) r JOIN calls k ON k.callid = r.id
+), reqs AS (  -- each CallID a rank's request carries
+    SELECT rank, t_start, t_end, unnest(callids) AS id FROM rpcs
+), coll_reqs AS MATERIALIZED (  -- those of a collective's calls (joined first: not its calls with its calls)
+    SELECT r.rank, r.t_start, r.t_end, k.coll_seq
+    FROM reqs r JOIN (SELECT callid, coll_seq FROM calls WHERE coll_seq IS NOT NULL) k ON k.callid = r.id
 ), spans AS (  -- the server part: the rank's requests for the call (carrying its CallID or its
-               -- collective's), its aggregator I/O cycles
-    SELECT c.callid AS call, i.t_start, i.t_end FROM ids i JOIN c ON c.callid = i.id AND c.rank = i.rank
+               -- collective's), its aggregator I/O cycles; each clipped to the call
+    SELECT c.callid AS call, greatest(r.t_start, c.t_start) AS s, least(r.t_end, c.t_end) AS e
+    FROM reqs r JOIN c ON c.callid = r.id AND c.rank = r.rank
     UNION ALL
-    SELECT c.callid, i.t_start, i.t_end FROM ids i JOIN c ON c.coll_seq = i.coll_seq AND c.rank = i.rank
+    SELECT c.callid, greatest(r.t_start, c.t_start), least(r.t_end, c.t_end)
+    FROM coll_reqs r JOIN c ON c.coll_seq = r.coll_seq AND c.rank = r.rank
     UNION ALL
-    SELECT callid, t_start, t_end FROM phases WHERE phase = 'io' AND callid IN (SELECT callid FROM c)
+    SELECT c.callid, greatest(p.t_start, c.t_start), least(p.t_end, c.t_end)
+    FROM phases p JOIN c USING (callid) WHERE p.phase = 'io'
 ), clipped AS (
-    SELECT * FROM (SELECT x.call, greatest(x.t_start, c.t_start) AS s, least(x.t_end, c.t_end) AS e
-                   FROM spans x JOIN c ON c.callid = x.call) WHERE s < e
+    SELECT * FROM spans WHERE s < e
 ), server_spans AS (SELECT call AS k, s AS lo, e AS hi FROM clipped
 ), server_part AS (
     SELECT k AS call, covered AS server_ns FROM covered('server_spans')

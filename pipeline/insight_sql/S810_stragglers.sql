@@ -13,18 +13,17 @@
 -- time of all the peers; info otherwise (a few slow calls, or time lost outside the servers: client,
 -- network, scheduling).  One row per function and size (the 10 that lost the most time), naming the
 -- worst straggler's longest disk operation.
-WITH units AS (  -- what is timed: an independent call, or a whole collective
-    SELECT func, size, callid_hex || ' on rank ' || rank AS label, [callid] AS callids, [rank] AS ranks,
-           file, t_end - t_start AS ns
+WITH units AS (  -- what is timed: an independent call, or a whole collective (coll: its number)
+    SELECT func, size, NULL::BIGINT AS coll, [callid] AS callids, [rank] AS ranks, file, t_end - t_start AS ns
     FROM data_calls WHERE callid IS NOT NULL AND NOT (collective AND coll_seq IS NOT NULL)
     UNION ALL
-    SELECT any_value(func), sum(size)::BIGINT, printf('collective %d (%d ranks)', coll_seq, count(*)),
-           list(callid ORDER BY rank), list(rank ORDER BY rank), any_value(file), max(t_end) - max(t_start)
+    SELECT any_value(func), sum(size)::BIGINT, coll_seq, list(callid ORDER BY rank), list(rank ORDER BY rank),
+           any_value(file), max(t_end) - max(t_start)
     FROM data_calls WHERE callid IS NOT NULL AND collective AND coll_seq IS NOT NULL GROUP BY coll_seq
-), peers AS (
-    SELECT row_number() OVER (ORDER BY func, size, label) AS unit, *,
-           median(ns) OVER w AS median_ns, count(*) OVER w AS peers, sum(ns) OVER w AS peers_ns
-    FROM units WINDOW w AS (PARTITION BY func, size)
+), peers AS (  -- (the peers' figures by aggregate, joined: a window per function and size sorts them all)
+    SELECT row_number() OVER () AS unit, *  -- (an identifier: in no order)
+    FROM units JOIN (SELECT func, size, median(ns) AS median_ns, count(*) AS peers, sum(ns) AS peers_ns
+                     FROM units GROUP BY func, size) USING (func, size)
 ), grouped AS (  -- the units of the functions and sizes that have stragglers
     SELECT * FROM peers p WHERE EXISTS (SELECT 1 FROM peers q WHERE q.func = p.func AND q.size = p.size
                                          AND q.ns > getvariable('straggler_factor') * q.median_ns)
@@ -42,8 +41,10 @@ WITH units AS (  -- what is timed: an independent call, or a whole collective
            median(coalesce(w.disk_ops, 0)) OVER p AS median_disk_ops,
            median(coalesce(w.disk_ns, 0)) OVER p AS median_disk_ns
     FROM grouped g LEFT JOIN work w USING (unit) WINDOW p AS (PARTITION BY g.func, g.size)
-), stragglers AS (
-    SELECT *, median_ns + disk_ns - median_disk_ns > getvariable('straggler_factor') * median_ns AS on_disk
+), stragglers AS (  -- (each named: an independent call by its CallID and rank)
+    SELECT *, median_ns + disk_ns - median_disk_ns > getvariable('straggler_factor') * median_ns AS on_disk,
+           CASE WHEN coll IS NULL THEN callid_hex(callids[1]) || ' on rank ' || ranks[1]
+                ELSE printf('collective %d (%d ranks)', coll, len(ranks)) END AS label
     FROM judged WHERE ns > getvariable('straggler_factor') * median_ns
 ), ranked AS (  -- the stragglers of a group, the worst first: on the disks, then the slowest
     SELECT *, row_number() OVER (PARTITION BY func, size ORDER BY on_disk DESC, ns DESC, label) AS pos

@@ -103,7 +103,7 @@ REAL_FILE_APP = textwrap.dedent("""
     assert buf == bytes([65 + comm.rank]) * 100
     size = fh.Get_size()
     fh.Close()
-    assert size == 100 * comm.size, size
+    assert size >= 100 * (comm.rank + 1), size  # its own write, synced; the others' need not be yet
 """)
 
 
