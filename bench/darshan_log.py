@@ -97,6 +97,11 @@ def record_id(path: str) -> int:
     return int.from_bytes(hashlib.blake2b(path.encode(), digest_size=8).digest(), "little") or 1
 
 
+#: what a module's operation counts are named by: one kind for all (``COLL``: MPIIO_COLL_WRITES; ``""``:
+#: POSIX_WRITES), or each kind with the segments it counts (a mask)
+Kinds = str | dict[str, np.ndarray]
+
+
 @dataclass
 class Counters:
     """Records of a counter module (``MPI-IO``, ``POSIX``), one row per record; columns broadcast.
@@ -408,10 +413,10 @@ def synthetic_trace(*, ranks: int, files: int = 1, accesses: int = 8, size: int 
     names = [f"{directory}/file{f}.{r:05d}" for f in range(files) for r in range(ranks)] if file_per_process \
         else [f"{directory}/file{f}" for f in range(files)]
     mode = 9 if reads else 5  # MPI_MODE_CREATE | MPI_MODE_RDWR (or WRONLY), MPICH's values
-    mpiio = _counters("MPI-IO", mpi, meta, file_per_process, shared_records, ranks,
+    mpiio = counters_of("MPI-IO", mpi, meta, file_per_process, shared_records, ranks,
                       {"MPIIO_COLL_OPENS" if shared else "MPIIO_INDEP_OPENS": 1, "MPIIO_MODE": mode},
                       "COLL" if collective else "INDEP")
-    posix = _counters("POSIX", psx, meta, file_per_process, shared_records, ranks,
+    posix = counters_of("POSIX", psx, meta, file_per_process, shared_records, ranks,
                       {"POSIX_OPENS": 1, "POSIX_MODE": 0o644}, "")
     blocks = (accesses, 1) if pattern == "strided" else (1, accesses)
     exe = (f"/usr/local/bin/ior -a MPIIO{' -c' if collective else ''}{' -F' if file_per_process else ''} -w"
@@ -462,13 +467,13 @@ def _two_phase(file: int, offsets: np.ndarray, size: int, t0: float, t1: float, 
     return Segments(file, agg_ranks[agg], lo, hi - lo, start, start + 0.95 * slot, is_read)
 
 
-def _counters(module: str, segs: Segments, meta: np.ndarray, fpp: bool, shared_records: bool, ranks: int,
-              fixed: dict[str, int], kind: str) -> Counters:
+def counters_of(module: str, segs: Segments, meta: np.ndarray, fpp: bool, shared_records: bool, ranks: int,
+              fixed: dict[str, int], kind: Kinds, alignment: int | None = None) -> Counters:
     """Counters of every opened (file, rank) from its segments; reduced to rank -1 per shared file."""
     files = meta.shape[1]
     p = "MPIIO_" if module == "MPI-IO" else "POSIX_"
     phase = segs.file // ranks if fpp else segs.file
-    per_rank = _segment_counters(p, kind, segs, phase * ranks + segs.rank, files * ranks)
+    per_rank = _segment_counters(p, kind, segs, phase * ranks + segs.rank, files * ranks, alignment)
     o_s, o_e, c_s, c_e = (m.ravel() for m in meta)
     per_rank.update({f"{p}F_OPEN_START_TIMESTAMP": o_s, f"{p}F_OPEN_END_TIMESTAMP": o_e,
                      f"{p}F_CLOSE_START_TIMESTAMP": c_s, f"{p}F_CLOSE_END_TIMESTAMP": c_e,
@@ -479,13 +484,15 @@ def _counters(module: str, segs: Segments, meta: np.ndarray, fpp: bool, shared_r
         ints = {k: v for k, v in per_rank.items() if "_F_" not in k}
         floats = {k: v for k, v in per_rank.items() if "_F_" in k}
         return Counters(file, rank, {**ints, **fixed}, floats)
-    reduced = _segment_counters(p, kind, segs, segs.file, files)
+    reduced = _segment_counters(p, kind, segs, segs.file, files, alignment)
     grid = {k: v.reshape(files, ranks) for k, v in per_rank.items()}
     for which, reduce in (("START", np.min), ("END", np.max)):
         for op in ("OPEN", "CLOSE"):
             reduced[f"{p}F_{op}_{which}_TIMESTAMP"] = reduce(grid[f"{p}F_{op}_{which}_TIMESTAMP"], axis=1)
     reduced[f"{p}F_META_TIME"] = grid[f"{p}F_META_TIME"].sum(axis=1)
-    reduced[f"{p}RW_SWITCHES"] = grid[f"{p}RW_SWITCHES"].sum(axis=1)  # per rank, not across ranks
+    for name in ("RW_SWITCHES", *(f"{a}_{b}" for a in ("SEQ", "CONSEC") for b in ("READS", "WRITES"))):
+        if f"{p}{name}" in grid:  # (per rank, not across ranks)
+            reduced[f"{p}{name}"] = grid[f"{p}{name}"].sum(axis=1)
     secs = grid[f"{p}F_READ_TIME"] + grid[f"{p}F_WRITE_TIME"] + grid[f"{p}F_META_TIME"]
     moved = grid[f"{p}BYTES_READ"] + grid[f"{p}BYTES_WRITTEN"]
     fast, slow = secs.argmin(axis=1), secs.argmax(axis=1)
@@ -501,16 +508,21 @@ def _counters(module: str, segs: Segments, meta: np.ndarray, fpp: bool, shared_r
     return Counters(np.arange(files), -1, {**ints, **fixed}, floats)
 
 
-def _segment_counters(p: str, kind: str, segs: Segments, key: np.ndarray, n: int) -> dict[str, np.ndarray]:
-    """Per-key counters of ``segs``: operation counts, bytes, size histograms, times, common sizes."""
+def _segment_counters(p: str, kind: Kinds, segs: Segments, key: np.ndarray, n: int,
+                      alignment: int | None = None) -> dict[str, np.ndarray]:
+    """Per-key counters of ``segs``: operation counts (of each kind), bytes, size histograms, times, common
+    sizes; with an ``alignment``, the operations whose offset is not a multiple of it."""
     out: dict[str, np.ndarray] = {}
     agg = "AGG_" if p == "MPIIO_" else ""
     dur = segs.end - segs.start
+    kinds = kind if isinstance(kind, dict) else {kind: np.ones(len(segs), np.bool_)}
     for op_read, op, verb, counted in ((False, "WRITE", "WRITTEN", "WRITES"),
                                        (True, "READ", "READ", "READS")):
         sel = segs.is_read == op_read
         k, length, d = key[sel], segs.length[sel], dur[sel]
-        out[f"{p}{kind}_{counted}" if kind else f"{p}{counted}"] = np.bincount(k, minlength=n)
+        for name, mask in kinds.items():
+            counts = np.bincount(key[sel & mask], minlength=n)
+            out[f"{p}{name}_{counted}" if name else f"{p}{counted}"] = counts
         out[f"{p}BYTES_{verb}"] = np.bincount(k, length, minlength=n).astype(np.int64)
         if p == "POSIX_":
             max_byte = np.full(n, -1, np.int64)
@@ -533,6 +545,19 @@ def _segment_counters(p: str, kind: str, segs: Segments, key: np.ndarray, n: int
         size_of_slowest = np.zeros(n, np.int64)
         size_of_slowest[k[hit]] = length[hit]
         out[f"{p}MAX_{op}_TIME_SIZE"] = size_of_slowest
+    if p == "POSIX_":  # per key and direction in time order: SEQ past the last byte before, CONSEC just after
+        for op_read, counted in ((False, "WRITES"), (True, "READS")):
+            at = np.flatnonzero(segs.is_read == op_read)
+            at = at[np.lexsort((segs.start[at], key[at]))]
+            k, off = key[at], segs.offset[at]
+            last = np.r_[0, off[:-1] + segs.length[at][:-1] - 1]
+            last[np.r_[True, k[1:] != k[:-1]]] = 0  # (darshan starts each record at byte 0)
+            out[f"{p}SEQ_{counted}"] = np.bincount(k, off > last, minlength=n).astype(np.int64)
+            out[f"{p}CONSEC_{counted}"] = np.bincount(k, off == last + 1, minlength=n).astype(np.int64)
+    if alignment:
+        off_grid = (segs.offset % alignment != 0).astype(np.int64)
+        out[f"{p}FILE_NOT_ALIGNED"] = np.bincount(key, off_grid, minlength=n).astype(np.int64)
+        out[f"{p}FILE_ALIGNMENT"] = np.full(n, alignment, np.int64)
     by_time = np.lexsort((segs.start, key))
     k_t, read_t = key[by_time], segs.is_read[by_time]
     switch = (k_t[1:] == k_t[:-1]) & (read_t[1:] != read_t[:-1])

@@ -14,15 +14,22 @@ Darshan log), run as a user runs it (``callid run`` or ``callid replay``, then `
 - ``false alarm`` (the clean controls, each workload as it is): a high finding on a run with nothing
   planted; ``clean``: none.
 
-It prints the table (cause x workload), the runs not named first with the high findings before, and one
-JSON line.  ``--causes`` and ``--workloads`` pick a part of it (``python -m bench diagnose --causes
-slow-disk,straggler --workloads collective``).
+Where Drishti can see a cause (what the program does: its Darshan log holds it), drishti-io runs too, on
+the Darshan log the same run would have left (:mod:`bench.run_log`), and is scored alike from the codes it
+raised (its ``--csv``), in its order, each at Drishti's fixed level (a WARN code, P09 or P10, is at best
+``named lower``, as a callid warning would be); on the controls, a HIGH code is a false alarm.
+
+It prints the table (cause x workload: callid's outcome, and drishti-io's after a slash where it ran), the
+runs not named first with the high findings before, and one JSON line.  ``--causes`` and ``--workloads``
+pick a part of it (``python -m bench diagnose --causes slow-disk,straggler --workloads collective``);
+``--drishti`` names the ``drishti`` command (default: the one on PATH; ``pip install drishti-io``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import tempfile
 from collections.abc import Callable
@@ -30,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.command import callid_path, run_command
+from bench.run_log import write_run_log
 from pipeline.insights import in_order
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -92,6 +100,7 @@ class Cause:
     hints: dict[str, str] = field(default_factory=dict)
     args: Callable[[Workload, list[str]], list[str]] | None = None
     workloads: tuple[str, ...] = ()
+    drishti: tuple[str, ...] = ()  # Drishti's codes that name it (none: its Darshan log does not show it)
 
 
 def _set(args: list[str], flag: str, value: str) -> list[str]:
@@ -115,6 +124,7 @@ _MISALIGNED = {"mpi-io-test": [("-b", "1000KiB")], "collective": [("--block", "1
                "ior": [("-b", "1000k"), ("-t", "1000k")]}
 _SMALL = {"mpi-io-test": [("-b", "4KiB"), ("-i", "300")], "ior": [("-b", "4k"), ("-t", "4k"), ("-s", "300")]}
 _EACH_READS_ALL = {"collective": [("--cb-read", "disable")]}  # (every rank reads the whole file itself)
+_REWRITES = {"ior": [("-i", "3")]}  # (three repetitions write the same file: each byte three times)
 _COLLECTIVE = ("collective", "ior", "macsio", "replay")
 
 CAUSES = [
@@ -125,23 +135,27 @@ CAUSES = [
           [Expect("S813", ("io1",), part="request handling")]),
     Cause("full-server", "fault", ["--fault", "io1:full=1MiB"], [Expect("S814", ("io1",))]),
     Cause("straggler", "fault", ["--fault", "rank1:straggle=100ms"], [Expect("P716", ranks=(1,))],
-          workloads=_COLLECTIVE),
+          workloads=_COLLECTIVE, drishti=("P19",)),
     Cause("busy-metadata-server", "fault", ["--fault", "meta0:load=50x"], [Expect("S808", ("meta0",))]),
     Cause("file-on-one-server", "mistake", [], [Expect("S801")], hints={"striping_factor": "1"}),
     Cause("misaligned", "mistake", ["--strip-size", "1MiB"], [Expect("P702"), Expect("S802")],
-          args=_replace(_MISALIGNED), workloads=tuple(_MISALIGNED)),
+          args=_replace(_MISALIGNED), workloads=tuple(_MISALIGNED), drishti=("P08",)),
     Cause("small-independent-shared", "mistake", [], [Expect("P701"), Expect("P707")], args=_replace(_SMALL),
-          workloads=tuple(_SMALL)),
+          workloads=tuple(_SMALL), drishti=("P05", "P06", "P15", "P16", "M02", "M03")),
     Cause("small-flow-buffers", "mistake", ["--flow-buffer", "4KiB", "--strip-size", "1MiB"],
           [Expect("S804"), Expect("S803")]),
     # (where the ranks' accesses interleave: with one contiguous block each, as in IOR and MACSio here,
     # ROMIO's automatic collective buffering aggregates nothing; a Darshan log records none)
+    # (Drishti's M08-M10 compare cb_nodes with the job's nodes from SLURM's sacct: none here)
+    # (and too few it does not flag: fewer aggregators than nodes is its M08, at level OK)
     Cause("too-few-aggregators", "mistake", ["--ranks-per-host", "1"], [Expect("P717")],
           hints={"cb_nodes": "1"}, workloads=("collective",)),
     Cause("too-many-aggregators", "mistake", [], [Expect("P717")], hints={"cb_nodes": "4"},
-          workloads=("collective",)),
-    Cause("redundant-reads", "mistake", [], [Expect("S807")], args=_replace(_EACH_READS_ALL),
-          workloads=tuple(_EACH_READS_ALL)),
+          workloads=("collective",), drishti=("M09",)),
+    Cause("redundant-reads", "mistake", [], [Expect("S807"), Expect("P710")], args=_replace(_EACH_READS_ALL),
+          workloads=tuple(_EACH_READS_ALL), drishti=("P09",)),
+    Cause("redundant-writes", "mistake", [], [Expect("P710")], args=_replace(_REWRITES),
+          workloads=tuple(_REWRITES), drishti=("P10",)),
 ]
 
 
@@ -178,8 +192,41 @@ def _run(w: Workload, options: list[str], args: list[str], env: dict[str, str], 
     found = run_command([callid, "insights", str(db), "--json"], d, "insights", TIMEOUT)
     if found["exit"]:
         return {"error": f"insights: {found['stderr_last']}", "findings": []}
-    return {"error": None, "run_exit": ran["exit"], "seconds": ran["seconds"],
+    return {"error": None, "run_exit": ran["exit"], "seconds": ran["seconds"], "db": db,
             "findings": in_order(json.loads((d / "insights.out").read_text())["findings"])}
+
+
+#: Drishti's codes at level HIGH (each code has one level: P09, P10, M01, M06, M07 are WARN, the rest OK
+#: or INFO)
+DRISHTI_HIGH = ("S01", "P05", "P06", "P07", "P08", "P11", "P13", "P15", "P16", "P17", "P18", "P19", "P21",
+                "P22", "M02", "M03", "M09")
+
+
+def run_drishti(drishti: str, db: Path, d: Path) -> dict:
+    """drishti-io on the Darshan log of the run merged at ``db``: the codes it raised, in its order (its
+    ``--csv``: a column per code, True when raised)."""
+    log = d / "run.darshan"
+    write_run_log(db, log)
+    ran = run_command([drishti, "--csv", "--export_dir", str(d), str(log)], d, "drishti", TIMEOUT)
+    table = d / "run.csv"
+    if ran["exit"] or not table.is_file():
+        return {"error": f"drishti: exit {ran['exit']}: {ran['stderr_last']}", "codes": []}
+    header, row = table.read_text().splitlines()[:2]
+    raised = [c for c, v in zip(header.split(",")[1:], row.split(",")[1:]) if v == "True"]
+    return {"error": None, "codes": raised}
+
+
+def score_drishti(cause: Cause | None, codes: list[str]) -> tuple[str, list[str]]:
+    """drishti-io's outcome, scored as :func:`score` scores callid's, and the HIGH codes before the expected
+    one (on a control, or when it is missed: all of them)."""
+    high = [c for c in codes if c in DRISHTI_HIGH]
+    if cause is None:
+        return ("false alarm" if high else "clean"), high
+    ok = [c for c in codes if c in cause.drishti]
+    if not ok:
+        return "missed", high
+    before = high[:high.index(ok[0])] if ok[0] in high else high
+    return ("named" if ok[0] in high and not before else "named lower"), before
 
 
 def score(cause: Cause | None, findings: list[dict]) -> tuple[str, list[str]]:
@@ -209,6 +256,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--workloads", help="comma-separated workloads (default: all): " +
                         ", ".join(WORKLOADS))
     parser.add_argument("--no-controls", action="store_true", help="skip the clean controls")
+    parser.add_argument("--drishti", default=shutil.which("drishti"),
+                        help="the drishti command of drishti-io (default: the one on PATH; none: not run)")
     opts = parser.parse_args(argv)
     for flag, given, known in (("--causes", opts.causes, [c.name for c in CAUSES]),
                                ("--workloads", opts.workloads, list(WORKLOADS))):
@@ -234,13 +283,24 @@ def main(argv: list[str]) -> int:
             result = _run(w, options, args, env, d, log)
             outcome, others = (("error", [result["error"]]) if result["error"]
                                else score(cause, result["findings"]))
-            rows.append({"cause": name, "kind": cause.kind if cause else "control", "workload": w.name,
-                         "outcome": outcome, "expected": [str(e) for e in cause.expect] if cause else [],
-                         "others": others, "planted": _planted(cause, w, options, args, env)})
+            row = {"cause": name, "kind": cause.kind if cause else "control", "workload": w.name,
+                   "outcome": outcome, "expected": [str(e) for e in cause.expect] if cause else [],
+                   "others": others, "planted": _planted(cause, w, options, args, env)}
+            if opts.drishti and not result["error"] and (cause is None or cause.drishti):
+                found = run_drishti(opts.drishti, result["db"], d)
+                row["drishti"], row["drishti_others"] = (("error", [found["error"]]) if found["error"]
+                                                         else score_drishti(cause, found["codes"]))
+                row["drishti_codes"] = found["codes"]
+                row["drishti_expected"] = list(cause.drishti) if cause else []
+            rows.append(row)
     _print(rows, [c.name for c in causes], [w.name for w in workloads])
     counts = {k: sum(r["outcome"] == k for r in rows) for k in
               ("named", "named lower", "missed", "false alarm", "clean", "error")}
+    ran = [r for r in rows if "drishti" in r]
+    drishti = {k: sum(r["drishti"] == k for r in ran) for k in
+               ("named", "named lower", "missed", "false alarm", "clean", "error")}
     print(json.dumps({"bench": "diagnose", "runs": len(rows), **counts,
+                      "drishti": {"runs": len(ran), **drishti} if opts.drishti else "not run (no drishti)",
                       "target_met": counts["named"] == sum(r["kind"] != "control" for r in rows)
                       and counts["false alarm"] == 0 and counts["error"] == 0, "rows": rows}))
     return 0
@@ -253,12 +313,15 @@ def _planted(cause: Cause | None, w: Workload, options: list[str], args: list[st
 
 
 def _print(rows: list[dict], causes: list[str], workloads: list[str]) -> None:
-    cell = {(r["cause"], r["workload"]): r["outcome"] for r in rows}
+    cell = {(r["cause"], r["workload"]): r["outcome"] + (f" / {r['drishti']}" if "drishti" in r else "")
+            for r in rows}
     names = [n for n in ["control", *causes] if any(r["cause"] == n for r in rows)]
     width = max(len(n) for n in names)
-    print(f"{'cause':<{width}}  " + "  ".join(f"{w:<12}" for w in workloads))
+    wide = max(12, *(len(v) for v in cell.values()))
+    print("callid's outcome / drishti-io's (where its Darshan log shows the cause)\n")
+    print(f"{'cause':<{width}}  " + "  ".join(f"{w:<{wide}}" for w in workloads))
     for n in names:
-        print(f"{n:<{width}}  " + "  ".join(f"{cell.get((n, w), '-'):<12}" for w in workloads))
+        print(f"{n:<{width}}  " + "  ".join(f"{cell.get((n, w), '-'):<{wide}}" for w in workloads))
     print("\nnot named first (the high findings before it), false alarms:")
     if all(r["outcome"] in ("named", "clean") for r in rows):
         print("  none")
@@ -266,3 +329,10 @@ def _print(rows: list[dict], causes: list[str], workloads: list[str]) -> None:
         if r["outcome"] not in ("named", "clean"):
             print(f"  {r['cause']} in {r['workload']}: {r['outcome']}; expected "
                   f"{' or '.join(r['expected']) or '-'}; high: {', '.join(r['others']) or 'none'}")
+    ran = [r for r in rows if "drishti" in r]
+    if ran:
+        print("\ndrishti-io: the codes it raised (HIGH ones marked *)")
+        for r in ran:
+            codes = ", ".join(c + ("*" if c in DRISHTI_HIGH else "") for c in r["drishti_codes"]) or "none"
+            print(f"  {r['cause']} in {r['workload']}: {r['drishti']}; expected "
+                  f"{' or '.join(r['drishti_expected']) or '-'}; raised: {codes}")

@@ -19,6 +19,7 @@ PROGRAM = textwrap.dedent("""
     comm = MPI.COMM_WORLD
     for path in ("/pvfs2/columns", sys.argv[1]):
         fh = MPI.File.Open(comm, path, MPI.MODE_CREATE | MPI.MODE_RDWR)
+        comm.Barrier()  # (each size at open taken before a rank writes: a real MPI-IO open need not wait)
         fh.Write_at(comm.rank * 100, b"x" * 100)
         other = threading.Thread(target=lambda: fh.Write_at(1000 + comm.rank * 10, b"y" * 10))
         other.start(); other.join()

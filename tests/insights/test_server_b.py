@@ -56,6 +56,13 @@ def test_redundant_reads(tmp_path):
     assert again["ranks"] == [0, 1, 2, 3] and again["files"] == ["/pvfs2/reread"]
     assert again["servers"] == ["io0", "io1"]
     assert again["callids"] == _callids(tmp_path / "out" / "m.duckdb", "func = 'MPI_File_read_at'")
+    # the same, counted from the calls (Drishti's P09, exactly): each byte read by the 4 ranks; written
+    # once, by rank 0 (no P710 of writes)
+    (calls,) = of_code(found, "P710")
+    assert (calls["drishti"], calls["severity"], calls["files"]) == ("P09", "high", ["/pvfs2/reread"])
+    assert calls["numbers"] == {"direction": "read", "moved_bytes": nranks * size, "unique_bytes": size,
+                                "redundant_bytes": (nranks - 1) * size, "redundant_share": 0.75}
+    assert sorted(calls["ranks"]) == [0, 1, 2, 3] and "MPI_Bcast" in calls["example"]
     # reads that overlap in part, across strip bounds: rank r reads 300,000 bytes from r * 100,000; the
     # union is bytes 0 to 600,000 (split over the two servers' strips, whatever the disk reads' bounds)
     found = insights_of(tmp_path / "shifted", "S807_reread.py", "shifted", np=nranks)
@@ -64,6 +71,25 @@ def test_redundant_reads(tmp_path):
     assert (n["read_bytes"], n["unique_bytes"]) == (nranks * 300_000, 600_000), n
     # read by one rank alone: rank 0's first strip (bytes below 65,536) and rank 3's last two (from 524,288)
     assert n["reads"] - n["overlapping_reads"] == 3 and sorted(shifted["ranks"]) == [0, 1, 2, 3]
+    (calls,) = of_code(found, "P710")  # (0.6 of the 1.2 MB read again: a warning)
+    assert calls["severity"] == "warning"
+    assert (calls["numbers"]["moved_bytes"], calls["numbers"]["unique_bytes"]) == (nranks * 300_000, 600_000)
+
+
+def test_redundant_writes(tmp_path):
+    """P710 on writes (Drishti's P10): a block rewritten in place by its rank, twice more (a file written
+    once raises none: test_redundant_reads finds P710 on its reads alone)."""
+    block, times, nranks = 64 * KIB, 3, 2  # (programs/P710_rewrite.py)
+    found = insights_of(tmp_path / "out", "P710_rewrite.py", np=nranks)
+    (rewrites,) = of_code(found, "P710")
+    assert (rewrites["drishti"], rewrites["severity"]) == ("P10", "high")  # (2 of 3 writes of every byte)
+    assert rewrites["numbers"] == {"direction": "write", "moved_bytes": times * nranks * block,
+                                   "unique_bytes": nranks * block,
+                                   "redundant_bytes": (times - 1) * nranks * block,
+                                   "redundant_share": round((times - 1) / times, 4)}
+    assert rewrites["ranks"] == [0, 1] and rewrites["files"] == ["/pvfs2/rewrite"]
+    assert rewrites["callids"] == _callids(tmp_path / "out" / "m.duckdb", "func = 'MPI_File_write_at'")
+    assert "write each part once" in rewrites["recommendation"]
 
 
 def test_metadata_server_share(tmp_path):
