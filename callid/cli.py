@@ -382,6 +382,9 @@ def fs_init(
     flow_buffer: FlowBuffer = _FLOW_BUFFER,
     callid_layout: CallidLayout = str(DEFAULT_LAYOUT),
     payload: PayloadOption = Payload.FULL,
+    disk_model: DiskModelOpt = "",
+    net_model: NetModelOpt = "",
+    fault: FaultOpt = None,
     force: Force = False,
     as_json: JsonFlag = False,
 ) -> None:
@@ -389,7 +392,8 @@ def fs_init(
 
     The fs.conf/pvfs2tab of this system: each server's address, role and
     directory, the striping, and a new secret every client must prove it holds
-    (a server refuses any other).  Start the servers with callid servers start
+    (a server refuses any other), and the servers' disk and network models and
+    faults (every run on it records them).  Start the servers with callid servers start
     on each host, then run with callid run --fs FS_JSON (or set CALLID_CONFIG
     for ranks started by another launcher: srun python -m callid.launch app.py).
 
@@ -409,7 +413,7 @@ def fs_init(
                          "to replace it (its servers then refuse every client until they restart)")
     config = init_fs(servers, output, server_dir, RunOptions(
         target=[], strip_size=strip_size, flow_buffer=flow_buffer, callid_layout=callid_layout,
-        payload=payload), port)
+        payload=payload, disk_model=disk_model, net_model=net_model, faults=fault or []), port)
     if as_json:
         _echo_json({"config": str(output), "secret_file": config.secret_file,
                     "servers": [{"server": s.name, "address": f"{s.host}:{s.port}", "roles": s.roles,

@@ -42,7 +42,7 @@ from callid_core.config import (
     new_secret,
     secret_beside,
 )
-from callid_core.devices import faults_to_json, parse_faults, parse_model, straggles
+from callid_core.devices import faults_from_json, faults_to_json, parse_faults, parse_model, straggles
 from callid_core.errors import BadValue, InputError, os_reason
 from callid_core.ids import DEFAULT_LAYOUT, Layout
 from callid_core.partlog import combine_parts
@@ -126,8 +126,10 @@ def check_options(opts: RunOptions) -> None:
     if opts.fs and (opts.disk_model or opts.net_model or opts.faults):
         raise BadValue("--disk-model, --net-model, --fault: not with --fs (the file system's servers run "
                        "already, with their disks and links as they are)")
-    # (a program's ranks are its np; a replay's driver runs source ranks, which it checks itself)
-    check_devices(opts, opts.servers, opts.np if opts.launcher == RunOptions.launcher else None)
+    # (a program's ranks are its np; a replay's driver runs source ranks, which it checks itself; callid fs
+    # init's file system serves runs of any size)
+    program = opts.target and opts.launcher == RunOptions.launcher
+    check_devices(opts, opts.servers, opts.np if program else None)
     if mpi_io(opts) == MpiIo.ROMIO:
         _check_romio(opts)
     elif opts.launcher == RunOptions.launcher and opts.target and not romio_launch.is_python(opts.target):
@@ -378,7 +380,7 @@ def run(opts: RunOptions) -> RunResult:
     with _stop_signals() as stops:
         try:
             group.start()
-            stdout, failed = _run_ranks(opts, config_path, parts)
+            stdout, failed = _run_ranks(opts, config, config_path, parts)
             failures += failed
         except Interrupted as exc:
             interrupted = exc.signal
@@ -424,6 +426,10 @@ def fs_run_config(opts: RunOptions, out: Path) -> Config:
     """The configuration of a run on the servers of ``opts.fs`` (``callid fs init``): theirs, with the
     run's own id, trace directory (``out/parts``) and client options."""
     fs = load_fs(opts.fs)
+    late = [r for r in straggles(faults_from_json(fs.faults)) if r >= opts.np]
+    if late and opts.launcher == RunOptions.launcher:
+        raise BadValue(f"--fs {opts.fs}: its fault rank{late[0]}:straggle names a rank beyond -n {opts.np} "
+                       f"(ranks 0 to {opts.np - 1})")
     return replace(fs, run_id=uuid.uuid4().hex[:12], trace_dir=str((out / "parts").resolve()),
                    mount=[os.path.abspath(m) for m in opts.mount], callid=opts.callid, small_io=opts.small_io,
                    ranks_per_host=opts.ranks_per_host, client_events=opts.client_events, mpi_io=mpi_io(opts),
@@ -583,7 +589,7 @@ def _stop_signals() -> Iterator[_Stops]:
             signal.signal(sig, previous)
 
 
-def _run_ranks(opts: RunOptions, config_path: Path, parts: Path) -> tuple[str, list[str]]:
+def _run_ranks(opts: RunOptions, config: Config, config_path: Path, parts: Path) -> tuple[str, list[str]]:
     """Run the ranks; their standard output (with ``opts.capture``) and what failed.
 
     ``mpiexec -disable-auto-cleanup``: a rank that ends early does not get the others killed before
@@ -595,7 +601,7 @@ def _run_ranks(opts: RunOptions, config_path: Path, parts: Path) -> tuple[str, l
         cmd, more = romio_launch.command(opts.target, opts.np, find_mpiexec(), config_path, parts,
                                          opts.mount[0], opts.callid_layout, opts.callid, opts.mpicc,
                                          hints=opts.trace_hints, mpi=opts.trace_mpi,
-                                         straggle=straggles(parse_faults(opts.faults)))
+                                         straggle=straggles(faults_from_json(config.faults)))
         env.update(more)
     else:
         cmd = [find_mpiexec(), "-disable-auto-cleanup", "-n", str(opts.np), sys.executable, "-m",

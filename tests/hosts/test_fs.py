@@ -12,10 +12,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import duckdb
+import pyarrow.parquet as pq
 import pytest
 
 from callid.run import RunOptions, find_mpiexec, fs_run_config
 from callid_core.config import CONFIG_ENV, Config
+from callid_core.schema import META_CONFIG
 from tests.conftest import ROOT, callid_cmd, cli, query
 
 PROGRAM = Path(__file__).with_name("program.py")
@@ -226,3 +229,34 @@ def test_run_fs_keeps_the_tracers_switches(tmp_path):
     config = fs_run_config(RunOptions(target=["x.py"], fs=str(fs), flush_rows=1, trace_hints=False,
                                       trace_mpi=False), tmp_path / "out")
     assert (config.flush_rows, config.trace_hints, config.trace_mpi) == (1, False, False)
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_fs_init_models_the_devices_and_plants_faults_that_every_run_records(tmp_path):
+    """callid fs init --disk-model/--fault: the servers started from its configuration model their disks
+    (io1's 4 times as slow), the ranks of a run on it straggle, and the run records both; a fault naming a
+    rank the run does not have is refused in one line."""
+    fs = init(tmp_path, "--disk-model", "latency=5ms", "--fault", "io1:disk=slow:4x",
+              "--fault", "rank1:straggle=200ms")
+    config = Config.load(fs)
+    assert config.disk_model["latency_s"] == 0.005 and len(config.faults) == 2
+    few = cli("run", "--fs", fs, "-n", "1", "-d", tmp_path / "few", ROOT / "examples" / "callid_demo.py")
+    assert few.returncode == 2
+    assert "its fault rank1:straggle names a rank beyond -n 1 (ranks 0 to 0)" in error_line(few)
+    try:
+        assert callid_cmd("servers", "start", "--config", fs).returncode == 0
+        run = callid_cmd("run", "--fs", fs, "-n", "2", "-d", tmp_path / "out",
+                         ROOT / "examples" / "mpi_io_test.py", "-b", "64KiB", "-i", "2")
+        assert run.returncode == 0, run.stderr
+    finally:
+        assert callid_cmd("servers", "stop", "--config", fs).returncode == 0
+    out = tmp_path / "out"
+    recorded = json.loads(pq.read_schema(out / "client.parquet").metadata[META_CONFIG.encode()])
+    assert (recorded["disk_model"], recorded["faults"]) == (config.disk_model, config.faults)
+    disk = dict(duckdb.sql(f"SELECT server, min(t_end - t_start) FROM '{out}/server.parquet' "
+                           "WHERE op IN ('trove_read', 'trove_write') GROUP BY 1").fetchall())
+    assert disk["io0"] >= 5e6 and disk["io1"] >= 20e6, disk
+    gaps = duckdb.sql(f"""SELECT t_start - lag(t_end) OVER (ORDER BY t_start) FROM '{out}/client.parquet'
+                          WHERE kind = 'call' AND rank = 1""").fetchall()
+    assert all(gap >= 0.2e9 for (gap,) in gaps[1:]), gaps
