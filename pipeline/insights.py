@@ -390,7 +390,9 @@ def reference_markdown() -> str:
     lines += ["", "## On a Darshan log", "",
               "`callid insights LOG.darshan` computes these from the log's counters (no replay needed) with "
               "Drishti's triggers and thresholds, as `pipeline/darshan_sql/*.sql`; each finding names the "
-              "Drishti code beside callid's (`--verbose`: each recommendation's example).", ""]
+              "Drishti code beside callid's (`--verbose`: each recommendation's example).  The same code "
+              "means the same trigger on a merged run, computed from the calls; P713 and P715 (M01, S01: "
+              "no MPI-IO, STDIO) have none there, as a traced run records its MPI-IO calls alone.", ""]
     lines += _table(DARSHAN_INSIGHTS, "Drishti", lambda i: ", ".join(drishti_codes(i)))
     lines += ["", "## Thresholds", "", "| name | value | unit | where the value comes from |",
               "| --- | --- | --- | --- |"]

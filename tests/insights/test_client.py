@@ -52,6 +52,24 @@ def test_client_patterns(tmp_path):
                                       "independent_share": 1.0, "ranks": 2}
     (meta,) = of_code(found, "P708")  # each rank's open and close
     assert meta["severity"] == "info" and meta["numbers"]["calls"] == 4
+    (shared,) = of_code(found, "P711")  # (the one file both ranks write)
+    assert (shared["drishti"], shared["severity"], shared["files"]) == ("P16", "high", ["/pvfs2/patterns"])
+    assert shared["numbers"] == {"direction": "write", "requests": CALLS, "small": CALLS, "small_share": 1.0}
+    assert shared["ranks"] == [0, 1] and "_all" in shared["example"]
+    assert of_code(found, "P712") == []  # (every rank writes the file: P705's)
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_ranks_of_a_file_some_of_them_access_moving_different_amounts(tmp_path):
+    """P712 (Drishti's P21): ranks 0 and 1 of 3 share a file, rank 0 writing 4 blocks, rank 1 one; the
+    file rank 2 writes alone is no one's imbalance."""
+    found = insights_of(tmp_path / "out", "P712_subset.py", np=3)
+    (imbalance,) = of_code(found, "P712")
+    assert (imbalance["drishti"], imbalance["severity"]) == ("P21", "high")
+    assert imbalance["numbers"] == {"direction": "write", "files": 1, "max_imbalance_share": 0.75}
+    assert imbalance["files"] == ["/pvfs2/pair"] and imbalance["ranks"] == [0]
+    assert of_code(found, "P711") == []  # (5 writes: not many)
 
 
 def test_insights_are_declared_and_the_doc_is_current():
