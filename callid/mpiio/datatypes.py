@@ -53,6 +53,18 @@ def merge_runs(runs: Iterable[tuple[int, int]]) -> Runs:
     return out
 
 
+def committed(dtype: MPI.Datatype) -> bool:
+    """Whether ``dtype`` may be used to move data: committed (MPI_Type_commit), as predefined types are.
+    (MPI has no query for it: packing no element fails with MPI_ERR_TYPE exactly when it is not.)"""
+    try:
+        dtype.Pack(bytearray(0), bytearray(0), 0, MPI.COMM_SELF)
+    except MPI.Exception as exc:
+        if exc.Get_error_class() == MPI.ERR_TYPE:
+            return False
+        raise
+    return True
+
+
 def flatten(dtype: MPI.Datatype) -> Flat:
     """Byte runs of one element of ``dtype``."""
     lb, extent = dtype.Get_extent()

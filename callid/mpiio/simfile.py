@@ -16,7 +16,7 @@ from mpi4py import MPI
 
 from callid.mpiio.call import CallContext
 from callid.mpiio.collective import CbHints, TwoPhase
-from callid.mpiio.datatypes import Runs, flatten
+from callid.mpiio.datatypes import Runs, committed, flatten
 from callid.mpiio.errors import SimIOError
 from callid.mpiio.record import Record
 from callid.mpiio.sysint import FileAttrs, FsError, SysInt
@@ -85,6 +85,8 @@ class Stream:
             return
         if io_type == P.IoType.READ and raw.readonly:
             raise SimIOError(MPI.ERR_BUFFER, "read into a read-only buffer")
+        if not committed(self.dtype):  # (as MPICH refuses it)
+            raise SimIOError(MPI.ERR_TYPE, "the buffer's datatype has not been committed (MPI_Type_commit)")
         flat = flatten(self.dtype)
         self.nbytes = self.count * flat.size
         self.runs = flat.tile(self.count)
@@ -296,6 +298,8 @@ class SimFile:
         view, error = None, None
         if datarep != "native":
             error = (MPI.ERR_UNSUPPORTED_DATAREP, f"data representation {datarep!r}")
+        elif not all(committed(t) for t in (etype, filetype) if t is not None):  # (as ROMIO refuses it)
+            error = (MPI.ERR_TYPE, "the etype or the filetype has not been committed (MPI_Type_commit)")
         elif self.amode & MPI.MODE_SEQUENTIAL and disp != MPI.DISPLACEMENT_CURRENT:  # (ROMIO refuses it)
             error = (MPI.ERR_ARG, "a file opened MODE_SEQUENTIAL takes MPI_DISPLACEMENT_CURRENT as "
                      "displacement")
