@@ -3,28 +3,40 @@
 -- thresholds: redundant_share, redundant_high_share
 -- columns: calls.func, calls.file, calls.file_offset, calls.size, calls.region_offsets, calls.region_lengths, calls.rank
 -- needs: accesses
--- Drishti's P09/P10 counted exactly: per direction, the bytes the data calls moved against the union of
--- their byte ranges in each file (every region of a non-contiguous call; one sweep by offset, as the
--- macro covered); redundant = moved - union, bytes some call read (or wrote) that a call of the same
--- direction had read (written) before or at once: the same rank again, or another.  High when the
--- redundant bytes are more than redundant_high_share of the bytes moved (most of it moved more than
--- once), warning when more than redundant_share, info below.  Ranks, calls and files: those of the
--- ranges that overlap another (each rank moving the same bytes, the first included).
-WITH ranges AS (
-    SELECT direction || ':' || file AS k, direction, file, callid, rank, lo, lo + len AS hi FROM (
-        SELECT direction, file, callid, rank,
-               unnest(CASE WHEN len(coalesce(region_offsets, [])) > 0 THEN region_offsets ELSE [file_offset] END)
-                   AS lo,
-               unnest(CASE WHEN len(coalesce(region_offsets, [])) > 0 THEN region_lengths ELSE [size] END) AS len
-        FROM data_calls WHERE file IS NOT NULL AND file_offset IS NOT NULL)
+-- Drishti's P09/P10 counted exactly: per direction, the bytes moved against the union of the byte ranges
+-- of the data calls in each file (every region of a non-contiguous call; one sweep by offset, as the
+-- macro covered); redundant = moved - union: bytes read (written) again, by the same rank or another.
+-- What moved is counted as the file system sees it: a collective call whose data went through
+-- aggregators (its I/O cycles, as ROMIO's collective buffering) moved the union of its ranks' ranges once
+-- (every rank reading the whole file in one collective read is one read of it); an independent call, or
+-- a collective without cycles, its own ranges.  High when the redundant bytes are more than
+-- redundant_high_share of the bytes moved (most of it moved more than once), warning when more than
+-- redundant_share, info below.  Ranks, calls and files: those of the ranges that overlap a range of
+-- another call (or collective): each rank moving the same bytes, the first included.
+WITH cycled AS (  -- the collectives whose data went through aggregators
+    SELECT DISTINCT k.coll_seq FROM phases p JOIN calls k ON k.callid = p.callid
+    WHERE p.phase = 'io' AND k.coll_seq IS NOT NULL
+), ranges AS (
+    SELECT {'d': direction, 'f': file} AS k, {'d': direction, 'f': file, 'u': unit} AS ku, *, lo + len AS hi FROM (
+        SELECT c.direction, c.file, c.callid, c.rank,
+               CASE WHEN y.coll_seq IS NOT NULL THEN 'c' || c.coll_seq ELSE 'i' || c.n END AS unit,
+               unnest(CASE WHEN len(coalesce(c.region_offsets, [])) > 0 THEN c.region_offsets
+                           ELSE [c.file_offset] END) AS lo,
+               unnest(CASE WHEN len(coalesce(c.region_offsets, [])) > 0 THEN c.region_lengths ELSE [c.size] END)
+                   AS len
+        FROM (SELECT *, row_number() OVER () AS n FROM data_calls
+              WHERE file IS NOT NULL AND file_offset IS NOT NULL) c
+        LEFT JOIN cycled y ON y.coll_seq = c.coll_seq AND c.collective)
     WHERE len > 0
-), union_of AS (SELECT k, covered FROM covered('ranges')
+), by_unit AS (SELECT ku AS k, lo, hi FROM ranges
+), moved AS (  -- per file: what each call (or aggregated collective) moved, the union of its ranges, summed
+    SELECT k.d AS direction, k.f AS file, sum(covered)::BIGINT AS moved FROM covered('by_unit') GROUP BY ALL
 ), per_file AS (
-    SELECT r.direction, r.file, sum(r.hi - r.lo)::BIGINT AS moved, any_value(u.covered) AS unique_bytes
-    FROM ranges r JOIN union_of u USING (k) GROUP BY ALL
-), shared AS (  -- the ranges in an island of more than one range: they overlap another
+    SELECT u.k.d AS direction, u.k.f AS file, m.moved, u.covered AS unique_bytes
+    FROM covered('ranges') u JOIN moved m ON m.direction = u.k.d AND m.file = u.k.f
+), shared AS (  -- the ranges in an island of ranges of more than one call (or collective)
     SELECT direction, file, callid, rank, hi - lo AS bytes
-    FROM (SELECT *, count(*) OVER (PARTITION BY k, island) AS n FROM islands('ranges')) WHERE n > 1
+    FROM (SELECT *, count(DISTINCT unit) OVER (PARTITION BY k, island) AS n FROM islands('ranges')) WHERE n > 1
 ), d AS (
     SELECT direction, sum(moved)::BIGINT AS moved, sum(unique_bytes)::BIGINT AS unique_bytes,
            sum(moved - unique_bytes)::BIGINT AS redundant,

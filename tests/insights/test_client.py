@@ -224,3 +224,15 @@ def test_blocking_calls_are_named_per_direction(tmp_path):
     assert reads["drishti"] == "M06" and reads["severity"] == "warning"
     assert reads["numbers"] == {"direction": "read", "blocking": 8, "non_blocking": 0}
     assert reads["files"] == ["/pvfs2/nonblocking"] and "MPI_File_iread_at" in reads["example"]
+
+
+@pytest.mark.mpi
+def test_a_collective_read_of_the_whole_file_by_every_rank_is_not_redundant(collective_fanin):
+    """P710 counts what the file system moved: 4 ranks reading the whole file in one collective read
+    through an aggregator read it once (the write, each rank its own blocks, once too)."""
+    res = cli("insights", collective_fanin.db, "--code", "P710", "--json")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["findings"] == []
+    reads = collective_fanin.q("SELECT count(DISTINCT rank), min(size) FROM calls "
+                               "WHERE func = 'MPI_File_read_at_all'")
+    assert reads == [(4, 4 * 2 * 1024)]  # (every rank reads the whole file: 4 ranks x 2 blocks of 1 KiB)
