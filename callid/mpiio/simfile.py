@@ -16,6 +16,7 @@ from mpi4py import MPI
 
 from callid.mpiio.call import CallContext
 from callid.mpiio.collective import CbHints, TwoPhase
+from callid.mpiio.datarep import DATAREPS, UnsupportedType, conversion
 from callid.mpiio.datatypes import Runs, committed, flatten
 from callid.mpiio.errors import SimIOError
 from callid.mpiio.record import Record
@@ -296,10 +297,13 @@ class SimFile:
                  info: MPI.Info = MPI.INFO_NULL) -> None:
         self._check_open()
         view, error = None, None
-        if datarep != "native":
-            error = (MPI.ERR_UNSUPPORTED_DATAREP, f"data representation {datarep!r}")
+        if datarep not in DATAREPS:
+            error = (MPI.ERR_UNSUPPORTED_DATAREP,
+                     f"data representation {datarep!r} (one of {', '.join(DATAREPS)})")
         elif not all(committed(t) for t in (etype, filetype) if t is not None):  # (as ROMIO refuses it)
             error = (MPI.ERR_TYPE, "the etype or the filetype has not been committed (MPI_Type_commit)")
+        elif datarep == "external32" and (why := _external32_refused(etype, filetype)):
+            error = (MPI.ERR_UNSUPPORTED_DATAREP, why)
         elif self.amode & MPI.MODE_SEQUENTIAL and disp != MPI.DISPLACEMENT_CURRENT:  # (ROMIO refuses it)
             error = (MPI.ERR_ARG, "a file opened MODE_SEQUENTIAL takes MPI_DISPLACEMENT_CURRENT as "
                      "displacement")
@@ -391,6 +395,8 @@ class SimFile:
         esize = self.view.esize
         if stream.nbytes % esize:
             raise SimIOError(MPI.ERR_ARG, f"{stream.nbytes} bytes are not whole etypes of {esize} bytes")
+        if self.view.datarep == "external32" and (why := _external32_refused(stream.dtype)):
+            raise SimIOError(MPI.ERR_UNSUPPORTED_DATAREP, why)
         call = CallContext.of(rec)
         pos = self._access_position(where, offset, stream.nbytes // esize, call)
         regions = self._describe_access(rec, pos, stream)
@@ -439,18 +445,32 @@ class SimFile:
         """Move the data, two-phase when collective and the hints say so; the bytes transferred."""
         two_phase = self._two_phase() if collective else None
         domains = two_phase.plan(io_type, regions, call) if two_phase else None
-        if domains is not None and io_type == P.IoType.WRITE:
-            two_phase.write(domains, regions, stream.gather(), call)
-            return stream.nbytes
+        # (external32: the file holds the data in MPI's portable form, converted here, never in the buffer)
+        convert = conversion(stream.dtype) if self.view.datarep == "external32" else None
+        if io_type == P.IoType.WRITE:
+            data = convert.apply(stream.gather()) if convert else stream.gather()
+            if domains is not None:
+                two_phase.write(domains, regions, data, call)
+                return stream.nbytes
+            return self._fs(self.sysint.io, self.attrs, io_type, regions, data, call)
         if domains is not None:
             done = two_phase.read(domains, regions, stream.data, call)
-            stream.scatter(done)
-            return done
-        if io_type == P.IoType.WRITE:
-            return self._fs(self.sysint.io, self.attrs, io_type, regions, stream.gather(), call)
-        done = self._fs(self.sysint.io, self.attrs, io_type, regions, stream.data, call)
+        else:
+            done = self._fs(self.sysint.io, self.attrs, io_type, regions, stream.data, call)
+        if convert:
+            convert.undo(stream.data[:done], out=stream.data[:done])
         stream.scatter(done)
         return done
+
+
+def _external32_refused(*dtypes: MPI.Datatype | None) -> str | None:
+    """Why these datatypes cannot be stored in external32 here (None: they can)."""
+    for dtype in (t for t in dtypes if t is not None):
+        try:
+            conversion(dtype)
+        except UnsupportedType as exc:
+            return f"external32: {exc} (a view's positions would not be the buffer's bytes)"
+    return None
 
 
 def _check_amode(amode: int) -> None:
