@@ -167,7 +167,7 @@ CLIENT = Table("client", "one row per traced MPI call ('call'), completion ('wai
     Column("size", pa.int64(), "bytes requested (phase 'io': the length of the cycle's extent; set_size, "
            "preallocate: the size passed)", BYTES),
     Column("count", pa.int64(), "count argument"),
-    Column("datatype", pa.string(), "datatype argument"),
+    Column("datatype", pa.string(), "datatype argument (as etype describes a type)"),
     Column("bytes", pa.int64(), "bytes transferred (phase 'exchange': data bytes this rank sent to "
            "the others; 'io': the calls' data bytes the cycle moved)", BYTES),
     Column("collective", pa.bool_(), "collective call"),
@@ -186,10 +186,12 @@ CLIENT = Table("client", "one row per traced MPI call ('call'), completion ('wai
            "file calls)"),
     Column("comm_id", pa.int64(), "collective call: its communicator's group, the same id on every rank "
            "of it (a hash of its MPI_COMM_WORLD ranks)"),
-    Column("etype", pa.string(), "set_view: the etype (its name, or its combiner for a derived type)"),
+    Column("etype", pa.string(), "set_view: the etype: a predefined type's name, a derived one as the "
+           "constructors it was made with down to predefined types, e.g. struct(MPI_INT,resized(MPI_DOUBLE)) "
+           "(at most 256 characters)"),
     Column("etype_extent", pa.int64(), "set_view: the etype's extent", BYTES),
-    Column("filetype", pa.string(), "set_view: the filetype (its name, or its combiner); its typemap is "
-           "in region_offsets/region_lengths"),
+    Column("filetype", pa.string(), "set_view: the filetype (as etype); its typemap is in "
+           "region_offsets/region_lengths"),
     Column("extent", pa.int64(), "set_view: the filetype's extent", BYTES),
     Column("datarep", pa.string(), "set_view: the data representation"),
     Column("whence", pa.string(), "seek: 'SET', 'CUR' or 'END' (MPI_SEEK_*)"),

@@ -13,6 +13,7 @@ import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from mpi4py import MPI
 
@@ -165,3 +166,25 @@ def _by_packing(dtype: MPI.Datatype) -> Runs:
     finally:
         shifted.Free()
     return merge_runs((true_lb + p, 1) for p in positions)
+
+
+def type_name(dtype: Any) -> str | None:
+    """A predefined datatype's name; a derived one as the constructors it was made with, down to the
+    predefined types: ``vector(MPI_INT)``, ``struct(MPI_INT,resized(MPI_DOUBLE))`` (cut at
+    :data:`TYPE_TEXT_MAX` characters with ``...``)."""
+    if not isinstance(dtype, MPI.Datatype) or dtype == MPI.DATATYPE_NULL:
+        return None
+    text = _type_text(dtype)
+    return text if len(text) <= TYPE_TEXT_MAX else text[:TYPE_TEXT_MAX - 3] + "..."
+
+
+#: the longest description of a datatype logged (the C tracer cuts alike)
+TYPE_TEXT_MAX = 256
+
+
+def _type_text(dtype: MPI.Datatype) -> str:
+    base, combiner, params = dtype.decode()
+    if combiner == "NAMED":
+        return dtype.Get_name()
+    parts = params.get("datatypes") if combiner == "STRUCT" else [base]
+    return f"{combiner.lower()}({','.join(_type_text(t) for t in parts)})"

@@ -19,7 +19,7 @@ from typing import Any
 from mpi4py import MPI
 
 from callid.mpiio import comm as traced_comm
-from callid.mpiio.datatypes import flatten
+from callid.mpiio.datatypes import flatten, type_name
 from callid.mpiio.errors import SimIOError, error_text
 from callid.mpiio.record import Record
 from callid.mpiio.simfile import SimFile, buffer_spec
@@ -86,13 +86,6 @@ def _hints_at(where: int) -> Callable[[Record, tuple], None]:
     def describe(rec: Record, args: tuple) -> None:
         rec.hints = hints_text(args[where]) if len(args) > where else None
     return describe
-
-
-def type_name(dtype: Any) -> str | None:
-    """A datatype's name, or its combiner (lower case) for a derived type without one."""
-    if not isinstance(dtype, MPI.Datatype) or dtype == MPI.DATATYPE_NULL:
-        return None
-    return dtype.Get_name() or dtype.decode()[1].lower()
 
 
 def _view(rec: Record, args: tuple) -> None:
@@ -504,7 +497,7 @@ def _real(fh: TracedFile, name: str, spec: CallSpec, rec: Record, args: tuple, k
     offset, buf, status = _split_args(spec, args, dict(kwargs))
     try:
         _view, rec.count, dtype = buffer_spec(buf)
-        rec.datatype = dtype.Get_name() or "derived"
+        rec.datatype = type_name(dtype)
         rec.size = rec.count * dtype.Get_size()
     except TypeError:  # a buffer that is not bytes-like: described by its bytes once transferred
         pass

@@ -17,7 +17,7 @@ from mpi4py import MPI
 from callid.mpiio.call import CallContext
 from callid.mpiio.collective import CbHints, TwoPhase
 from callid.mpiio.datarep import DATAREPS, UnsupportedType, conversion
-from callid.mpiio.datatypes import Runs, committed, flatten
+from callid.mpiio.datatypes import Runs, committed, flatten, type_name
 from callid.mpiio.errors import SimIOError
 from callid.mpiio.record import Record
 from callid.mpiio.sysint import FileAttrs, FsError, SysInt
@@ -437,7 +437,7 @@ class SimFile:
         if len(regions) > 1:  # (what a replay needs: callid.replay)
             rec.region_offsets, rec.region_lengths = (list(r) for r in zip(*regions))
         rec.size, rec.count = stream.nbytes, stream.count
-        rec.datatype = stream.dtype.Get_name() or "derived"
+        rec.datatype = type_name(stream.dtype)
         return regions
 
     def _transfer(self, io_type: P.IoType, regions: Runs, stream: Stream,

@@ -561,15 +561,30 @@ static void ranges(call_t *c, fstate *f, int64_t pos, int64_t n) {
 
 /* ---- describing arguments ------------------------------------------------------------------ */
 
-static char *type_text(MPI_Datatype t) {
-    if (t == MPI_DATATYPE_NULL) return NULL;
-    char name[MPI_MAX_OBJECT_NAME + 1];
-    int len = 0;
-    PMPI_Type_get_name(t, name, &len);
-    name[len] = 0;
-    if (len) return strdup(name);
+/* A predefined type's name; a derived one as the constructors it was made with, down to the predefined
+ * types: vector(MPI_INT), struct(MPI_INT,resized(MPI_DOUBLE)); cut at TYPE_TEXT_MAX characters with
+ * "..." (as callid.mpiio.file.type_name). */
+#define TYPE_TEXT_MAX 256
+
+static void type_append(char *out, size_t *used, const char *s) {
+    size_t n = strlen(s);
+    if (*used + n > TYPE_TEXT_MAX + 1) n = TYPE_TEXT_MAX + 1 - *used;  /* (over the cut: trimmed below) */
+    memcpy(out + *used, s, n);
+    *used += n;
+    out[*used] = 0;
+}
+
+static void type_describe(MPI_Datatype t, char *out, size_t *used) {
     int ni, na, nd, combiner;
     PMPI_Type_get_envelope(t, &ni, &na, &nd, &combiner);
+    if (combiner == MPI_COMBINER_NAMED) {
+        char name[MPI_MAX_OBJECT_NAME + 1];
+        int len = 0;
+        PMPI_Type_get_name(t, name, &len);
+        name[len] = 0;
+        type_append(out, used, len ? name : "MPI_DATATYPE");
+        return;
+    }
     static const struct { int c; const char *n; } names[] = {
         {MPI_COMBINER_DUP, "dup"}, {MPI_COMBINER_CONTIGUOUS, "contiguous"}, {MPI_COMBINER_VECTOR, "vector"},
         {MPI_COMBINER_HVECTOR, "hvector"}, {MPI_COMBINER_INDEXED, "indexed"},
@@ -577,8 +592,35 @@ static char *type_text(MPI_Datatype t) {
         {MPI_COMBINER_HINDEXED_BLOCK, "hindexed_block"}, {MPI_COMBINER_STRUCT, "struct"},
         {MPI_COMBINER_SUBARRAY, "subarray"}, {MPI_COMBINER_DARRAY, "darray"},
         {MPI_COMBINER_RESIZED, "resized"}};
-    for (size_t i = 0; i < sizeof names / sizeof *names; i++) if (names[i].c == combiner) return strdup(names[i].n);
-    return strdup("derived");
+    const char *name = "derived";
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) if (names[i].c == combiner) name = names[i].n;
+    type_append(out, used, name);
+    type_append(out, used, "(");
+    int *ints = malloc(sizeof(int) * (size_t)(ni + 1));
+    MPI_Aint *aints = malloc(sizeof(MPI_Aint) * (size_t)(na + 1));
+    MPI_Datatype *types = malloc(sizeof(MPI_Datatype) * (size_t)(nd + 1));
+    PMPI_Type_get_contents(t, ni, na, nd, ints, aints, types);
+    for (int i = 0; i < nd; i++) {
+        if (i) type_append(out, used, ",");
+        if (*used <= TYPE_TEXT_MAX) type_describe(types[i], out, used);
+        int ci, ca, cd, cc;
+        PMPI_Type_get_envelope(types[i], &ci, &ca, &cd, &cc);
+        if (cc != MPI_COMBINER_NAMED) PMPI_Type_free(&types[i]);  /* (get_contents made it) */
+    }
+    free(ints);
+    free(aints);
+    free(types);
+    type_append(out, used, ")");
+}
+
+static char *type_text(MPI_Datatype t) {
+    if (t == MPI_DATATYPE_NULL) return NULL;
+    char *out = malloc(TYPE_TEXT_MAX + 2);
+    size_t used = 0;
+    out[0] = 0;
+    type_describe(t, out, &used);
+    if (used > TYPE_TEXT_MAX) strcpy(out + TYPE_TEXT_MAX - 3, "...");
+    return out;
 }
 
 static char *hints_text(MPI_Info info) {

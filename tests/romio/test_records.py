@@ -81,7 +81,7 @@ def test_subarray_view_gives_each_calls_file_ranges(programs, tmp_path):
                 expected[0], 8192, 8192, 1024)
         view = rows["MPI_File_set_view"]
         assert (view["etype"], view["filetype"], view["etype_extent"], view["extent"]) == (
-            "MPI_DOUBLE", "subarray", 8, n * n * 8)
+            "MPI_DOUBLE", "subarray(MPI_DOUBLE)", 8, n * n * 8)
         assert view["region_offsets"] == expected and view["offset"] == 0
         assert rows["MPI_File_open"]["hints"] == "cb_nodes=2"
         seek = rows["MPI_File_seek"]  # (to the view's start: the offset passed, and the byte it is)
