@@ -193,8 +193,8 @@ def _run(w: Workload, options: list[str], args: list[str], env: dict[str, str], 
     found = run_command([callid, "insights", str(db), "--json"], d, "insights", TIMEOUT)
     if found["exit"]:
         return {"error": f"insights: {found['stderr_last']}", "findings": []}
-    return {"error": None, "run_exit": ran["exit"], "seconds": ran["seconds"], "db": db,
-            "findings": in_order(json.loads((d / "insights.out").read_text())["findings"])}
+    return {"error": None, "run_exit": ran["exit"], "run_said": ran["stderr_last"], "seconds": ran["seconds"],
+            "db": db, "findings": in_order(json.loads((d / "insights.out").read_text())["findings"])}
 
 
 #: Drishti's codes at level HIGH (each code has one level: P09, P10, M01, M06, M07 are WARN, the rest OK
@@ -286,7 +286,8 @@ def main(argv: list[str]) -> int:
                                else score(cause, result["findings"]))
             row = {"cause": name, "kind": cause.kind if cause else "control", "workload": w.name,
                    "outcome": outcome, "expected": [str(e) for e in cause.expect] if cause else [],
-                   "others": others, "planted": _planted(cause, w, options, args, env)}
+                   "others": others, "planted": _planted(cause, w, options, args, env),
+                   "run_exit": result.get("run_exit"), "run_said": result.get("run_said")}
             if opts.drishti and not result["error"] and (cause is None or cause.drishti):
                 found = run_drishti(opts.drishti, result["db"], d)
                 row["drishti"], row["drishti_others"] = (("error", [found["error"]]) if found["error"]
@@ -328,8 +329,9 @@ def _print(rows: list[dict], causes: list[str], workloads: list[str]) -> None:
         print("  none")
     for r in rows:
         if r["outcome"] not in ("named", "clean"):
+            ended = f" (the run exited {r['run_exit']}: {r['run_said']})" if r.get("run_exit") else ""
             print(f"  {r['cause']} in {r['workload']}: {r['outcome']}; expected "
-                  f"{' or '.join(r['expected']) or '-'}; high: {', '.join(r['others']) or 'none'}")
+                  f"{' or '.join(r['expected']) or '-'}; high: {', '.join(r['others']) or 'none'}{ended}")
     ran = [r for r in rows if "drishti" in r]
     if ran:
         print("\ndrishti-io: the codes it raised (HIGH ones marked *)")
