@@ -16,27 +16,41 @@
 WITH cycled AS (  -- the collectives whose data went through aggregators
     SELECT DISTINCT k.coll_seq FROM phases p JOIN calls k ON k.callid = p.callid
     WHERE p.phase = 'io' AND k.coll_seq IS NOT NULL
-), ranges AS (
-    SELECT {'d': direction, 'f': file} AS k, {'d': direction, 'f': file, 'u': unit} AS ku, *, lo + len AS hi FROM (
-        SELECT c.direction, c.file, c.callid, c.rank,
-               CASE WHEN y.coll_seq IS NOT NULL THEN 'c' || c.coll_seq ELSE 'i' || c.n END AS unit,
-               unnest(CASE WHEN len(coalesce(c.region_offsets, [])) > 0 THEN c.region_offsets
-                           ELSE [c.file_offset] END) AS lo,
-               unnest(CASE WHEN len(coalesce(c.region_offsets, [])) > 0 THEN c.region_lengths ELSE [c.size] END)
-                   AS len
-        FROM (SELECT *, row_number() OVER () AS n FROM data_calls
-              WHERE file IS NOT NULL AND file_offset IS NOT NULL) c
-        LEFT JOIN cycled y ON y.coll_seq = c.coll_seq AND c.collective)
-    WHERE len > 0
-), by_unit AS (SELECT ku AS k, lo, hi FROM ranges
-), moved AS (  -- per file: what each call (or aggregated collective) moved, the union of its ranges, summed
-    SELECT k.d AS direction, k.f AS file, sum(covered)::BIGINT AS moved FROM covered('by_unit') GROUP BY ALL
+), c AS (  -- the data calls; unit: an aggregated collective (-1 - its number) or the call (its row)
+    SELECT d.direction, d.file, d.callid, d.rank, d.file_offset, d.size, d.region_offsets, d.region_lengths,
+           CASE WHEN y.coll_seq IS NOT NULL THEN -1 - d.coll_seq ELSE row_number() OVER () END AS unit
+    FROM data_calls d LEFT JOIN cycled y ON y.coll_seq = d.coll_seq AND d.collective
+    WHERE d.file IS NOT NULL AND d.file_offset IS NOT NULL
+), files AS (  -- (direction, file) numbered: the sweeps' keys
+    SELECT direction, file, row_number() OVER () AS k FROM (SELECT DISTINCT direction, file FROM c)
+), ranges AS MATERIALIZED (
+    SELECT f.k, r.unit, r.callid, r.rank, r.lo, r.lo + r.len AS hi FROM (
+        SELECT direction, file, unit, callid, rank,
+               unnest(CASE WHEN len(coalesce(region_offsets, [])) > 0 THEN region_offsets ELSE [file_offset] END)
+                   AS lo,
+               unnest(CASE WHEN len(coalesce(region_offsets, [])) > 0 THEN region_lengths ELSE [size] END) AS len
+        FROM c) r JOIN files f USING (direction, file)
+    WHERE r.len > 0
+), multi AS (  -- the units of several ranges: what they moved is their union (one range: its length)
+    SELECT {'k': k, 'u': unit} AS k, lo, hi FROM ranges
+    WHERE (k, unit) IN (SELECT (k, unit) FROM ranges GROUP BY k, unit HAVING count(*) > 1)
+), again AS (  -- per file: the bytes of a unit's ranges that its own other ranges cover too
+    SELECT k, sum(len - covered)::BIGINT AS own FROM (
+        SELECT m.k.k AS k, m.covered, s.len FROM covered('multi') m
+        JOIN (SELECT {'k': k, 'u': unit} AS ku, sum(hi - lo) AS len FROM ranges GROUP BY ALL) s ON s.ku = m.k)
+    GROUP BY k
 ), per_file AS (
-    SELECT u.k.d AS direction, u.k.f AS file, m.moved, u.covered AS unique_bytes
-    FROM covered('ranges') u JOIN moved m ON m.direction = u.k.d AND m.file = u.k.f
-), shared AS (  -- the ranges in an island of ranges of more than one call (or collective)
-    SELECT direction, file, callid, rank, hi - lo AS bytes
-    FROM (SELECT *, count(DISTINCT unit) OVER (PARTITION BY k, island) AS n FROM islands('ranges')) WHERE n > 1
+    SELECT f.direction, f.file, (t.len - coalesce(a.own, 0))::BIGINT AS moved, u.covered AS unique_bytes
+    FROM covered('ranges') u JOIN files f USING (k)
+    JOIN (SELECT k, sum(hi - lo) AS len FROM ranges GROUP BY k) t USING (k) LEFT JOIN again a USING (k)
+), redundant_ranges AS (
+    SELECT r.* FROM ranges r JOIN files f USING (k) SEMI JOIN per_file p
+        ON p.direction = f.direction AND p.file = f.file AND p.moved > p.unique_bytes
+), shared AS (  -- the ranges of the files moved more than once in an island of more than one call's ranges
+    SELECT f.direction, f.file, i.callid, i.rank, i.hi - i.lo AS bytes
+    FROM (SELECT *, min(unit) OVER w <> max(unit) OVER w AS others  -- (more than one unit in it)
+          FROM islands('redundant_ranges') WINDOW w AS (PARTITION BY k, island)) i
+    JOIN files f USING (k) WHERE i.others
 ), d AS (
     SELECT direction, sum(moved)::BIGINT AS moved, sum(unique_bytes)::BIGINT AS unique_bytes,
            sum(moved - unique_bytes)::BIGINT AS redundant,
