@@ -42,7 +42,9 @@ __all__ = [
 #: 7: the server log says each call's own bytes of an event (``callid_own``) beside its share.
 #: 8: the client log says the rank's thread of each call (``thread``), a seek's offset as passed
 #: (``relative_offset``; ``offset``: where the pointer moved) and a file's size at open (``file_size``).
-SCHEMA_VERSION = "8"
+#: 9: the client log has the point-to-point calls of the ranks (kind 'mpi', not collective: ``peer``,
+#: ``tag``) and says a non-I/O call's count, datatype, bytes and root (``root``).
+SCHEMA_VERSION = "9"
 
 # Key/value metadata every log file carries (bytes keys, as Parquet stores them).
 META_SCHEMA_VERSION = "callid.schema_version"
@@ -150,8 +152,10 @@ CLIENT = Table("client", "one row per traced MPI call ('call'), completion ('wai
     Column("clock", pa.string(), "clock domain of the times", nullable=False),
     Column("kind", pa.string(), "'call': one traced MPI call; 'wait': completion of a non-blocking "
            "call (same rid); 'phase': one phase of a collective call on this rank (op names it, callid is "
-           "the call's); 'rpc': one client->server exchange; 'mpi': one collective MPI call without I/O on a "
-           "traced communicator (e.g. MPI_Barrier; not stamped); 'source': a replay's cross-layer arrow, one "
+           "the call's); 'rpc': one client->server exchange; 'mpi': one MPI call without I/O on a traced "
+           "communicator, collective (e.g. MPI_Barrier) or point to point (MPI_Send, MPI_Recv, ...; a "
+           "non-blocking one when it is issued; not stamped): its count, datatype and bytes (size) those "
+           "of the data it sends (a receive: received); 'source': a replay's cross-layer arrow, one "
            "POSIX operation of the source job (a DXT_POSIX segment) and a replayed MPI-IO call it served "
            "(callid: the call's; rank: the rank that made the operation; func: read or write; offset, size: "
            "the operation's; bytes: the call's bytes in it; src_t_start, src_t_end: its times in the job; "
@@ -185,7 +189,13 @@ CLIENT = Table("client", "one row per traced MPI call ('call'), completion ('wai
     Column("comm_size", pa.int32(), "collective call: the size of its communicator (the file's, for "
            "file calls)"),
     Column("comm_id", pa.int64(), "collective call: its communicator's group, the same id on every rank "
-           "of it (a hash of its MPI_COMM_WORLD ranks)"),
+           "of it (a hash of its MPI_COMM_WORLD ranks); point-to-point: the communicator's"),
+    Column("peer", pa.int32(), "point-to-point call: the other rank, in the call's communicator (a receive "
+           "from MPI_ANY_SOURCE: the one it received from)"),
+    Column("tag", pa.int32(), "point-to-point call: the message's tag (a receive of MPI_ANY_TAG: the one "
+           "received)"),
+    Column("root", pa.int32(), "rooted collective without I/O (MPI_Bcast, MPI_Gather, MPI_Scatter, "
+           "MPI_Reduce): the root, in the call's communicator"),
     Column("etype", pa.string(), "set_view: the etype: a predefined type's name, a derived one as the "
            "constructors it was made with down to predefined types, e.g. struct(MPI_INT,resized(MPI_DOUBLE)) "
            "(at most 256 characters)"),

@@ -13,10 +13,12 @@ import pyarrow as pa
 
 from callid_core.schema import BYTES, CLIENT, LOGS, NS, SERVER, Column, Table
 
-__all__ = ["DERIVED", "MERGED", "RPC_ONLY", "reference_markdown"]
+__all__ = ["DERIVED", "MERGED", "MPI_ONLY", "RPC_ONLY", "reference_markdown"]
 
 #: client log columns that only ``kind = 'rpc'`` rows fill (and ``op``: the name of a phase)
 RPC_ONLY = ("server", "op", "req_seq", "t_recv", "t_send", "callids")
+#: client log columns that only ``kind = 'mpi'`` rows fill
+MPI_ONLY = ("peer", "tag", "root")
 _ALIGNED = " (on the reference clock)"
 
 
@@ -58,7 +60,8 @@ CALLS = Table("calls", "one row per traced MPI call, ordered by start", _times([
     Column("counter", pa.uint64(), "the per-rank call counter of the CallID"),
     *(_renamed(c, "file_offset", "offset in the file of the first byte accessed (after the view)")
       if c.name == "offset" else c
-      for c in _client(*(c.name for c in CLIENT.columns if c.name not in ("callid", "kind", *RPC_ONLY)))),
+      for c in _client(*(c.name for c in CLIENT.columns
+                         if c.name not in ("callid", "kind", *RPC_ONLY, *MPI_ONLY)))),
 ]))
 
 RPCS = Table("rpcs", "one row per client->server exchange, ordered by start", _times([
@@ -77,13 +80,15 @@ WAITS = Table("waits", "one row per completion of a non-blocking call (MPI_File_
     *_client("rank", "clock", "func", "file", "fid", "rid", "bytes", "t_start", "t_end"),
 ]))
 
-MPI_CALLS = Table("mpi_calls", "one row per collective MPI call without I/O (MPI_Barrier, MPI_Bcast, "
-                  "MPI_Allreduce, ...) on MPI_COMM_WORLD or a communicator made from it, ordered by start: "
-                  "the synchronisation between ranks; and one per MPI_Group_free of a group "
-                  "MPI_File_get_group handed out (not collective; comm_id: the group's; on callid's own "
-                  "MPI-IO the free is found when the rank ends: it happened between t_start, its "
-                  "get_group's end, and t_end)", _times([
-    *_client("rank", "clock", "func", "comm_size", "comm_id", "collective", "t_start", "t_end"),
+MPI_CALLS = Table("mpi_calls", "one row per MPI call without I/O on MPI_COMM_WORLD or a communicator made "
+                  "from it, ordered by start: collective (MPI_Barrier, MPI_Bcast, MPI_Allreduce, ...: the "
+                  "synchronisation between ranks) or point to point (MPI_Send, MPI_Recv, MPI_Isend, ...: not "
+                  "collective, with peer and tag); and one per MPI_Group_free of a group MPI_File_get_group "
+                  "handed out (not collective; comm_id: the group's; on callid's own MPI-IO the free is "
+                  "found when the rank ends: it happened between t_start, its get_group's end, and t_end)",
+                  _times([
+    *_client("rank", "thread", "clock", "func", "comm_size", "comm_id", "collective", "peer", "tag", "root",
+             "count", "datatype", "size", "t_start", "t_end"),
 ]))
 
 PHASES = Table("phases", "one row per phase of a collective data access on each rank, ordered by start: "

@@ -37,6 +37,9 @@ class Record:
     amode: str | None
     comm_size: int | None
     comm_id: int | None
+    peer: int | None
+    tag: int | None
+    root: int | None
     etype: str | None
     etype_extent: int | None
     filetype: str | None
@@ -85,6 +88,9 @@ class Record:
         amode: str | None = None,
         comm_size: int | None = None,
         comm_id: int | None = None,
+        peer: int | None = None,
+        tag: int | None = None,
+        root: int | None = None,
         etype: str | None = None,
         etype_extent: int | None = None,
         filetype: str | None = None,

@@ -1,6 +1,8 @@
-"""Traced communicators: ``MPI.COMM_WORLD`` and the communicators made from it log their collective
-calls (``MPI_Barrier``, ``MPI_Bcast``, ...) as calls without I/O, for the consistency checks of
-``callid check`` (which synchronisation separates two accesses).
+"""Traced communicators: ``MPI.COMM_WORLD`` and the communicators made from it log their calls without
+I/O: the collectives (``MPI_Barrier``, ``MPI_Bcast``, ...), for the consistency checks of ``callid check``
+(which synchronisation separates two accesses), and the point-to-point calls (``MPI_Send``, ``MPI_Recv``,
+the non-blocking ones when issued, ...), as HDTrace's wrapper logs them: the other rank, the tag, the
+data sent (a receive: received) and a rooted collective's root.
 
 A communicator is known by its group (:func:`ident`): the size and a hash of its
 ``MPI_COMM_WORLD`` ranks, equal on all its ranks, logged with every collective call on it and on
@@ -10,18 +12,21 @@ the files opened on it.  Collectives the file system makes internally use :func:
 from __future__ import annotations
 
 import hashlib
+import inspect
 from array import array
 from collections.abc import Callable
 from typing import Any
 
 from mpi4py import MPI
 
+from callid.mpiio.datatypes import buffer_spec, type_name
 from callid_core import clock
 
 __all__ = ["GROUP_FREE", "TracedComm", "group_ident", "ident", "install", "uninstall", "untraced"]
 
-#: (function, comm size, comm id, t_start) -> None: logs one collective call that ends now
-CallHook = Callable[[str, int, int, int], None]
+#: (function, comm size, comm id, t_start, collective, details) -> None: logs one call that ends now;
+#: details: what else it says (peer, tag, root, count, datatype, size), as columns of the client log
+CallHook = Callable[[str, int, int, int, bool, dict], None]
 _hook: CallHook | None = None
 _world: MPI.Intracomm | None = None
 
@@ -33,6 +38,18 @@ COLLECTIVES = ("Barrier", "barrier", "Bcast", "bcast", "Gather", "gather", "Gath
                "Scan", "scan", "Exscan", "exscan")
 #: the one call without I/O logged that is not collective: the free of a group MPI_File_get_group gave
 GROUP_FREE = "MPI_Group_free"
+#: the rooted collectives: where their root argument is (position, as mpi4py takes it)
+ROOT_AT = {"Bcast": 1, "bcast": 1, "Gather": 2, "gather": 1, "Gatherv": 2, "Scatter": 2, "scatter": 1,
+           "Scatterv": 2, "Reduce": 3, "reduce": 2}
+#: the point-to-point calls traced (the buffer and pickle flavours; a pickled object is not described):
+#: the parameters that say the peer, the tag and the status (a receive's: who sent what; a Sendrecv: its send)
+_SENDS = ("Send", "Ssend", "Bsend", "Rsend", "Isend", "Issend", "Ibsend", "Irsend", "send", "ssend", "bsend",
+          "isend", "issend")
+POINT_TO_POINT: dict[str, tuple[str, str, str | None]] = {
+    **{name: ("dest", "tag", None) for name in _SENDS}, "Sendrecv": ("dest", "sendtag", None),
+    "Recv": ("source", "tag", "status"), "recv": ("source", "tag", "status"),
+    "Irecv": ("source", "tag", None), "Probe": ("source", "tag", "status"),
+}
 #: the calls that make communicators (their results are traced too)
 CONSTRUCTORS = ("Dup", "Split", "Split_type", "Create", "Create_group")
 
@@ -74,6 +91,21 @@ class TracedComm(MPI.Intracomm):
         return self
 
 
+def _arg(args: tuple, kwargs: dict, at: int, name: str, default: Any = None) -> Any:
+    return args[at] if len(args) > at else kwargs.get(name, default)
+
+
+def _data(buf: Any) -> dict:
+    """The count, datatype and bytes of a buffer argument (none: a pickled object, or no buffer)."""
+    if buf is None or isinstance(buf, MPI.BottomType) or buf is MPI.IN_PLACE:
+        return {}
+    try:
+        _view, count, dtype = buffer_spec(buf)
+    except (TypeError, ValueError):
+        return {}
+    return {"count": count, "datatype": type_name(dtype), "size": count * dtype.Get_size()}
+
+
 def _collective(name: str) -> Callable[..., Any]:
     func = "MPI_" + name[0].upper() + name[1:]
     base = getattr(MPI.Intracomm, name)
@@ -86,7 +118,46 @@ def _collective(name: str) -> Callable[..., Any]:
         try:
             return base(self, *args, **kwargs)
         finally:
-            hook(func, *self._callid_ident, t0)
+            details = _data(_arg(args, kwargs, 0, "buf" if name == "Bcast" else "sendbuf")) \
+                if name[0].isupper() and name != "Barrier" else {}
+            if name in ROOT_AT:
+                details["root"] = _arg(args, kwargs, ROOT_AT[name], "root", 0)
+            hook(func, *self._callid_ident, t0, True, details)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"{func} (traced)."
+    return method
+
+
+def _point_to_point(name: str) -> Callable[..., Any]:
+    func = "MPI_" + name[0].upper() + name[1:]
+    base = getattr(MPI.Comm, name)
+    peer, tag, status_param = POINT_TO_POINT[name]
+    params = tuple(inspect.signature(base).parameters)[1:]  # (after self)
+    receives = peer == "source"
+    described = name[0].isupper() and params[0] in ("buf", "sendbuf")  # (a buffer, not a pickled object)
+
+    def method(self: TracedComm, *args: Any, **kwargs: Any) -> Any:
+        if _hook is None:
+            return base(self, *args, **kwargs)
+        bound = dict(zip(params, args)) | kwargs
+        if status_param and bound.get(status_param) is None:  # (our own: it says who sent what)
+            bound[status_param] = MPI.Status()
+        t0 = clock.now()
+        result = base(self, **bound)
+        status = bound.get(status_param) if status_param else None
+        details = {"peer": status.Get_source() if status else bound.get(peer, MPI.ANY_SOURCE),
+                   "tag": status.Get_tag() if status else bound.get(tag, MPI.ANY_TAG if receives else 0)}
+        for key, anything in (("peer", MPI.ANY_SOURCE), ("tag", MPI.ANY_TAG)):
+            if details[key] == anything:  # (a non-blocking receive posted for any source or tag)
+                details[key] = None
+        data = _data(bound.get(params[0])) if described else {}
+        if data and status is not None:  # (what it received)
+            dtype = buffer_spec(bound[params[0]])[2]
+            got = status.Get_count(dtype)
+            data = {**data, "count": got, "size": got * dtype.Get_size()} if got != MPI.UNDEFINED else data
+        _hook(func, *self._callid_ident, t0, False, details | data)
+        return result
 
     method.__name__ = method.__qualname__ = name
     method.__doc__ = f"{func} (traced)."
@@ -107,6 +178,9 @@ def _constructor(name: str) -> Callable[..., Any]:
 for _name in COLLECTIVES:
     if hasattr(MPI.Intracomm, _name):
         setattr(TracedComm, _name, _collective(_name))
+for _name in POINT_TO_POINT:
+    if hasattr(MPI.Comm, _name):
+        setattr(TracedComm, _name, _point_to_point(_name))
 for _name in CONSTRUCTORS:
     if hasattr(MPI.Intracomm, _name):
         setattr(TracedComm, _name, _constructor(_name))

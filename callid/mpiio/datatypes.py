@@ -188,3 +188,29 @@ def _type_text(dtype: MPI.Datatype) -> str:
         return dtype.Get_name()
     parts = params.get("datatypes") if combiner == "STRUCT" else [base]
     return f"{combiner.lower()}({','.join(_type_text(t) for t in parts)})"
+
+
+def buffer_spec(buf: Any) -> tuple[memoryview, int, MPI.Datatype]:
+    """Resolve ``buf``, ``[buf, datatype]``, ``[buf, count, datatype]`` or
+    ``[buf, (count, displ), datatype]`` to ``(bytes view from the element origin, count, datatype)``."""
+    count = displ = None
+    dtype = None
+    if isinstance(buf, (list, tuple)):
+        if len(buf) == 2:
+            obj, dtype = buf
+        elif len(buf) == 3:
+            obj, count, dtype = buf
+            if isinstance(count, tuple):
+                count, displ = count
+        else:
+            raise ValueError(f"message: buffer specification of {len(buf)} items")
+    else:
+        obj = buf
+    view = memoryview(obj)
+    if dtype is None:
+        dtype = getattr(MPI, "_typedict", {}).get(view.format, MPI.BYTE)
+    view = view.cast("B") if view.format != "B" or view.ndim != 1 else view
+    extent = dtype.Get_extent()[1]
+    if count is None:
+        count = view.nbytes // extent if extent else 0
+    return view[(displ or 0) * extent:], count, dtype

@@ -19,10 +19,10 @@ from typing import Any
 from mpi4py import MPI
 
 from callid.mpiio import comm as traced_comm
-from callid.mpiio.datatypes import flatten, type_name
+from callid.mpiio.datatypes import buffer_spec, flatten, type_name
 from callid.mpiio.errors import SimIOError, error_text
 from callid.mpiio.record import Record
-from callid.mpiio.simfile import SimFile, buffer_spec
+from callid.mpiio.simfile import SimFile
 from callid.mpiio.sysint import SysInt
 from callid.trace import ClientTrace
 from callid_core import clock
@@ -273,12 +273,14 @@ def uninstall() -> None:
     _tracer = None
 
 
-def _mpi_call(func: str, comm_size: int, comm_id: int, t0: int) -> None:
-    """Log a collective MPI call without I/O (e.g. MPI_Barrier) that began at ``t0`` and ends now."""
+def _mpi_call(func: str, comm_size: int, comm_id: int, t0: int, collective: bool, details: dict) -> None:
+    """Log an MPI call without I/O (e.g. MPI_Barrier, MPI_Send) that began at ``t0`` and ends now;
+    ``details``: its peer, tag, root, count, datatype and size (those it has)."""
     tr = _tracer
     if tr is not None and tr.mpi:
-        tr.trace.call(Record(tr.stamper.layout.sentinel, kind="mpi", func=func, collective=True,
-                             comm_size=comm_size, comm_id=comm_id, t_start=t0, t_end=clock.now()))
+        tr.trace.call(Record(tr.stamper.layout.sentinel, kind="mpi", func=func, collective=collective,
+                             comm_size=comm_size, comm_id=comm_id, t_start=t0, t_end=clock.now(),
+                             thread=_thread(), **details))
 
 
 def _call(fh: TracedFile | None, name: str, *args: Any, **kwargs: Any) -> Any:

@@ -17,7 +17,7 @@ from mpi4py import MPI
 from callid.mpiio.call import CallContext
 from callid.mpiio.collective import CbHints, TwoPhase
 from callid.mpiio.datarep import DATAREPS, UnsupportedType, conversion
-from callid.mpiio.datatypes import Runs, committed, flatten, type_name
+from callid.mpiio.datatypes import Runs, buffer_spec, committed, flatten, type_name
 from callid.mpiio.errors import SimIOError
 from callid.mpiio.record import Record
 from callid.mpiio.sysint import FileAttrs, FsError, SysInt
@@ -39,32 +39,6 @@ def _error_of(exc: FsError) -> tuple[int, str, bool]:
 
 def _mpi_error(exc: FsError) -> SimIOError:
     return SimIOError(*_error_of(exc))
-
-
-def buffer_spec(buf: Any) -> tuple[memoryview, int, MPI.Datatype]:
-    """Resolve ``buf``, ``[buf, datatype]``, ``[buf, count, datatype]`` or
-    ``[buf, (count, displ), datatype]`` to ``(bytes view from the element origin, count, datatype)``."""
-    count = displ = None
-    dtype = None
-    if isinstance(buf, (list, tuple)):
-        if len(buf) == 2:
-            obj, dtype = buf
-        elif len(buf) == 3:
-            obj, count, dtype = buf
-            if isinstance(count, tuple):
-                count, displ = count
-        else:
-            raise ValueError(f"message: buffer specification of {len(buf)} items")
-    else:
-        obj = buf
-    view = memoryview(obj)
-    if dtype is None:
-        dtype = getattr(MPI, "_typedict", {}).get(view.format, MPI.BYTE)
-    view = view.cast("B") if view.format != "B" or view.ndim != 1 else view
-    extent = dtype.Get_extent()[1]
-    if count is None:
-        count = view.nbytes // extent if extent else 0
-    return view[(displ or 0) * extent:], count, dtype
 
 
 _SELF_TAG = 32767  # tag of the self-messages that move data of exotic buffers

@@ -1249,17 +1249,33 @@ int MPI_Testsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_St
     return err;
 }
 
-/* ---- collectives without I/O (kind 'mpi'): the synchronisation between ranks -------------------- */
+/* ---- calls without I/O (kind 'mpi'): collectives, the synchronisation between ranks, and point to point */
 
-static void mpi_call(int func, MPI_Comm comm, int64_t t0) {
+#define NONE INT32_MIN  /* (a column a call does not have) */
+
+/* what a call without I/O says beyond its communicator: collective or not, the other rank and the tag of
+ * a point-to-point call, a rooted collective's root, the data it sends (a receive: receives) */
+typedef struct { int collective, peer, tag, root; MPI_Count count; MPI_Datatype type; } mpi_args_t;
+
+static void mpi_call(int func, MPI_Comm comm, int64_t t0, mpi_args_t a) {
     call_t c;
     call_begin(&c, func, K_MPI);
     c.r.t_start = t0;
-    collective(&c, 1);
+    collective(&c, a.collective);
     int size;
     set_int(&c, &c.r.comm_id, P_COMM_ID, comm_ident(comm, &size));
     c.r.comm_size = size;
     c.r.present |= P_COMM_SIZE;
+    if (a.peer != NONE) set_int(&c, &c.r.peer, P_PEER, a.peer);
+    if (a.tag != NONE) set_int(&c, &c.r.tag, P_TAG, a.tag);
+    if (a.root != NONE) set_int(&c, &c.r.root, P_ROOT, a.root);
+    if (a.type != MPI_DATATYPE_NULL && a.count != MPI_UNDEFINED) {
+        MPI_Count tsize = 0;
+        PMPI_Type_size_c(a.type, &tsize);
+        set_int(&c, &c.r.count, P_COUNT, (int64_t)a.count);
+        set_int(&c, &c.r.size, P_SIZE, (int64_t)(a.count * tsize));
+        own_str(&c, S_DATATYPE, type_text(a.type));
+    }
     call_end(&c, MPI_SUCCESS);
 }
 
@@ -1288,29 +1304,91 @@ int MPI_Group_free(MPI_Group *group) {
     return err;
 }
 
-#define COLLECTIVE(NAME, PARAMS, ARGS)                                                          \
+#define TRACE_MPI (TRACED && S.mpi)
+#define MPI_WRAP(NAME, PARAMS, ARGS, DESCRIBE)                                                  \
     int MPI_##NAME PARAMS {                                                                     \
-        if (!TRACED) return PMPI_##NAME ARGS;                                                   \
+        if (!TRACE_MPI) return PMPI_##NAME ARGS;                                                \
         int64_t t0 = now_ns();                                                                  \
         int err = PMPI_##NAME ARGS;                                                             \
-        if (err == MPI_SUCCESS && S.mpi) mpi_call(F_##NAME, comm, t0);                          \
+        if (err == MPI_SUCCESS) mpi_call(F_##NAME, comm, t0, (mpi_args_t)DESCRIBE);             \
         return err;                                                                             \
     }
+#define COLL(ROOT, ...) {1, NONE, NONE, ROOT, __VA_ARGS__}  /* (then the count and the datatype) */
+#define P2P(PEER, TAG, COUNT, TYPE) {0, PEER, TAG, NONE, COUNT, TYPE}
+/* (a send argument is significant on every rank unless it is MPI_IN_PLACE, or only at the root: else the
+ * receive's) */
+#define SENT(S, SN, ST, RN, RT) ((S) == MPI_IN_PLACE ? (RN) : (SN)), ((S) == MPI_IN_PLACE ? (RT) : (ST))
 
-COLLECTIVE(Barrier, (MPI_Comm comm), (comm))
-COLLECTIVE(Bcast, (void *b, int n, MPI_Datatype t, int root, MPI_Comm comm), (b, n, t, root, comm))
-COLLECTIVE(Allreduce, (const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm comm),
-           (s, r, n, t, op, comm))
-COLLECTIVE(Reduce, (const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, int root, MPI_Comm comm),
-           (s, r, n, t, op, root, comm))
-COLLECTIVE(Allgather, (const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, MPI_Comm comm),
-           (s, sn, st, r, rn, rt, comm))
-COLLECTIVE(Gather, (const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, int root,
-                    MPI_Comm comm), (s, sn, st, r, rn, rt, root, comm))
-COLLECTIVE(Scatter, (const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, int root,
-                     MPI_Comm comm), (s, sn, st, r, rn, rt, root, comm))
-COLLECTIVE(Alltoall, (const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, MPI_Comm comm),
-           (s, sn, st, r, rn, rt, comm))
+MPI_WRAP(Barrier, (MPI_Comm comm), (comm), COLL(NONE, 0, MPI_DATATYPE_NULL))
+MPI_WRAP(Bcast, (void *b, int n, MPI_Datatype t, int root, MPI_Comm comm), (b, n, t, root, comm), COLL(root, n, t))
+MPI_WRAP(Allreduce, (const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm comm),
+         (s, r, n, t, op, comm), COLL(NONE, n, t))
+MPI_WRAP(Reduce, (const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, int root, MPI_Comm comm),
+         (s, r, n, t, op, root, comm), COLL(root, n, t))
+MPI_WRAP(Allgather, (const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, MPI_Comm comm),
+         (s, sn, st, r, rn, rt, comm), COLL(NONE, SENT(s, sn, st, rn, rt)))
+MPI_WRAP(Gather, (const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, int root,
+                  MPI_Comm comm), (s, sn, st, r, rn, rt, root, comm), COLL(root, SENT(s, sn, st, rn, rt)))
+MPI_WRAP(Alltoall, (const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, MPI_Comm comm),
+         (s, sn, st, r, rn, rt, comm), COLL(NONE, SENT(s, sn, st, rn, rt)))
+
+static int comm_rank(MPI_Comm comm) { int r; PMPI_Comm_rank(comm, &r); return r; }
+
+int MPI_Scatter(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, int root,
+                MPI_Comm comm) {
+    if (!TRACE_MPI) return PMPI_Scatter(s, sn, st, r, rn, rt, root, comm);
+    int64_t t0 = now_ns();
+    int err = PMPI_Scatter(s, sn, st, r, rn, rt, root, comm);
+    int at_root = comm_rank(comm) == root;  /* (the send arguments: the root's alone) */
+    if (err == MPI_SUCCESS)
+        mpi_call(F_Scatter, comm, t0, (mpi_args_t)COLL(root, at_root ? sn : rn, at_root ? st : rt));
+    return err;
+}
+
+MPI_WRAP(Send, (const void *b, int n, MPI_Datatype t, int dest, int tag, MPI_Comm comm), (b, n, t, dest, tag, comm),
+         P2P(dest, tag, n, t))
+MPI_WRAP(Ssend, (const void *b, int n, MPI_Datatype t, int dest, int tag, MPI_Comm comm), (b, n, t, dest, tag, comm),
+         P2P(dest, tag, n, t))
+MPI_WRAP(Bsend, (const void *b, int n, MPI_Datatype t, int dest, int tag, MPI_Comm comm), (b, n, t, dest, tag, comm),
+         P2P(dest, tag, n, t))
+MPI_WRAP(Rsend, (const void *b, int n, MPI_Datatype t, int dest, int tag, MPI_Comm comm), (b, n, t, dest, tag, comm),
+         P2P(dest, tag, n, t))
+MPI_WRAP(Isend, (const void *b, int n, MPI_Datatype t, int dest, int tag, MPI_Comm comm, MPI_Request *q),
+         (b, n, t, dest, tag, comm, q), P2P(dest, tag, n, t))
+MPI_WRAP(Issend, (const void *b, int n, MPI_Datatype t, int dest, int tag, MPI_Comm comm, MPI_Request *q),
+         (b, n, t, dest, tag, comm, q), P2P(dest, tag, n, t))
+#define POSTED(X, ANY) ((X) == (ANY) ? NONE : (X))  /* (a receive posted for any source or tag: null) */
+MPI_WRAP(Irecv, (void *b, int n, MPI_Datatype t, int source, int tag, MPI_Comm comm, MPI_Request *q),
+         (b, n, t, source, tag, comm, q), P2P(POSTED(source, MPI_ANY_SOURCE), POSTED(tag, MPI_ANY_TAG), n, t))
+MPI_WRAP(Sendrecv, (const void *sb, int sn, MPI_Datatype st, int dest, int stag, void *rb, int rn, MPI_Datatype rt,
+                    int source, int rtag, MPI_Comm comm, MPI_Status *status),
+         (sb, sn, st, dest, stag, rb, rn, rt, source, rtag, comm, status), P2P(dest, stag, sn, st))
+
+/* a receive and a probe: the source and tag it matched, and what it received */
+int MPI_Recv(void *b, int n, MPI_Datatype t, int source, int tag, MPI_Comm comm, MPI_Status *status) {
+    if (!TRACE_MPI) return PMPI_Recv(b, n, t, source, tag, comm, status);
+    MPI_Status own;
+    MPI_Status *st = status == MPI_STATUS_IGNORE ? &own : status;
+    int64_t t0 = now_ns();
+    int err = PMPI_Recv(b, n, t, source, tag, comm, st);
+    if (err == MPI_SUCCESS) {
+        int got = MPI_UNDEFINED;
+        PMPI_Get_count(st, t, &got);
+        mpi_call(F_Recv, comm, t0, (mpi_args_t)P2P(st->MPI_SOURCE, st->MPI_TAG, got, t));
+    }
+    return err;
+}
+
+int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status) {
+    if (!TRACE_MPI) return PMPI_Probe(source, tag, comm, status);
+    MPI_Status own;
+    MPI_Status *st = status == MPI_STATUS_IGNORE ? &own : status;
+    int64_t t0 = now_ns();
+    int err = PMPI_Probe(source, tag, comm, st);
+    if (err == MPI_SUCCESS) mpi_call(F_Probe, comm, t0, (mpi_args_t)P2P(st->MPI_SOURCE, st->MPI_TAG, 0,
+                                                                       MPI_DATATYPE_NULL));
+    return err;
+}
 
 /* ---- the MPI library's own communication and I/O inside a collective data call ------------------ */
 

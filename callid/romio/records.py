@@ -57,12 +57,14 @@ FUNCS = (
       for suffix in ("_all", "_at_all", "_ordered") for part in ("begin", "end")),
     "MPI_Barrier", "MPI_Bcast", "MPI_Allreduce", "MPI_Reduce", "MPI_Allgather", "MPI_Gather",
     "MPI_Scatter", "MPI_Alltoall", "MPI_Group_free",
+    "MPI_Send", "MPI_Ssend", "MPI_Bsend", "MPI_Rsend", "MPI_Recv", "MPI_Sendrecv", "MPI_Isend", "MPI_Issend",
+    "MPI_Irecv", "MPI_Probe",
 )
 #: string columns, in the order their bytes follow each other (``error``: on its own, written at the end)
 STRINGS = ("file", "datatype", "hints", "amode", "etype", "filetype", "datarep", "whence", "op", "error")
 #: nullable integer columns
 INTS = ("fid", "offset", "size", "count", "bytes", "coll_seq", "rid", "comm_id", "etype_extent", "extent",
-        "relative_offset", "file_size", "thread")
+        "relative_offset", "file_size", "thread", "peer", "tag", "root")
 #: bits of ``present``: which nullable columns a record has (the rest are null)
 PRESENT = (*INTS, "comm_size", "collective", "atomicity")
 #: bits of ``flags``: the boolean columns' values, and whether the call returned

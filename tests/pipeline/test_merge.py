@@ -20,6 +20,7 @@ from callid_core.errors import InputError
 from callid_core.ids import Layout
 from callid_core.partlog import PartLog, combine_parts
 from callid_core.schema import file_metadata
+from callid_core.tables import MPI_ONLY
 from callid_core.units import ranks_text
 from pipeline import clocks
 from pipeline.formatting import format_rows, stream_rows
@@ -203,7 +204,7 @@ def test_request_level_attribution_is_flagged_and_left_out_of_the_bytes(tmp_path
 def test_calls_rpcs_and_server_ops(merged):
     client_cols = [f.name for f in S.CLIENT_SCHEMA]
     call_cols = ["file_offset" if c == "offset" else c
-                 for c in client_cols[1:client_cols.index("server")] if c != "kind"]
+                 for c in client_cols[1:client_cols.index("server")] if c not in ("kind", *MPI_ONLY)]
     at = call_cols.index("t_end") + 1
     assert _columns(merged, "calls") == ["callid", "callid_hex", "counter", *call_cols[:at], "dur_ns",
                                          "t_rel_ns", *call_cols[at:]]

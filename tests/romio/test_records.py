@@ -211,3 +211,49 @@ def test_a_straggling_rank_comes_late_to_its_calls(programs, tmp_path):
         calls = [r for r in table.to_pylist() if r["kind"] == "call"]
         gaps = [b["t_start"] - a["t_end"] for a, b in zip(calls, calls[1:])]
         assert all(g >= 250_000_000 for g in gaps) if rank == 1 else min(gaps) < 250_000_000, (rank, gaps)
+
+
+P2P_PROGRAM = r"""
+#include <mpi.h>
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    int rank, data[10] = {0};
+    double d[3] = {0};
+    long l[4] = {0};
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rank == 0) {
+        MPI_Send(data, 10, MPI_INT, 1, 7, MPI_COMM_WORLD);
+        MPI_Request q;
+        MPI_Isend(d, 3, MPI_DOUBLE, 1, 9, MPI_COMM_WORLD, &q);
+        MPI_Wait(&q, MPI_STATUS_IGNORE);
+    } else {
+        MPI_Recv(data, 10, MPI_INT, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Request q;
+        MPI_Irecv(d, 3, MPI_DOUBLE, 0, MPI_ANY_TAG, MPI_COMM_WORLD, &q);
+        MPI_Wait(&q, MPI_STATUS_IGNORE);
+    }
+    MPI_Bcast(l, 4, MPI_LONG, 1, MPI_COMM_WORLD);
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+def test_point_to_point_and_collective_details_are_logged(tmp_path):
+    """HDTrace's calls without I/O: a send and a receive of any source and tag (logged with the one that
+    matched), a non-blocking send and receive when issued, a broadcast with its root and data."""
+    source = tmp_path / "p2p.c"
+    source.write_text(P2P_PROGRAM)
+    exe = tmp_path / "p2p"
+    subprocess.run([find_mpicc(), "-O2", "-o", str(exe), str(source)], check=True, capture_output=True)
+    ranks = _run({"p2p": exe}, tmp_path, "p2p", np=2)
+    rows = {rank: [(r["func"], r["collective"], r["peer"], r["tag"], r["root"], r["count"], r["datatype"],
+                    r["size"]) for r in table.to_pylist() if r["kind"] == "mpi"]
+            for rank, table in ranks.items()}
+    assert rows[0] == [("MPI_Send", False, 1, 7, None, 10, "MPI_INT", 40),
+                       ("MPI_Isend", False, 1, 9, None, 3, "MPI_DOUBLE", 24),
+                       ("MPI_Bcast", True, None, None, 1, 4, "MPI_LONG", 32),
+                       ("MPI_Barrier", True, None, None, None, None, None, None)]
+    assert rows[1][:2] == [("MPI_Recv", False, 0, 7, None, 10, "MPI_INT", 40),
+                           ("MPI_Irecv", False, 0, None, None, 3, "MPI_DOUBLE", 24)]

@@ -1,0 +1,52 @@
+"""HDTrace's calls without I/O on callid's own MPI-IO: point-to-point calls (the buffer and pickle
+flavours, a receive from any source and tag logged with the one that matched, non-blocking ones when
+issued) and collectives with their root and data, in ``mpi_calls``."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from tests.conftest import traced
+
+pytestmark = pytest.mark.mpi
+
+PROGRAM = textwrap.dedent("""
+    import numpy as np
+    from mpi4py import MPI
+    comm = MPI.COMM_WORLD
+    if comm.rank == 0:
+        comm.Send(np.arange(10, dtype="i4"), dest=1, tag=7)
+        comm.send({"a": 1}, 1, tag=8)
+        comm.Isend(np.zeros(3, "f8"), 1, 9).Wait()
+    else:
+        comm.Recv(np.zeros(10, "i4"), source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG)
+        assert comm.recv(source=0, tag=8) == {"a": 1}
+        comm.Irecv(np.zeros(3, "f8"), source=0, tag=MPI.ANY_TAG).Wait()
+    comm.Bcast(np.zeros(4, "i8"), root=1)
+    comm.Reduce(np.ones(2, "f8"), np.zeros(2, "f8") if comm.rank == 0 else None, op=MPI.SUM, root=0)
+    comm.Barrier()
+""")
+
+
+def test_point_to_point_and_collective_details_are_logged(tmp_path):
+    (tmp_path / "p2p.py").write_text(PROGRAM)
+    run = traced(tmp_path, "out", "-n", 2, tmp_path / "p2p.py")
+    rows = run.q("SELECT rank, func, collective, peer, tag, root, count, datatype, size FROM mpi_calls "
+                 "ORDER BY rank, t_start")
+    assert rows == [
+        (0, "MPI_Send", False, 1, 7, None, 10, "MPI_INT", 40),
+        (0, "MPI_Send", False, 1, 8, None, None, None, None),  # (a pickled object: not described)
+        (0, "MPI_Isend", False, 1, 9, None, 3, "MPI_DOUBLE", 24),
+        (0, "MPI_Bcast", True, None, None, 1, 4, "MPI_LONG", 32),
+        (0, "MPI_Reduce", True, None, None, 0, 2, "MPI_DOUBLE", 16),
+        (0, "MPI_Barrier", True, None, None, None, None, None, None),
+        (1, "MPI_Recv", False, 0, 7, None, 10, "MPI_INT", 40),
+        (1, "MPI_Recv", False, 0, 8, None, None, None, None),
+        (1, "MPI_Irecv", False, 0, None, None, 3, "MPI_DOUBLE", 24),  # (posted for any tag)
+        (1, "MPI_Bcast", True, None, None, 1, 4, "MPI_LONG", 32),
+        (1, "MPI_Reduce", True, None, None, 0, 2, "MPI_DOUBLE", 16),
+        (1, "MPI_Barrier", True, None, None, None, None, None, None),
+    ]
+    assert run.stats["findings"]["error"] == 0  # (the checks take the point-to-point calls for no barrier)
