@@ -197,6 +197,8 @@ def _run(w: Workload, options: list[str], args: list[str], env: dict[str, str], 
             "db": db, "findings": in_order(json.loads((d / "insights.out").read_text())["findings"])}
 
 
+#: what a run can come to
+OUTCOMES = ("named", "named lower", "missed", "false alarm", "clean", "error")
 #: Drishti's codes at level HIGH (each code has one level: P09, P10, M01, M06, M07 are WARN, the rest OK
 #: or INFO)
 DRISHTI_HIGH = ("S01", "P05", "P06", "P07", "P08", "P11", "P13", "P15", "P16", "P17", "P18", "P19", "P21",
@@ -220,28 +222,30 @@ def run_drishti(drishti: str, db: Path, d: Path) -> dict:
 def score_drishti(cause: Cause | None, codes: list[str]) -> tuple[str, list[str]]:
     """drishti-io's outcome, scored as :func:`score` scores callid's, and the HIGH codes before the expected
     one (on a control, or when it is missed: all of them)."""
-    high = [c for c in codes if c in DRISHTI_HIGH]
-    if cause is None:
-        return ("false alarm" if high else "clean"), high
-    ok = [c for c in codes if c in cause.drishti]
-    if not ok:
-        return "missed", high
-    before = high[:high.index(ok[0])] if ok[0] in high else high
-    return ("named" if ok[0] in high and not before else "named lower"), before
+    return _outcome(cause is None, [c for c in codes if c in DRISHTI_HIGH],
+                    [c for c in codes if cause and c in cause.drishti])
 
 
 def score(cause: Cause | None, findings: list[dict]) -> tuple[str, list[str]]:
     """The outcome of one run (``findings`` in the order callid prints them), and the high findings before
     the expected one (on a control, or when it is missed: all of them)."""
     high = [f for f in findings if f["severity"] == "high"]
-    if cause is None:
-        return ("false alarm" if high else "clean"), [_said(f) for f in high]
-    ok = [f for f in findings
-          if f["severity"] in ("high", "warning") and any(e.matches(f) for e in cause.expect)]
-    if not ok:
-        return "missed", [_said(f) for f in high]
-    before = high[:high.index(ok[0])] if ok[0] in high else high
-    return ("named" if ok[0] in high and not before else "named lower"), [_said(f) for f in before]
+    expected = [f for f in findings if cause and f["severity"] in ("high", "warning")
+                and any(e.matches(f) for e in cause.expect)]
+    outcome, before = _outcome(cause is None, high, expected)
+    return outcome, [_said(f) for f in before]
+
+
+def _outcome(control: bool, high: list, expected: list) -> tuple[str, list]:
+    """The outcome from the high items and the expected ones, both in the order they are printed: a control
+    with a high item is a false alarm; the first expected item named when it is high and nothing high comes
+    before it, named lower when it is there, else missed; and the high items before it (all if none)."""
+    if control:
+        return ("false alarm" if high else "clean"), high
+    if not expected:
+        return "missed", high
+    before = high[:high.index(expected[0])] if expected[0] in high else high
+    return ("named" if expected[0] in high and not before else "named lower"), before
 
 
 def _said(f: dict) -> str:
@@ -265,6 +269,8 @@ def main(argv: list[str]) -> int:
         unknown = [n for n in (given or "").split(",") if n and n not in known]
         if unknown:
             parser.error(f"{flag}: no {unknown[0]!r} (one of {', '.join(known)})")
+    if opts.drishti and not shutil.which(opts.drishti):
+        parser.error(f"--drishti: {opts.drishti}: no such command (pip install drishti-io)")
     causes = [c for c in CAUSES if not opts.causes or c.name in opts.causes.split(",")]
     workloads = [w for w in WORKLOADS.values() if not opts.workloads or w.name in opts.workloads.split(",")]
     rows = []
@@ -296,11 +302,9 @@ def main(argv: list[str]) -> int:
                 row["drishti_expected"] = list(cause.drishti) if cause else []
             rows.append(row)
     _print(rows, [c.name for c in causes], [w.name for w in workloads])
-    counts = {k: sum(r["outcome"] == k for r in rows) for k in
-              ("named", "named lower", "missed", "false alarm", "clean", "error")}
+    counts = {k: sum(r["outcome"] == k for r in rows) for k in OUTCOMES}
     ran = [r for r in rows if "drishti" in r]
-    drishti = {k: sum(r["drishti"] == k for r in ran) for k in
-               ("named", "named lower", "missed", "false alarm", "clean", "error")}
+    drishti = {k: sum(r["drishti"] == k for r in ran) for k in OUTCOMES}
     print(json.dumps({"bench": "diagnose", "runs": len(rows), **counts,
                       "drishti": {"runs": len(ran), **drishti} if opts.drishti else "not run (no drishti)",
                       "target_met": counts["named"] == sum(r["kind"] != "control" for r in rows)

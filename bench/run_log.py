@@ -27,28 +27,40 @@ from callid_core import config as C
 from pipeline.domain import DATA_CALL_WHERE
 from pipeline.merged import open_merged
 
-#: the data calls (one DXT_MPIIO segment each), and whether each had I/O cycles (then its POSIX is theirs)
+_DATA = f"{DATA_CALL_WHERE} AND file_offset IS NOT NULL AND error IS NULL"
+#: the data calls: one DXT_MPIIO segment each
 _CALLS = f"""
-    SELECT c.rank, c.file, c.file_offset AS offset, c.size AS length, c.t_start, c.t_end,
-           c.func LIKE '%read%' AS is_read, coalesce(c.collective, false) AS coll, c.region_offsets,
-           c.region_lengths,
-           EXISTS (SELECT 1 FROM phases p JOIN calls k ON k.callid = p.callid
-                   WHERE p.phase = 'io' AND k.coll_seq = c.coll_seq AND c.coll_seq IS NOT NULL) AS cycled
-    FROM calls c WHERE {DATA_CALL_WHERE} AND c.file_offset IS NOT NULL AND c.error IS NULL
-    ORDER BY c.t_start"""
-#: the aggregators' I/O cycles
-_CYCLES = """
-    SELECT p.rank, k.file, p.file_offset AS offset, p.size AS length, p.t_start, p.t_end,
-           k.func LIKE '%read%' AS is_read
-    FROM phases p JOIN calls k ON k.callid = p.callid
-    WHERE p.phase = 'io' AND p.size > 0 ORDER BY p.t_start"""
+    SELECT rank, file, file_offset AS offset, size AS length, t_start, t_end, func LIKE '%read%' AS is_read,
+           coalesce(collective, false) AS coll
+    FROM calls WHERE {_DATA} ORDER BY t_start"""
+#: the system calls: the aggregators' I/O cycles, and each contiguous region of the calls of no cycle (the
+#: whole call when it has no regions), their time cut evenly among them
+_POSIX = f"""
+    WITH cycled AS (
+        SELECT DISTINCT k.coll_seq FROM phases p JOIN calls k ON k.callid = p.callid
+        WHERE p.phase = 'io' AND k.coll_seq IS NOT NULL
+    ), own AS (
+        SELECT rank, file, func LIKE '%read%' AS is_read, t_start, t_end,
+               CASE WHEN len(coalesce(region_offsets, [])) > 0 THEN region_offsets ELSE [file_offset] END
+                   AS los,
+               CASE WHEN len(coalesce(region_offsets, [])) > 0 THEN region_lengths ELSE [size] END AS lens
+        FROM calls WHERE {_DATA} AND (coll_seq IS NULL OR coll_seq NOT IN (SELECT coll_seq FROM cycled))
+    )
+    SELECT rank, file, los[k + 1] AS offset, lens[k + 1] AS length,
+           t_start + (t_end - t_start) * k // len(los) AS t_start,
+           t_start + (t_end - t_start) * (k + 1) // len(los) AS t_end, is_read
+    FROM (SELECT *, unnest(range(len(los))) AS k FROM own)
+    UNION ALL
+    SELECT p.rank, k.file, p.file_offset, p.size, p.t_start, p.t_end, k.func LIKE '%read%'
+    FROM phases p JOIN calls k ON k.callid = p.callid WHERE p.phase = 'io' AND p.size > 0
+    ORDER BY t_start"""
 
 
 def write_run_log(db: str | Path, path: str | Path) -> LogInfo:
     """Write the Darshan log of the run merged at ``db`` to ``path``."""
     with open_merged(db) as m:
         calls = m.sql(_CALLS).fetchnumpy()
-        cycles = m.sql(_CYCLES).fetchnumpy()
+        sys_calls = m.sql(_POSIX).fetchnumpy()
         opens = m.rows("""SELECT file, rank, min(t_start) FILTER (WHERE func = 'MPI_File_open'),
                                  min(t_end) FILTER (WHERE func = 'MPI_File_open'),
                                  max(t_start) FILTER (WHERE func = 'MPI_File_close'),
@@ -60,43 +72,25 @@ def write_run_log(db: str | Path, path: str | Path) -> LogInfo:
     files = sorted({f for f, *_ in opens} | set(calls["file"].tolist()))
     index = {f: i for i, f in enumerate(files)}
     ranks = max(hosts) + 1
-    secs = lambda t: (np.asarray(t, np.float64) - start) / 1e9  # noqa: E731
-    fidx = np.array([index[f] for f in calls["file"]], np.int64)
-    mpi = Segments(fidx, calls["rank"], calls["offset"], calls["length"], secs(calls["t_start"]),
-                   secs(calls["t_end"]), calls["is_read"])
-    own = ~np.asarray(calls["cycled"], bool)  # (POSIX: its contiguous regions, inside the call)
-    pieces = [_regions(calls, own, fidx, secs),
-              Segments([index[f] for f in cycles["file"]], cycles["rank"], cycles["offset"], cycles["length"],
-                       secs(cycles["t_start"]), secs(cycles["t_end"]), cycles["is_read"])]
-    posix = Segments.concat([p for p in pieces if len(p)])
+
+    def segments(t: dict) -> Segments:
+        return Segments(np.searchsorted(np.array(files, object), t["file"]), t["rank"], t["offset"],
+                        t["length"], (t["t_start"] - start) / 1e9, (t["t_end"] - start) / 1e9, t["is_read"])
+
+    mpi, posix = segments(calls), segments(sys_calls)
     meta = np.zeros((4, len(files), ranks))
     openers = np.zeros((len(files), ranks), bool)
-    for f, r, *times in opens:
+    for f, r, *times in opens:  # (one row per file and rank)
         if r is not None and r >= 0:
             openers[index[f], r] = True
-            meta[:, index[f], r] = [secs(t) if t is not None else 0.0 for t in times]
+            meta[:, index[f], r] = [(t - start) / 1e9 if t is not None else 0.0 for t in times]
     shared = bool(openers.sum(axis=1).min() == ranks)  # (every file opened by every rank: one record each)
     coll = np.asarray(calls["coll"], bool)
     mpiio = counters_of("MPI-IO", mpi, meta, False, shared, ranks, {"MPIIO_COLL_OPENS": 1, "MPIIO_MODE": 9},
-                      {"COLL": coll, "INDEP": ~coll})
+                        {"COLL": coll, "INDEP": ~coll})
     posix_counters = counters_of("POSIX", posix, meta, False, shared, ranks,
                                  {"POSIX_OPENS": 1, "POSIX_MODE": 0o644}, "", alignment=strip)
     return write_log(path, nprocs=ranks, exe="callid run (bench.run_log)", start_time=start / 1e9,
                      end_time=end / 1e9, files=files, mpiio=mpiio, dxt_mpiio=mpi, posix=posix_counters,
                      dxt_posix=posix, hostnames=[str(hosts.get(r) or "host0") for r in range(ranks)],
                      metadata={"lib_ver": "3.5.0"})
-
-
-def _regions(calls: dict, sel: np.ndarray, fidx: np.ndarray, secs) -> Segments:
-    """One system call per contiguous region of the calls ``sel`` (the whole call when it has no regions),
-    spread over the call's time."""
-    parts = []
-    for i in np.flatnonzero(sel):
-        lo = calls["region_offsets"][i]
-        lengths = calls["region_lengths"][i]
-        if lo is None or len(lo) == 0:
-            lo, lengths = [calls["offset"][i]], [calls["length"][i]]
-        t0, t1 = secs(calls["t_start"][i]), secs(calls["t_end"][i])
-        cut = np.linspace(t0, t1, len(lo) + 1)
-        parts.append(Segments(fidx[i], calls["rank"][i], lo, lengths, cut[:-1], cut[1:], calls["is_read"][i]))
-    return Segments.concat(parts)

@@ -51,14 +51,11 @@ def explain_many(m: Merged, callids: list[int]) -> list[dict[str, Any]]:
     them all."""
     if not callids:
         return []
-    calls = _calls(m, callids)
-    work = _work(m, calls)
-    for call in calls:
-        del call["ids"]
-    paths = [_critical_path(call, w) for call, w in zip(calls, work)]
+    calls, ids = _calls(m, callids)
+    paths = [_critical_path(call, w) for call, w in zip(calls, _work(m, calls, ids))]
     events = _server_events(m, [p for path in paths for p in path if p["kind"] == "request"])
     peers = _peers(m, calls)
-    run_insights(m)  # (it makes the data_calls view: the one definition of a call's direction)
+    findings = run_insights(m)  # (it makes the data_calls view: the one definition of a call's direction)
     directions = dict(m.rows("SELECT callid, direction FROM data_calls "
                              "WHERE list_contains(?::UBIGINT[], callid)", [callids]))
     out = []
@@ -67,13 +64,13 @@ def explain_many(m: Merged, callids: list[int]) -> list[dict[str, Any]]:
         servers = sorted({s["server"] for s in path if s.get("server")})
         ranks = sorted({s["rank"] for s in path if s.get("rank") is not None} | {call["rank"]})
         out.append({"call": call, "peers": peer, "critical_path": path, "verdict": _verdict(call, path),
-                    "findings": _findings(m, call, servers, ranks, directions)})
+                    "findings": _findings(findings, call, servers, ranks, directions.get(call["callid"]))})
     return out
 
 
-def _calls(m: Merged, callids: list[int]) -> list[dict[str, Any]]:
-    """The calls, in the order asked; a collective's with its ranks, its last arrival and the CallIDs of
-    all its calls (``ids``: what its requests carry)."""
+def _calls(m: Merged, callids: list[int]) -> tuple[list[dict[str, Any]], list[list[int]]]:
+    """The calls, in the order asked, a collective's with its ranks and its last arrival; and each one's
+    CallIDs its requests carry (a collective's: those of all its calls)."""
     rel = m.sql("""SELECT callid, callid_hex, rank, func, file, file_offset, size, bytes, collective,
                           coll_seq, t_start, t_end, t_end - t_start AS dur_ns, t_rel_ns, error
                    FROM calls WHERE list_contains(?::UBIGINT[], callid) ORDER BY t_start""", [callids])
@@ -90,22 +87,24 @@ def _calls(m: Merged, callids: list[int]) -> list[dict[str, Any]]:
                   list(callid) FILTER (WHERE callid IS NOT NULL)
            FROM calls WHERE list_contains(?::BIGINT[], coll_seq) AND collective GROUP BY coll_seq""",
         [colls])}
+    ids = []
     for call in calls:
-        call["ids"] = [call["callid"]]
         if call["coll_seq"] in groups and call["collective"]:
-            ranks, last, last_rank, ids = groups[call["coll_seq"]]
+            ranks, last, last_rank, group = groups[call["coll_seq"]]
             call["collective_ranks"], call["last_arrival"], call["last_rank"] = ranks, last, last_rank
-            call["ids"] = ids
-    return calls
+            ids.append(group)
+        else:
+            ids.append([call["callid"]])
+    return calls, ids
 
 
-def _work(m: Merged, calls: list[dict]) -> list[list[dict]]:
+def _work(m: Merged, calls: list[dict], ids: list[list[int]]) -> list[list[dict]]:
     """Per call, the pieces of work on its behalf (requests, collective phases, the last arrival)."""
     lo, hi = min(c["t_start"] for c in calls), max(c["t_end"] for c in calls)
     rel = m.sql("""SELECT 'request' AS kind, rank, server, op, req_seq, t_start, t_end, list(id) AS callids
                    FROM (SELECT *, unnest(callids) AS id FROM rpcs WHERE t_start < ? AND t_end > ?)
                    WHERE id IN (SELECT unnest(?::UBIGINT[])) GROUP BY ALL""",  # (list_has_any: 7x slower)
-                [hi, lo, sorted({i for c in calls for i in c["ids"]})])
+                [hi, lo, sorted({i for group in ids for i in group})])
     requests = [dict(zip(rel.columns, row)) for row in rel.fetchall()]
     colls = sorted({c["coll_seq"] for c in calls if c.get("collective_ranks")})
     rel = m.sql("""SELECT 'phase' AS kind, p.rank, NULL AS server, p.phase AS op, NULL AS req_seq,
@@ -114,16 +113,16 @@ def _work(m: Merged, calls: list[dict]) -> list[list[dict]]:
                    WHERE list_contains(?::BIGINT[], c.coll_seq) AND c.collective
                      AND p.phase IN ('plan', 'exchange')""", [colls])
     phases = [dict(zip(rel.columns, row)) for row in rel.fetchall()]
-    return [_work_of(call, requests, phases) for call in calls]
+    return [_work_of(call, set(group), requests, phases) for call, group in zip(calls, ids)]
 
 
 def _during(call: dict, work: dict) -> bool:
     return work["t_start"] < call["t_end"] and work["t_end"] > call["t_start"]
 
 
-def _work_of(call: dict, requests: list[dict], phases: list[dict]) -> list[dict]:
-    """The call's pieces among all ``requests`` and collective ``phases`` read."""
-    ids = set(call["ids"])
+def _work_of(call: dict, ids: set[int], requests: list[dict], phases: list[dict]) -> list[dict]:
+    """The call's pieces among all ``requests`` (those carrying one of ``ids``) and collective ``phases``
+    read."""
     work = [{k: v for k, v in w.items() if k != "callids"} for w in requests
             if _during(call, w) and ids.intersection(w["callids"])]
     if call.get("collective_ranks"):
@@ -289,12 +288,11 @@ def _verdict(call: dict, path: list[dict]) -> dict:
             "share": round(ns / call["dur_ns"], 3) if call["dur_ns"] else None}
 
 
-def _findings(m: Merged, call: dict, servers: list[str], ranks: list[int], directions: dict[int, str],
+def _findings(findings: list[dict], call: dict, servers: list[str], ranks: list[int], direction: str | None,
               ) -> list[dict]:
-    """The insights' findings (high, warning) that name the call, a server or rank on its path, or (a data
-    call's) its file, and are of its direction if of one; the most severe first, then the most specific."""
-    findings = run_insights(m)
-    direction = directions.get(call["callid"])
+    """The insights' ``findings`` (high, warning) that name the call, a server or rank on its path, or (a
+    data call's, of ``direction``) its file, and are of its direction if of one; the most severe first,
+    then the most specific."""
     scored = []
     for f in findings:
         if f["severity"] not in ("high", "warning") or f["numbers"].get("direction") not in (None, direction):

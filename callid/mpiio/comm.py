@@ -38,9 +38,6 @@ COLLECTIVES = ("Barrier", "barrier", "Bcast", "bcast", "Gather", "gather", "Gath
                "Scan", "scan", "Exscan", "exscan")
 #: the one call without I/O logged that is not collective: the free of a group MPI_File_get_group gave
 GROUP_FREE = "MPI_Group_free"
-#: the rooted collectives: where their root argument is (position, as mpi4py takes it)
-ROOT_AT = {"Bcast": 1, "bcast": 1, "Gather": 2, "gather": 1, "Gatherv": 2, "Scatter": 2, "scatter": 1,
-           "Scatterv": 2, "Reduce": 3, "reduce": 2}
 #: the point-to-point calls traced (the buffer and pickle flavours; a pickled object is not described):
 #: the parameters that say the peer, the tag and the status (a receive's: who sent what; a Sendrecv: its send)
 _SENDS = ("Send", "Ssend", "Bsend", "Rsend", "Isend", "Issend", "Ibsend", "Irsend", "send", "ssend", "bsend",
@@ -91,10 +88,6 @@ class TracedComm(MPI.Intracomm):
         return self
 
 
-def _arg(args: tuple, kwargs: dict, at: int, name: str, default: Any = None) -> Any:
-    return args[at] if len(args) > at else kwargs.get(name, default)
-
-
 def _data(buf: Any) -> dict:
     """The count, datatype and bytes of a buffer argument (none: a pickled object, or no buffer)."""
     if buf is None or isinstance(buf, MPI.BottomType) or buf is MPI.IN_PLACE:
@@ -109,6 +102,9 @@ def _data(buf: Any) -> dict:
 def _collective(name: str) -> Callable[..., Any]:
     func = "MPI_" + name[0].upper() + name[1:]
     base = getattr(MPI.Intracomm, name)
+    signature = inspect.signature(base).parameters
+    params = tuple(signature)[1:]  # (after self)
+    described = name[0].isupper() and params[:1] in (("buf",), ("sendbuf",))  # (a buffer, not an object)
 
     def method(self: TracedComm, *args: Any, **kwargs: Any) -> Any:
         hook = _hook
@@ -118,10 +114,10 @@ def _collective(name: str) -> Callable[..., Any]:
         try:
             return base(self, *args, **kwargs)
         finally:
-            details = _data(_arg(args, kwargs, 0, "buf" if name == "Bcast" else "sendbuf")) \
-                if name[0].isupper() and name != "Barrier" else {}
-            if name in ROOT_AT:
-                details["root"] = _arg(args, kwargs, ROOT_AT[name], "root", 0)
+            bound = dict(zip(params, args)) | kwargs
+            details = _data(bound.get(params[0])) if described else {}
+            if "root" in signature:
+                details["root"] = bound.get("root", signature["root"].default)
             hook(func, *self._callid_ident, t0, True, details)
 
     method.__name__ = method.__qualname__ = name

@@ -17,7 +17,7 @@ from functools import cache
 import numpy as np
 from mpi4py import MPI
 
-__all__ = ["DATAREPS", "Conversion", "conversion"]
+__all__ = ["DATAREPS", "Conversion", "UnsupportedType"]
 
 #: the representations a view takes; ``internal`` is this implementation's own, the same as native
 DATAREPS = ("native", "internal", "external32")
@@ -67,7 +67,8 @@ def _tile(perm: np.ndarray, count: int) -> np.ndarray:
 
 
 class Conversion:
-    """Between one datatype's packed native data and its external32 form (the same bytes, reordered)."""
+    """Between one datatype's packed native data and its external32 form (the same bytes, reordered);
+    :class:`UnsupportedType` if external32 cannot hold the type byte for byte."""
 
     def __init__(self, dtype: MPI.Datatype) -> None:
         self.perm = _permutation(dtype)
@@ -90,8 +91,3 @@ class Conversion:
         if not self.identity and whole:
             result[:whole] = src[:whole].reshape(-1, self.size)[:, perm].ravel()
         return memoryview(result)
-
-
-def conversion(dtype: MPI.Datatype) -> Conversion:
-    """The conversion of ``dtype``; :class:`UnsupportedType` if external32 cannot hold it byte for byte."""
-    return Conversion(dtype)

@@ -57,6 +57,8 @@ def merge_runs(runs: Iterable[tuple[int, int]]) -> Runs:
 def committed(dtype: MPI.Datatype) -> bool:
     """Whether ``dtype`` may be used to move data: committed (MPI_Type_commit), as predefined types are.
     (MPI has no query for it: packing no element fails with MPI_ERR_TYPE exactly when it is not.)"""
+    if dtype.is_predefined:
+        return True
     try:
         dtype.Pack(bytearray(0), bytearray(0), 0, MPI.COMM_SELF)
     except MPI.Exception as exc:

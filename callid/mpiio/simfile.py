@@ -16,7 +16,7 @@ from mpi4py import MPI
 
 from callid.mpiio.call import CallContext
 from callid.mpiio.collective import CbHints, TwoPhase
-from callid.mpiio.datarep import DATAREPS, UnsupportedType, conversion
+from callid.mpiio.datarep import DATAREPS, Conversion, UnsupportedType
 from callid.mpiio.datatypes import Runs, buffer_spec, committed, flatten, type_name
 from callid.mpiio.errors import SimIOError
 from callid.mpiio.record import Record
@@ -369,12 +369,11 @@ class SimFile:
         esize = self.view.esize
         if stream.nbytes % esize:
             raise SimIOError(MPI.ERR_ARG, f"{stream.nbytes} bytes are not whole etypes of {esize} bytes")
-        if self.view.datarep == "external32" and (why := _external32_refused(stream.dtype)):
-            raise SimIOError(MPI.ERR_UNSUPPORTED_DATAREP, why)
+        convert = self._conversion(stream.dtype)
         call = CallContext.of(rec)
         pos = self._access_position(where, offset, stream.nbytes // esize, call)
         regions = self._describe_access(rec, pos, stream)
-        done = self._transfer(io_type, regions, stream, call, collective)
+        done = self._transfer(io_type, regions, stream, call, collective, convert)
         rec.bytes = done
         if where == "ind":
             self.position += done // esize
@@ -414,13 +413,22 @@ class SimFile:
         rec.datatype = type_name(stream.dtype)
         return regions
 
-    def _transfer(self, io_type: P.IoType, regions: Runs, stream: Stream,
-                  call: CallContext, collective: bool) -> int:
-        """Move the data, two-phase when collective and the hints say so; the bytes transferred."""
+    def _conversion(self, dtype: MPI.Datatype) -> Conversion | None:
+        """external32: the file holds the data in MPI's portable form, converted on the way, never in the
+        buffer (None: another representation, the data as it is)."""
+        if self.view.datarep != "external32":
+            return None
+        try:
+            return Conversion(dtype)
+        except UnsupportedType as exc:
+            raise SimIOError(MPI.ERR_UNSUPPORTED_DATAREP, _external32_refusal(exc)) from None
+
+    def _transfer(self, io_type: P.IoType, regions: Runs, stream: Stream, call: CallContext,
+                  collective: bool, convert: Conversion | None) -> int:
+        """Move the data, two-phase when collective and the hints say so (converted by ``convert``); the
+        bytes transferred."""
         two_phase = self._two_phase() if collective else None
         domains = two_phase.plan(io_type, regions, call) if two_phase else None
-        # (external32: the file holds the data in MPI's portable form, converted here, never in the buffer)
-        convert = conversion(stream.dtype) if self.view.datarep == "external32" else None
         if io_type == P.IoType.WRITE:
             data = convert.apply(stream.gather()) if convert else stream.gather()
             if domains is not None:
@@ -441,10 +449,14 @@ def _external32_refused(*dtypes: MPI.Datatype | None) -> str | None:
     """Why these datatypes cannot be stored in external32 here (None: they can)."""
     for dtype in (t for t in dtypes if t is not None):
         try:
-            conversion(dtype)
+            Conversion(dtype)
         except UnsupportedType as exc:
-            return f"external32: {exc} (a view's positions would not be the buffer's bytes)"
+            return _external32_refusal(exc)
     return None
+
+
+def _external32_refusal(exc: UnsupportedType) -> str:
+    return f"external32: {exc} (a view's positions would not be the buffer's bytes)"
 
 
 def _check_amode(amode: int) -> None:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from callid.mpiio.datarep import UnsupportedType, conversion
+from callid.mpiio.datarep import Conversion, UnsupportedType
 from tests.conftest import callid_cmd
 
 PROGRAM = __file__.replace("test_datarep.py", "external32_program.py")
@@ -20,17 +20,17 @@ def test_external32_is_mpi_pack_external_of_each_element_in_typemap_order():
     ints = np.arange(5, dtype="i4") - 2
     ref = bytearray(MPI.INT.Pack_external_size("external32", 5))
     MPI.INT.Pack_external("external32", ints, ref, 0)
-    assert bytes(conversion(MPI.INT).apply(ints.tobytes())) == bytes(ref)
+    assert bytes(Conversion(MPI.INT).apply(ints.tobytes())) == bytes(ref)
     mixed = MPI.Datatype.Create_struct([1, 2], [0, 8], [MPI.INT, MPI.DOUBLE]).Commit()
     three = mixed.Create_contiguous(3).Commit()
     packed = struct.pack("<idd", 7, 1.5, -2.0) * 3  # (three elements, packed: no padding)
-    external = conversion(three).apply(packed)
+    external = Conversion(three).apply(packed)
     assert bytes(external) == struct.pack(">idd", 7, 1.5, -2.0) * 3
-    assert bytes(conversion(three).undo(bytes(external))) == packed
-    assert conversion(MPI.BYTE).identity and not conversion(MPI.DOUBLE).identity
+    assert bytes(Conversion(three).undo(bytes(external))) == packed
+    assert Conversion(MPI.BYTE).identity and not Conversion(MPI.DOUBLE).identity
     for unsupported in (MPI.LONG, MPI.LONG_DOUBLE):  # (4 bytes in external32; x87's 80 bits, not IEEE's)
         with pytest.raises(UnsupportedType):
-            conversion(unsupported)
+            Conversion(unsupported)
     three.Free()
     mixed.Free()
 
