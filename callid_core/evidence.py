@@ -36,6 +36,8 @@ EVIDENCE: dict[str, str] = {
     "resizes": "MPI_File_set_size and MPI_File_preallocate",
     "errors": "the MPI error class of each call that failed, as the MPI library returned it",
     "groups": "MPI_File_get_group, and the MPI_Group_free of each group it returned",
+    "buffers": "what the tracer found in the datatype of each data access's buffer (its typemap is in the "
+               "program's memory alone)",
 }
 
 

@@ -44,7 +44,9 @@ __all__ = [
 #: (``relative_offset``; ``offset``: where the pointer moved) and a file's size at open (``file_size``).
 #: 9: the client log has the point-to-point calls of the ranks (kind 'mpi', not collective: ``peer``,
 #: ``tag``) and says a non-I/O call's count, datatype, bytes and root (``root``).
-SCHEMA_VERSION = "9"
+#: 10: the client log says what the tracer found wrong in a call's datatypes (``type_issues``) and the
+#: communicators the ranks made, with their members (``members``).
+SCHEMA_VERSION = "10"
 
 # Key/value metadata every log file carries (bytes keys, as Parquet stores them).
 META_SCHEMA_VERSION = "callid.schema_version"
@@ -196,6 +198,11 @@ CLIENT = Table("client", "one row per traced MPI call ('call'), completion ('wai
            "received)"),
     Column("root", pa.int32(), "rooted collective without I/O (MPI_Bcast, MPI_Gather, MPI_Scatter, "
            "MPI_Reduce): the root, in the call's communicator"),
+    Column("members", pa.list_(pa.int32()), "communicator constructor (MPI_Comm_dup, MPI_Comm_split, "
+           "MPI_Comm_split_type, MPI_Comm_create, MPI_Comm_create_group; kind 'mpi', collective): the "
+           "MPI_COMM_WORLD ranks of the communicator it made on this rank, in its rank order, whose size "
+           "and id are the row's comm_size and comm_id (a rank that made none, MPI_COMM_NULL, logs no row; "
+           "other rows: empty)", nullable=False, default=()),
     Column("etype", pa.string(), "set_view: the etype: a predefined type's name, a derived one as the "
            "constructors it was made with down to predefined types, e.g. struct(MPI_INT,resized(MPI_DOUBLE)) "
            "(at most 256 characters)"),
@@ -204,6 +211,11 @@ CLIENT = Table("client", "one row per traced MPI call ('call'), completion ('wai
            "region_offsets/region_lengths"),
     Column("extent", pa.int64(), "set_view: the filetype's extent", BYTES),
     Column("datarep", pa.string(), "set_view: the data representation"),
+    Column("type_issues", pa.string(), "what the tracer found wrong in the call's datatypes that only the "
+           "process can see, comma-separated: 'overlapping' (a data access: the buffer's datatype, its count "
+           "copies, holds some bytes more than once), 'address' (set_view: a block of the etype or the "
+           "filetype lies at an address of the process's memory above 4 GiB: built from absolute addresses); "
+           "null: none"),
     Column("whence", pa.string(), "seek: 'SET', 'CUR' or 'END' (MPI_SEEK_*)"),
     Column("relative_offset", pa.int64(), "seek, seek_shared: the offset passed, in etypes relative to "
            "whence"),

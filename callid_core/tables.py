@@ -18,7 +18,7 @@ __all__ = ["DERIVED", "MERGED", "MPI_ONLY", "RPC_ONLY", "reference_markdown"]
 #: client log columns that only ``kind = 'rpc'`` rows fill (and ``op``: the name of a phase)
 RPC_ONLY = ("server", "op", "req_seq", "t_recv", "t_send", "callids")
 #: client log columns that only ``kind = 'mpi'`` rows fill
-MPI_ONLY = ("peer", "tag", "root")
+MPI_ONLY = ("peer", "tag", "root", "members")
 _ALIGNED = " (on the reference clock)"
 
 
@@ -83,12 +83,14 @@ WAITS = Table("waits", "one row per completion of a non-blocking call (MPI_File_
 MPI_CALLS = Table("mpi_calls", "one row per MPI call without I/O on MPI_COMM_WORLD or a communicator made "
                   "from it, ordered by start: collective (MPI_Barrier, MPI_Bcast, MPI_Allreduce, ...: the "
                   "synchronisation between ranks) or point to point (MPI_Send, MPI_Recv, MPI_Isend, ...: not "
-                  "collective, with peer and tag); and one per MPI_Group_free of a group MPI_File_get_group "
-                  "handed out (not collective; comm_id: the group's; on callid's own MPI-IO the free is "
-                  "found when the rank ends: it happened between t_start, its get_group's end, and t_end)",
+                  "collective, with peer and tag), or a communicator's making (MPI_Comm_split, ...: "
+                  "collective, with the members of the one made); and one per MPI_Group_free of a group "
+                  "MPI_File_get_group handed out (not collective; comm_id: the group's; on callid's own "
+                  "MPI-IO the free is found when the rank ends: it happened between t_start, its "
+                  "get_group's end, and t_end)",
                   _times([
     *_client("rank", "thread", "clock", "func", "comm_size", "comm_id", "collective", "peer", "tag", "root",
-             "count", "datatype", "size", "t_start", "t_end"),
+             "members", "count", "datatype", "size", "t_start", "t_end"),
 ]))
 
 PHASES = Table("phases", "one row per phase of a collective data access on each rank, ordered by start: "

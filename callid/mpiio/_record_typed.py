@@ -40,11 +40,13 @@ class Record:
     peer: int | None
     tag: int | None
     root: int | None
+    members: Sequence[int]
     etype: str | None
     etype_extent: int | None
     filetype: str | None
     extent: int | None
     datarep: str | None
+    type_issues: str | None
     whence: str | None
     relative_offset: int | None
     file_size: int | None
@@ -91,11 +93,13 @@ class Record:
         peer: int | None = None,
         tag: int | None = None,
         root: int | None = None,
+        members: Sequence[int] = (),
         etype: str | None = None,
         etype_extent: int | None = None,
         filetype: str | None = None,
         extent: int | None = None,
         datarep: str | None = None,
+        type_issues: str | None = None,
         whence: str | None = None,
         relative_offset: int | None = None,
         file_size: int | None = None,

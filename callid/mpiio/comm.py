@@ -2,7 +2,9 @@
 I/O: the collectives (``MPI_Barrier``, ``MPI_Bcast``, ...), for the consistency checks of ``callid check``
 (which synchronisation separates two accesses), and the point-to-point calls (``MPI_Send``, ``MPI_Recv``,
 the non-blocking ones when issued, ...), as HDTrace's wrapper logs them: the other rank, the tag, the
-data sent (a receive: received) and a rooted collective's root.
+data sent (a receive: received) and a rooted collective's root; and the communicators a rank makes
+(``MPI_Comm_dup``, ``MPI_Comm_split``, ...) with their members, as HDTrace's communicator map has them (a
+rank that makes none, MPI_COMM_NULL, logs nothing).
 
 A communicator is known by its group (:func:`ident`): the size and a hash of its
 ``MPI_COMM_WORLD`` ranks, equal on all its ranks, logged with every collective call on it and on
@@ -22,7 +24,7 @@ from mpi4py import MPI
 from callid.mpiio.datatypes import buffer_spec, type_name
 from callid_core import clock
 
-__all__ = ["GROUP_FREE", "TracedComm", "group_ident", "ident", "install", "uninstall", "untraced"]
+__all__ = ["GROUP_FREE", "TracedComm", "group_ident", "ident", "install", "members", "uninstall", "untraced"]
 
 #: (function, comm size, comm id, t_start, collective, details) -> None: logs one call that ends now;
 #: details: what else it says (peer, tag, root, count, datatype, size), as columns of the client log
@@ -53,23 +55,35 @@ CONSTRUCTORS = ("Dup", "Split", "Split_type", "Create", "Create_group")
 
 def ident(comm: MPI.Comm) -> tuple[int, int]:
     """``(size, id)`` of a communicator's group: the id hashes its ranks in ``MPI_COMM_WORLD``."""
+    return ranks_ident(members(comm))
+
+
+def group_ident(group: MPI.Group) -> tuple[int, int]:
+    """``(size, id)`` of a group (as :func:`ident`)."""
+    return ranks_ident(_world_ranks(group))
+
+
+def ranks_ident(ranks: list[int]) -> tuple[int, int]:
+    """``(size, id)`` of the group of these ``MPI_COMM_WORLD`` ranks, in its order."""
+    digest = hashlib.blake2b(array("q", ranks).tobytes(), digest_size=8).digest()
+    return len(ranks), int.from_bytes(digest, "little", signed=True)
+
+
+def members(comm: MPI.Comm) -> list[int]:
+    """The ``MPI_COMM_WORLD`` ranks of a communicator's members, in its rank order."""
     group = comm.Get_group()
     try:
-        return group_ident(group)
+        return _world_ranks(group)
     finally:
         group.Free()
 
 
-def group_ident(group: MPI.Group) -> tuple[int, int]:
-    """``(size, id)`` of a group: the id hashes its ranks in ``MPI_COMM_WORLD``."""
+def _world_ranks(group: MPI.Group) -> list[int]:
     world = MPI.COMM_WORLD.Get_group()
     try:
-        ranks = MPI.Group.Translate_ranks(group, list(range(group.Get_size())), world)
+        return MPI.Group.Translate_ranks(group, list(range(group.Get_size())), world)
     finally:
         world.Free()
-    digest = hashlib.blake2b(array("q", ranks).tobytes(), digest_size=8).digest()
-    return len(ranks), int.from_bytes(digest, "little", signed=True)
-
 
 
 def untraced(comm: MPI.Intracomm) -> MPI.Intracomm:
@@ -81,10 +95,12 @@ class TracedComm(MPI.Intracomm):
     """An intracommunicator whose collective calls are logged (see the module's doc)."""
 
     _callid_ident: tuple[int, int] = (0, 0)
+    _callid_members: list[int] = []
 
     def __new__(cls, comm: MPI.Intracomm) -> TracedComm:
         self = super().__new__(cls, comm)
-        self._callid_ident = ident(comm)
+        self._callid_members = members(comm)
+        self._callid_ident = ranks_ident(self._callid_members)
         return self
 
 
@@ -161,11 +177,18 @@ def _point_to_point(name: str) -> Callable[..., Any]:
 
 
 def _constructor(name: str) -> Callable[..., Any]:
+    func = f"MPI_Comm_{name.lower()}"
     base = getattr(MPI.Intracomm, name)
 
     def method(self: TracedComm, *args: Any, **kwargs: Any) -> Any:
+        t0 = clock.now()
         made = base(self, *args, **kwargs)
-        return TracedComm(made) if isinstance(made, MPI.Intracomm) and made != MPI.COMM_NULL else made
+        if not isinstance(made, MPI.Intracomm) or made == MPI.COMM_NULL:
+            return made
+        traced = TracedComm(made)
+        if _hook is not None:  # (the communicator made: its id, size and members)
+            _hook(func, *traced._callid_ident, t0, True, {"members": traced._callid_members})
+        return traced
 
     method.__name__ = method.__qualname__ = name
     return method

@@ -54,6 +54,38 @@ def merge_runs(runs: Iterable[tuple[int, int]]) -> Runs:
     return out
 
 
+def overlapping(flat: Flat, count: int) -> bool:
+    """Whether ``count`` elements of a type hold a byte more than once (a read into such a buffer is
+    erroneous: MPI 3.1 13.4.1).  The elements are compared only when one's runs reach past its extent."""
+    runs = sorted(flat.runs)
+    if _shared(runs):
+        return True
+    span = runs[-1][0] + runs[-1][1] - runs[0][0] if runs else 0
+    return count > 1 and span > flat.extent and _shared(sorted(flat.tile(count)))
+
+
+def _shared(ordered: Runs) -> bool:
+    """Whether two of the runs, ordered by offset, share a byte."""
+    return any(off + n > nxt for (off, n), (nxt, _) in zip(ordered, ordered[1:]))
+
+
+#: an address below this is not taken for one: small byte displacements are common, and a program's own
+#: data lies higher on a 64-bit system built position-independent (the C tracer uses the same bound)
+ADDRESS_MIN = 1 << 32
+
+
+def at_addresses(*flats: Flat) -> bool:
+    """Whether a run of ``flats`` starts at an address of this process's memory (at least
+    :data:`ADDRESS_MIN`): the type was built from absolute addresses (MPI_Get_address), which an etype or
+    filetype must not be (MPI 3.1 13.3)."""
+    starts = [off for flat in flats for off, _ in flat.runs if off >= ADDRESS_MIN]
+    if not starts:
+        return False
+    with open("/proc/self/maps") as maps:
+        spans = [tuple(int(a, 16) for a in line.split(None, 1)[0].split("-")) for line in maps]
+    return any(lo <= off < hi for off in starts for lo, hi in spans)
+
+
 def committed(dtype: MPI.Datatype) -> bool:
     """Whether ``dtype`` may be used to move data: committed (MPI_Type_commit), as predefined types are.
     (MPI has no query for it: packing no element fails with MPI_ERR_TYPE exactly when it is not.)"""

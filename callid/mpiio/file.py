@@ -19,7 +19,7 @@ from typing import Any
 from mpi4py import MPI
 
 from callid.mpiio import comm as traced_comm
-from callid.mpiio.datatypes import buffer_spec, flatten, type_name
+from callid.mpiio.datatypes import at_addresses, buffer_spec, flatten, overlapping, type_name
 from callid.mpiio.errors import SimIOError, error_text
 from callid.mpiio.record import Record
 from callid.mpiio.simfile import SimFile
@@ -98,9 +98,11 @@ def _view(rec: Record, args: tuple) -> None:
         rec.etype_extent = etype.Get_extent()[1]
     try:
         flat = flatten(filetype)
+        absolute = at_addresses(flat, flatten(etype))
     except MPI.Exception:  # (a bad type: the call will say so)
         return
     rec.extent = flat.extent
+    rec.type_issues = "address" if absolute else None
     if flat.runs:
         rec.region_offsets, rec.region_lengths = (list(r) for r in zip(*flat.runs))
 
@@ -501,6 +503,8 @@ def _real(fh: TracedFile, name: str, spec: CallSpec, rec: Record, args: tuple, k
         _view, rec.count, dtype = buffer_spec(buf)
         rec.datatype = type_name(dtype)
         rec.size = rec.count * dtype.Get_size()
+        if not dtype.is_predefined and overlapping(flatten(dtype), rec.count):
+            rec.type_issues = "overlapping"
     except TypeError:  # a buffer that is not bytes-like: described by its bytes once transferred
         pass
     try:

@@ -17,7 +17,7 @@ from mpi4py import MPI
 from callid.mpiio.call import CallContext
 from callid.mpiio.collective import CbHints, TwoPhase
 from callid.mpiio.datarep import DATAREPS, Conversion, UnsupportedType
-from callid.mpiio.datatypes import Runs, buffer_spec, committed, flatten, type_name
+from callid.mpiio.datatypes import Runs, buffer_spec, committed, flatten, overlapping, type_name
 from callid.mpiio.errors import SimIOError
 from callid.mpiio.record import Record
 from callid.mpiio.sysint import FileAttrs, FsError, SysInt
@@ -63,6 +63,7 @@ class Stream:
         if not committed(self.dtype):  # (as MPICH refuses it)
             raise SimIOError(MPI.ERR_TYPE, "the buffer's datatype has not been committed (MPI_Type_commit)")
         flat = flatten(self.dtype)
+        self.overlapping = not flat.contiguous and overlapping(flat, self.count)
         self.nbytes = self.count * flat.size
         self.runs = flat.tile(self.count)
         if any(off < 0 or off + n > raw.nbytes for off, n in self.runs):
@@ -86,7 +87,7 @@ class Stream:
             else MPI.BYTE
         size = self.dtype.Get_size()
         self.count = self.nbytes // size if size else 0
-        self.direct, self.raw, self.runs = False, None, None
+        self.direct, self.raw, self.runs, self.overlapping = False, None, None, False
         self.data = memoryview(packed if io_type == P.IoType.WRITE else bytearray(self.nbytes))
 
     def gather(self) -> memoryview:
@@ -411,6 +412,7 @@ class SimFile:
             rec.region_offsets, rec.region_lengths = (list(r) for r in zip(*regions))
         rec.size, rec.count = stream.nbytes, stream.count
         rec.datatype = type_name(stream.dtype)
+        rec.type_issues = "overlapping" if stream.overlapping else None
         return regions
 
     def _conversion(self, dtype: MPI.Datatype) -> Conversion | None:

@@ -167,17 +167,25 @@ static int64_t fnv(const int *ranks, int n) {
     return (int64_t)h;
 }
 
-/* a communicator's group id: a hash of its ranks in MPI_COMM_WORLD, the same on every rank of it */
-static int64_t group_ident(MPI_Group g, int *size) {  /* a hash of the group's MPI_COMM_WORLD ranks */
+/* the MPI_COMM_WORLD ranks of a group's members, in its order (malloc'd; size: how many) */
+static int *group_ranks(MPI_Group g, int *size) {
     MPI_Group w;
     PMPI_Group_size(g, size);
     PMPI_Comm_group(MPI_COMM_WORLD, &w);
-    int *in = malloc(2 * sizeof(int) * (size_t)*size);
+    int *in = malloc(sizeof(int) * (size_t)(*size ? *size : 1));
+    int *out = malloc(sizeof(int) * (size_t)(*size ? *size : 1));
     for (int i = 0; i < *size; i++) in[i] = i;
-    PMPI_Group_translate_ranks(g, *size, in, w, in + *size);
-    int64_t id = fnv(in + *size, *size);
+    PMPI_Group_translate_ranks(g, *size, in, w, out);
     free(in);
     PMPI_Group_free(&w);
+    return out;
+}
+
+/* a communicator's group id: a hash of its ranks in MPI_COMM_WORLD, the same on every rank of it */
+static int64_t group_ident(MPI_Group g, int *size) {
+    int *ranks = group_ranks(g, size);
+    int64_t id = fnv(ranks, *size);
+    free(ranks);
     return id;
 }
 
@@ -513,6 +521,74 @@ static int64_t type_blocks(MPI_Datatype t, int64_t **off, int64_t **len) {
 #endif
 }
 
+/* whether an address of this process's memory (at least 4 GiB: below, small byte displacements are
+ * common; the Python tracer's bound) */
+static int is_address(int64_t a) {
+    if (a < ((int64_t)1 << 32)) return 0;
+    FILE *maps = fopen("/proc/self/maps", "r");
+    if (maps == NULL) return 0;
+    unsigned long lo, hi;
+    int found = 0;
+    while (!found && fscanf(maps, "%lx-%lx%*[^\n]\n", &lo, &hi) == 2)
+        found = (uint64_t)a >= lo && (uint64_t)a < hi;
+    fclose(maps);
+    return found;
+}
+
+/* a block of the type's typemap at an address of the process's memory: built from absolute addresses */
+static int at_address(MPI_Datatype t) {
+    int64_t *off, *len;
+    int64_t n = type_blocks(t, &off, &len);
+    int found = 0;
+    for (int64_t i = 0; i < n && !found; i++) found = is_address(off[i]);
+    free(off);
+    free(len);
+    return found;
+}
+
+static int by_offset(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* whether two of m runs (offset, length pairs, sorted here by offset) share a byte */
+static int runs_shared(int64_t *runs, int64_t m) {
+    qsort(runs, (size_t)m, 2 * sizeof(int64_t), by_offset);
+    for (int64_t k = 1; k < m; k++)
+        if (runs[2 * (k - 1)] + runs[2 * (k - 1) + 1] > runs[2 * k]) return 1;
+    return 0;
+}
+
+/* whether count elements of a derived datatype hold a byte more than once (0: no, or cannot say); the
+ * elements are compared only when one's blocks reach past its extent (as the Python tracer) */
+static int overlapping(MPI_Datatype t, MPI_Count count) {
+    int ni, na, nd, combiner;
+    if (PMPI_Type_get_envelope(t, &ni, &na, &nd, &combiner) != MPI_SUCCESS || combiner == MPI_COMBINER_NAMED)
+        return 0;
+    int64_t *off, *len;
+    int64_t n = type_blocks(t, &off, &len);
+    MPI_Count lb, extent;
+    PMPI_Type_get_extent_c(t, &lb, &extent);
+    int64_t *runs = malloc(sizeof(int64_t) * 2 * (size_t)(n ? n : 1));
+    for (int64_t j = 0; j < n; j++) { runs[2 * j] = off[j]; runs[2 * j + 1] = len[j]; }
+    int found = runs_shared(runs, n);
+    int64_t span = n ? runs[2 * (n - 1)] + runs[2 * (n - 1) + 1] - runs[0] : 0;
+    free(runs);
+    if (!found && count > 1 && span > extent && n * count <= CALLID_MAX_REGIONS) {
+        runs = malloc(sizeof(int64_t) * 2 * (size_t)(n * count));
+        for (int64_t i = 0; i < count; i++)
+            for (int64_t j = 0; j < n; j++) {
+                runs[2 * (i * n + j)] = off[j] + i * (int64_t)extent;
+                runs[2 * (i * n + j) + 1] = len[j];
+            }
+        found = runs_shared(runs, n * count);
+        free(runs);
+    }
+    free(off);
+    free(len);
+    return found;
+}
+
 static void view_set(fstate *f, MPI_Offset disp, MPI_Datatype etype, MPI_Datatype filetype) {
     view_free(f);
     MPI_Count es = 1, size = 1, lb = 0, extent = 1;
@@ -688,6 +764,7 @@ static void access_begin(call_t *c, int func, MPI_File fh, int where, MPI_Offset
     set_int(c, &c->r.count, P_COUNT, (int64_t)count);
     set_int(c, &c->r.size, P_SIZE, (int64_t)count * tsize);
     own_str(c, S_DATATYPE, type_text(dt));
+    if (overlapping(dt, count)) set_str(c, S_TYPE_ISSUES, "overlapping");
     fstate *f = file_of(fh);
     MPI_Offset pos = off;
     if (where == IND) NEXT(PMPI_File_get_position)(fh, &pos);
@@ -990,6 +1067,8 @@ int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Data
         free(off);
         free(len);
     }
+    if ((etype != MPI_DATATYPE_NULL && at_address(etype)) || (filetype != MPI_DATATYPE_NULL && at_address(filetype)))
+        set_str(&c, S_TYPE_ISSUES, "address");
     call_publish(&c);
     int err = NEXT(PMPI_File_set_view)(fh, disp, etype, filetype, datarep, info);
     fstate *f = file_of(fh);
@@ -1333,6 +1412,49 @@ MPI_WRAP(Alltoall, (const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI
          (s, sn, st, r, rn, rt, comm), COLL(NONE, SENT(s, sn, st, rn, rt)))
 
 static int comm_rank(MPI_Comm comm) { int r; PMPI_Comm_rank(comm, &r); return r; }
+
+/* a communicator made (MPI_Comm_dup, MPI_Comm_split, ...): a collective row with its id, size and members'
+ * MPI_COMM_WORLD ranks ("0,2,4"); a rank that made none (MPI_COMM_NULL) or an intercommunicator: no row */
+static void comm_made(int func, int64_t t0, int err, MPI_Comm made) {
+    int inter = 1;
+    if (err != MPI_SUCCESS || made == MPI_COMM_NULL || PMPI_Comm_test_inter(made, &inter) != MPI_SUCCESS || inter)
+        return;
+    call_t c;
+    call_begin(&c, func, K_MPI);
+    c.r.t_start = t0;
+    collective(&c, 1);
+    MPI_Group g;
+    PMPI_Comm_group(made, &g);
+    int size;
+    int *ranks = group_ranks(g, &size);
+    PMPI_Group_free(&g);
+    set_int(&c, &c.r.comm_id, P_COMM_ID, fnv(ranks, size));
+    c.r.comm_size = size;
+    c.r.present |= P_COMM_SIZE;
+    char *text = malloc(12 * (size_t)size + 1);
+    size_t used = 0;
+    text[0] = 0;
+    for (int i = 0; i < size; i++) used += (size_t)sprintf(text + used, i ? ",%d" : "%d", ranks[i]);
+    free(ranks);
+    own_str(&c, S_MEMBERS, text);
+    call_end(&c, MPI_SUCCESS);
+}
+
+#define COMM_MADE(NAME, PARAMS, ARGS, MADE)                                                     \
+    int MPI_##NAME PARAMS {                                                                     \
+        if (!TRACE_MPI) return PMPI_##NAME ARGS;                                                \
+        int64_t t0 = now_ns();                                                                  \
+        int err = PMPI_##NAME ARGS;                                                             \
+        comm_made(F_##NAME, t0, err, *(MADE));                                                  \
+        return err;                                                                             \
+    }
+COMM_MADE(Comm_dup, (MPI_Comm comm, MPI_Comm *made), (comm, made), made)
+COMM_MADE(Comm_split, (MPI_Comm comm, int color, int key, MPI_Comm *made), (comm, color, key, made), made)
+COMM_MADE(Comm_split_type, (MPI_Comm comm, int type, int key, MPI_Info info, MPI_Comm *made),
+          (comm, type, key, info, made), made)
+COMM_MADE(Comm_create, (MPI_Comm comm, MPI_Group group, MPI_Comm *made), (comm, group, made), made)
+COMM_MADE(Comm_create_group, (MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *made), (comm, group, tag, made),
+          made)
 
 int MPI_Scatter(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, int root,
                 MPI_Comm comm) {

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from callid_core.filenames import canonical
 from callid_core.schema import CLIENT
@@ -59,9 +60,11 @@ FUNCS = (
     "MPI_Scatter", "MPI_Alltoall", "MPI_Group_free",
     "MPI_Send", "MPI_Ssend", "MPI_Bsend", "MPI_Rsend", "MPI_Recv", "MPI_Sendrecv", "MPI_Isend", "MPI_Issend",
     "MPI_Irecv", "MPI_Probe",
+    "MPI_Comm_dup", "MPI_Comm_split", "MPI_Comm_split_type", "MPI_Comm_create", "MPI_Comm_create_group",
 )
 #: string columns, in the order their bytes follow each other (``error``: on its own, written at the end)
-STRINGS = ("file", "datatype", "hints", "amode", "etype", "filetype", "datarep", "whence", "op", "error")
+STRINGS = ("file", "datatype", "hints", "amode", "etype", "filetype", "datarep", "whence", "op",
+           "type_issues", "members", "error")
 #: nullable integer columns
 INTS = ("fid", "offset", "size", "count", "bytes", "coll_seq", "rid", "comm_id", "etype_extent", "extent",
         "relative_offset", "file_size", "thread", "peer", "tag", "root")
@@ -158,6 +161,16 @@ def _strings(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> pa.Ar
         pa.array(valid).buffers()[1], null_count=int((~valid).sum())).cast(pa.string())
 
 
+def _int_lists(texts: pa.Array) -> pa.Array:
+    """Comma-separated integers ("0,2,4") as lists of int32 (null: an empty list), columnar."""
+    texts = pc.fill_null(texts, "")
+    words = pc.split_pattern(texts, ",")
+    lengths = pc.if_else(pc.equal(texts, ""), 0, pc.list_value_length(words)).to_numpy()
+    values = pc.list_flatten(pc.filter(words, pc.not_equal(texts, "")))
+    offsets = pa.array(np.r_[0, np.cumsum(lengths)], pa.int32())
+    return pa.ListArray.from_arrays(offsets, values.cast(pa.int32()))
+
+
 def _one_spelling(names: pa.Array) -> pa.Array:
     """Each file name as the log keeps it (callid_core.filenames; a relative one stays relative), worked
     out once per distinct name."""
@@ -197,6 +210,7 @@ def read_rank(rec_path: Path, dat_path: Path, clock: str) -> pa.Table:
         cols[name] = _strings(data, at, lengths)
         at = at + np.where(lengths != NULL_LEN, lengths, 0)
     cols["file"] = _one_spelling(cols["file"])
+    cols["members"] = _int_lists(cols["members"])
     error = _strings(data, recs["error_at"].astype(np.int64), recs["len_error"])
     cols["error"] = pa.array(np.where(ended, error.to_numpy(zero_copy_only=False),
                                       "the call did not return: its process ended during it"), pa.string())

@@ -1,6 +1,7 @@
 """HDTrace's calls without I/O on callid's own MPI-IO: point-to-point calls (the buffer and pickle
 flavours, a receive from any source and tag logged with the one that matched, non-blocking ones when
-issued) and collectives with their root and data, in ``mpi_calls``."""
+issued), collectives with their root and data, and the communicators made with their members, in
+``mpi_calls``."""
 
 from __future__ import annotations
 
@@ -27,6 +28,9 @@ PROGRAM = textwrap.dedent("""
     comm.Bcast(np.zeros(4, "i8"), root=1)
     comm.Reduce(np.ones(2, "f8"), np.zeros(2, "f8") if comm.rank == 0 else None, op=MPI.SUM, root=0)
     comm.Barrier()
+    reverse = comm.Split(0, key=-comm.rank)
+    reverse.Barrier()
+    alone = comm.Split(0 if comm.rank == 0 else MPI.UNDEFINED)  # (rank 1: MPI_COMM_NULL)
 """)
 
 
@@ -42,11 +46,22 @@ def test_point_to_point_and_collective_details_are_logged(tmp_path):
         (0, "MPI_Bcast", True, None, None, 1, 4, "MPI_LONG", 32),
         (0, "MPI_Reduce", True, None, None, 0, 2, "MPI_DOUBLE", 16),
         (0, "MPI_Barrier", True, None, None, None, None, None, None),
+        (0, "MPI_Comm_split", True, None, None, None, None, None, None),
+        (0, "MPI_Barrier", True, None, None, None, None, None, None),
+        (0, "MPI_Comm_split", True, None, None, None, None, None, None),
         (1, "MPI_Recv", False, 0, 7, None, 10, "MPI_INT", 40),
         (1, "MPI_Recv", False, 0, 8, None, None, None, None),
         (1, "MPI_Irecv", False, 0, None, None, 3, "MPI_DOUBLE", 24),  # (posted for any tag)
         (1, "MPI_Bcast", True, None, None, 1, 4, "MPI_LONG", 32),
         (1, "MPI_Reduce", True, None, None, 0, 2, "MPI_DOUBLE", 16),
         (1, "MPI_Barrier", True, None, None, None, None, None, None),
+        (1, "MPI_Comm_split", True, None, None, None, None, None, None),
+        (1, "MPI_Barrier", True, None, None, None, None, None, None),
     ]
+    # the communicators made: their MPI_COMM_WORLD ranks in their order, and their ids on the calls on them
+    made = run.q("SELECT rank, comm_size, members, comm_id FROM mpi_calls WHERE func = 'MPI_Comm_split' "
+                 "ORDER BY rank, t_start")
+    assert [row[:3] for row in made] == [(0, 2, [1, 0]), (0, 1, [0]), (1, 2, [1, 0])]
+    barriers = run.q("SELECT rank, comm_id FROM mpi_calls WHERE func = 'MPI_Barrier' ORDER BY rank, t_start")
+    assert barriers[1] == (0, made[0][3]) and barriers[3] == (1, made[0][3]) != (1, barriers[2][1])
     assert run.stats["findings"]["error"] == 0  # (the checks take the point-to-point calls for no barrier)

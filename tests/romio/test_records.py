@@ -234,6 +234,10 @@ int main(int argc, char **argv) {
     }
     MPI_Bcast(l, 4, MPI_LONG, 1, MPI_COMM_WORLD);
     MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Comm reverse, alone;
+    MPI_Comm_split(MPI_COMM_WORLD, 0, -rank, &reverse);
+    MPI_Barrier(reverse);
+    MPI_Comm_split(MPI_COMM_WORLD, rank == 0 ? 0 : MPI_UNDEFINED, 0, &alone);  /* (rank 1: MPI_COMM_NULL) */
     MPI_Finalize();
     return 0;
 }
@@ -242,7 +246,8 @@ int main(int argc, char **argv) {
 
 def test_point_to_point_and_collective_details_are_logged(tmp_path):
     """HDTrace's calls without I/O: a send and a receive of any source and tag (logged with the one that
-    matched), a non-blocking send and receive when issued, a broadcast with its root and data."""
+    matched), a non-blocking send and receive when issued, a broadcast with its root and data, the
+    communicators made with their members (as callid's own MPI-IO logs them: tests/client/test_mpi_calls)."""
     source = tmp_path / "p2p.c"
     source.write_text(P2P_PROGRAM)
     exe = tmp_path / "p2p"
@@ -254,6 +259,56 @@ def test_point_to_point_and_collective_details_are_logged(tmp_path):
     assert rows[0] == [("MPI_Send", False, 1, 7, None, 10, "MPI_INT", 40),
                        ("MPI_Isend", False, 1, 9, None, 3, "MPI_DOUBLE", 24),
                        ("MPI_Bcast", True, None, None, 1, 4, "MPI_LONG", 32),
-                       ("MPI_Barrier", True, None, None, None, None, None, None)]
+                       ("MPI_Barrier", True, None, None, None, None, None, None),
+                       ("MPI_Comm_split", True, None, None, None, None, None, None),
+                       ("MPI_Barrier", True, None, None, None, None, None, None),
+                       ("MPI_Comm_split", True, None, None, None, None, None, None)]
     assert rows[1][:2] == [("MPI_Recv", False, 0, 7, None, 10, "MPI_INT", 40),
                            ("MPI_Irecv", False, 0, None, None, 3, "MPI_DOUBLE", 24)]
+    made = {rank: [(r["comm_size"], r["members"], r["comm_id"]) for r in table.to_pylist()
+                   if r["func"] == "MPI_Comm_split"] for rank, table in ranks.items()}
+    assert [m[:2] for m in made[0]] == [(2, [1, 0]), (1, [0])] and [m[:2] for m in made[1]] == [(2, [1, 0])]
+    barriers = [r["comm_id"] for r in ranks[1].to_pylist() if r["func"] == "MPI_Barrier"]
+    assert barriers[1] == made[1][0][2] == made[0][0][2] != barriers[0]  # (the barrier on the one made)
+
+
+TYPES = r"""
+#include <mpi.h>
+int main(int argc, char **argv) {
+    MPI_File fh;
+    MPI_Datatype twice, absolute;
+    char buf[12] = {0};
+    int ints[4] = {0};
+    int len8[2] = {8, 8}, at[2] = {0, 4}, len4 = 4;
+    MPI_Aint address;
+    MPI_Init(&argc, &argv);
+    MPI_File_open(MPI_COMM_WORLD, argv[1], MPI_MODE_CREATE | MPI_MODE_RDWR, MPI_INFO_NULL, &fh);
+    MPI_Type_indexed(2, len8, at, MPI_BYTE, &twice);  /* bytes 0-7 and 4-11 */
+    MPI_Type_commit(&twice);
+    MPI_File_write_at(fh, 0, buf, 1, twice, MPI_STATUS_IGNORE);
+    MPI_File_read_at(fh, 0, buf, 1, twice, MPI_STATUS_IGNORE);
+    MPI_File_read_at(fh, 0, buf, 12, MPI_BYTE, MPI_STATUS_IGNORE);
+    MPI_Get_address(ints, &address);
+    MPI_Type_create_hindexed(1, &len4, &address, MPI_INT, &absolute);
+    MPI_Type_commit(&absolute);
+    MPI_File_set_view(fh, 0, MPI_INT, absolute, "native", MPI_INFO_NULL);
+    MPI_File_set_view(fh, 0, MPI_BYTE, MPI_BYTE, "native", MPI_INFO_NULL);
+    MPI_File_close(&fh);
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+def test_what_only_the_process_sees_of_its_datatypes_is_logged(tmp_path):
+    """type_issues: a buffer's datatype with two blocks sharing bytes ('overlapping', on the write and
+    the read: callid check's A411 judges the read), a filetype built from an absolute address
+    ('address': A412); nothing on a predefined buffer type or view."""
+    (tmp_path / "types.c").write_text(TYPES)
+    exe = tmp_path / "types"
+    subprocess.run([find_mpicc(), "-o", exe, tmp_path / "types.c"], check=True, capture_output=True)
+    (rank,) = _run({"types": exe}, tmp_path, "types", tmp_path / "data", np=1).values()
+    calls = [(r["func"], r["type_issues"]) for r in rank.to_pylist() if r["kind"] == "call"]
+    assert calls[1:-1] == [("MPI_File_write_at", "overlapping"), ("MPI_File_read_at", "overlapping"),
+                           ("MPI_File_read_at", None), ("MPI_File_set_view", "address"),
+                           ("MPI_File_set_view", None)], calls
