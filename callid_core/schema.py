@@ -156,8 +156,10 @@ CLIENT = Table("client", "one row per traced MPI call ('call'), completion ('wai
            "call (same rid); 'phase': one phase of a collective call on this rank (op names it, callid is "
            "the call's); 'rpc': one client->server exchange; 'mpi': one MPI call without I/O on a traced "
            "communicator, collective (e.g. MPI_Barrier) or point to point (MPI_Send, MPI_Recv, ...; a "
-           "non-blocking one when it is issued; not stamped): its count, datatype and bytes (size) those "
-           "of the data it sends (a receive: received); 'source': a replay's cross-layer arrow, one "
+           "non-blocking one when it is issued, and its completion: the completing call, e.g. MPI_Wait, "
+           "with the request's rid and, a receive, the source, tag and count matched; not stamped): its "
+           "count, datatype and bytes (size) those of the data it sends (a receive: received); 'source': "
+           "a replay's cross-layer arrow, one "
            "POSIX operation of the source job (a DXT_POSIX segment) and a replayed MPI-IO call it served "
            "(callid: the call's; rank: the rank that made the operation; func: read or write; offset, size: "
            "the operation's; bytes: the call's bytes in it; src_t_start, src_t_end: its times in the job; "
@@ -178,7 +180,9 @@ CLIENT = Table("client", "one row per traced MPI call ('call'), completion ('wai
            "the others; 'io': the calls' data bytes the cycle moved)", BYTES),
     Column("collective", pa.bool_(), "collective call"),
     Column("coll_seq", pa.int64(), "sequence number of a collective call, equal on every rank"),
-    Column("rid", pa.int64(), "request id linking a non-blocking/split call to its completion"),
+    Column("rid", pa.int64(), "request id linking a non-blocking/split call to its completion (point to "
+           "point: an MPI_Isend's or MPI_Irecv's row to the row of the call that completed it, MPI_Wait, "
+           "MPI_Testall, ...)"),
     Column("t_start", pa.int64(), "call entered / phase began / request sent" + _ON_CLOCK, NS,
            nullable=False),
     Column("t_end", pa.int64(), "call returned / phase ended / final response received" + _ON_CLOCK, NS,

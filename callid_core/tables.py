@@ -83,14 +83,16 @@ WAITS = Table("waits", "one row per completion of a non-blocking call (MPI_File_
 MPI_CALLS = Table("mpi_calls", "one row per MPI call without I/O on MPI_COMM_WORLD or a communicator made "
                   "from it, ordered by start: collective (MPI_Barrier, MPI_Bcast, MPI_Allreduce, ...: the "
                   "synchronisation between ranks) or point to point (MPI_Send, MPI_Recv, MPI_Isend, ...: not "
-                  "collective, with peer and tag), or a communicator's making (MPI_Comm_split, ...: "
-                  "collective, with the members of the one made); and one per MPI_Group_free of a group "
+                  "collective, with peer and tag; a non-blocking one's completion, MPI_Wait, MPI_Testall, "
+                  "...: a row of the completing call with the request's rid), or a communicator's making "
+                  "(MPI_Comm_split, ...: collective, with the members of the one made); and one per "
+                  "MPI_Group_free of a group "
                   "MPI_File_get_group handed out (not collective; comm_id: the group's; on callid's own "
                   "MPI-IO the free is found when the rank ends: it happened between t_start, its "
                   "get_group's end, and t_end)",
                   _times([
     *_client("rank", "thread", "clock", "func", "comm_size", "comm_id", "collective", "peer", "tag", "root",
-             "members", "count", "datatype", "size", "t_start", "t_end"),
+             "members", "count", "datatype", "size", "rid", "t_start", "t_end"),
 ]))
 
 PHASES = Table("phases", "one row per phase of a collective data access on each rank, ordered by start: "

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from mpi4py import MPI
@@ -24,13 +24,16 @@ from mpi4py import MPI
 from callid.mpiio.datatypes import buffer_spec, type_name
 from callid_core import clock
 
-__all__ = ["GROUP_FREE", "TracedComm", "group_ident", "ident", "install", "members", "uninstall", "untraced"]
+__all__ = ["GROUP_FREE", "Message", "TracedComm", "group_ident", "ident", "install", "members", "uninstall",
+           "untraced"]
 
 #: (function, comm size, comm id, t_start, collective, details) -> None: logs one call that ends now;
 #: details: what else it says (peer, tag, root, count, datatype, size), as columns of the client log
 CallHook = Callable[[str, int, int, int, bool, dict], None]
 _hook: CallHook | None = None
 _world: MPI.Intracomm | None = None
+_rids: Iterator[int] = iter(())
+_BaseRequest = MPI.Request
 
 #: the collective operations of an intracommunicator that are traced (both the buffer and the
 #: pickle flavours); MPI_ + the name capitalised is the function logged
@@ -49,6 +52,8 @@ POINT_TO_POINT: dict[str, tuple[str, str, str | None]] = {
     "Recv": ("source", "tag", "status"), "recv": ("source", "tag", "status"),
     "Irecv": ("source", "tag", None), "Probe": ("source", "tag", "status"),
 }
+#: the non-blocking point-to-point calls: their requests are traced (:class:`Message`)
+NONBLOCKING = ("Isend", "Issend", "Ibsend", "Irsend", "Irecv", "isend", "issend")
 #: the calls that make communicators (their results are traced too)
 CONSTRUCTORS = ("Dup", "Split", "Split_type", "Create", "Create_group")
 
@@ -165,15 +170,124 @@ def _point_to_point(name: str) -> Callable[..., Any]:
                 details[key] = None
         data = _data(bound.get(params[0])) if described else {}
         if data and status is not None:  # (what it received)
-            dtype = buffer_spec(bound[params[0]])[2]
-            got = status.Get_count(dtype)
-            data = {**data, "count": got, "size": got * dtype.Get_size()} if got != MPI.UNDEFINED else data
+            data = _received(data, status)
+        if name in NONBLOCKING and isinstance(result, _BaseRequest):
+            details["rid"] = next(_rids)
+            result = Message(result)
+            result._callid_done = _completion(self._callid_ident, details | data, receives)
         _hook(func, *self._callid_ident, t0, False, details | data)
         return result
 
     method.__name__ = method.__qualname__ = name
     method.__doc__ = f"{func} (traced)."
     return method
+
+
+def _received(data: dict, status: MPI.Status) -> dict:
+    """A receive's count and bytes as its status says (``data``: as posted; kept when the bytes are not
+    whole elements, as MPI_Get_count says MPI_UNDEFINED)."""
+    got = status.Get_count(MPI.BYTE)
+    size = data["size"] // data["count"] if data.get("count") else 0
+    whole = got != MPI.UNDEFINED and size and got % size == 0
+    return data | {"count": got // size, "size": got} if whole else data
+
+
+#: logs a request's completion: (the completing call, when it began, its status of the request)
+Done = Callable[[str, int, "MPI.Status | None"], None]
+
+
+def _completion(comm: tuple[int, int], issued: dict, receives: bool) -> Done:
+    """What logs the completion of a request issued with ``issued`` (its row's details) on ``comm``: an
+    'mpi' row of the completing call, with the request's rid (a receive: the source, tag and count its
+    status says)."""
+    def done(func: str, t0: int, status: MPI.Status | None) -> None:
+        if _hook is None:
+            return
+        row = dict(issued)
+        if receives and status is not None:
+            row |= {"peer": status.Get_source(), "tag": status.Get_tag()}
+            row = _received(row, status) if "count" in row else row
+        _hook(func, *comm, t0, False, row)
+    return done
+
+
+class Message(MPI.Request):
+    """The request of a traced non-blocking point-to-point call: its completion is logged (kind 'mpi',
+    the completing call, e.g. MPI_Wait, with the request's rid) when it completes through this object
+    or through ``MPI.Request``'s functions of several requests (``Waitall``, ``Testany``, ...: while
+    tracing, ``MPI.Request`` is this class)."""
+
+    _callid_done: Done | None = None
+
+    def _callid_complete(self, func: str, t0: int, status: MPI.Status | None) -> None:
+        done, self._callid_done = self._callid_done, None
+        if done is not None:
+            done(func, t0, status)
+
+    def Wait(self, status: MPI.Status | None = None) -> bool:
+        t0, status = clock.now(), status if status is not None else MPI.Status()
+        _BaseRequest.Wait(self, status)
+        self._callid_complete("MPI_Wait", t0, status)
+        return True
+
+    def Test(self, status: MPI.Status | None = None) -> bool:
+        t0, status = clock.now(), status if status is not None else MPI.Status()
+        flag = _BaseRequest.Test(self, status)
+        if flag:
+            self._callid_complete("MPI_Test", t0, status)
+        return flag
+
+    def wait(self, status: MPI.Status | None = None) -> Any:
+        t0, status = clock.now(), status if status is not None else MPI.Status()
+        obj = _BaseRequest.wait(self, status)
+        self._callid_complete("MPI_Wait", t0, status)
+        return obj
+
+    def test(self, status: MPI.Status | None = None) -> tuple[bool, Any]:
+        t0, status = clock.now(), status if status is not None else MPI.Status()
+        flag, obj = _BaseRequest.test(self, status)
+        if flag:
+            self._callid_complete("MPI_Test", t0, status)
+        return flag, obj
+
+
+#: the functions of several requests, and how their statuses map to the requests: one per request
+#: ('all'), the one completed ('any'), one per completed request in the order of the indices ('some')
+_SEVERAL = {"Waitall": "all", "Testall": "all", "waitall": "all", "testall": "all", "Waitany": "any",
+            "Testany": "any", "Waitsome": "some", "Testsome": "some"}
+
+
+def _several(name: str, statuses_of: str) -> classmethod:
+    func = "MPI_" + name[0].upper() + name[1:]
+    base = getattr(_BaseRequest, name)
+
+    def method(cls: type, requests: Any, statuses: Any = None) -> Any:
+        traced = [i for i, r in enumerate(requests) if isinstance(r, Message) and r._callid_done is not None]
+        if not traced:
+            return base(requests, statuses)
+        t0 = clock.now()
+        if statuses is None:
+            statuses = MPI.Status() if statuses_of == "any" else [MPI.Status() for _ in requests]
+        result = base(requests, statuses)
+        if statuses_of == "all":
+            status_of = dict(enumerate(statuses))
+        elif statuses_of == "any":
+            index = result[0] if isinstance(result, tuple) else result
+            status_of = {index: statuses}
+        else:
+            status_of = {i: st for i, st in zip(result or [], statuses)}
+        for i in traced:
+            if requests[i] == MPI.REQUEST_NULL:  # (completed by this call)
+                requests[i]._callid_complete(func, t0, status_of.get(i))
+        return result
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"{func} (traced)."
+    return classmethod(method)
+
+
+for _name, _statuses in _SEVERAL.items():
+    setattr(Message, _name, _several(_name, _statuses))
 
 
 def _constructor(name: str) -> Callable[..., Any]:
@@ -205,13 +319,15 @@ for _name in CONSTRUCTORS:
         setattr(TracedComm, _name, _constructor(_name))
 
 
-def install(hook: CallHook) -> None:
-    """Trace ``MPI.COMM_WORLD``'s collectives (and those of communicators made from it) into ``hook``."""
-    global _hook, _world
-    _hook = hook
+def install(hook: CallHook, rids: Iterator[int]) -> None:
+    """Trace ``MPI.COMM_WORLD``'s collectives (and those of communicators made from it) into ``hook``;
+    ``rids``: the request ids of the rank."""
+    global _hook, _world, _rids
+    _hook, _rids = hook, rids
     if _world is None:
         _world = MPI.COMM_WORLD
         MPI.COMM_WORLD = TracedComm(_world)
+        MPI.Request = Message
 
 
 def uninstall() -> None:
@@ -219,4 +335,5 @@ def uninstall() -> None:
     _hook = None
     if _world is not None:
         MPI.COMM_WORLD = _world
+        MPI.Request = _BaseRequest
         _world = None

@@ -263,7 +263,7 @@ def install(tracer: Tracer) -> None:
     _threads.clear()
     _thread()  # (this thread: 0)
     MPI.File = TracedFile
-    traced_comm.install(_mpi_call)
+    traced_comm.install(_mpi_call, tracer.rids)
 
 
 def uninstall() -> None:

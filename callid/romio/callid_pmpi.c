@@ -803,28 +803,46 @@ typedef struct pending {
     int64_t rid, fid;
     int func;
     char *file;
+    const MPI_Request *where;  /* where the program's variable of the request is (NULL: not known) */
+    /* a point-to-point request (MPI_Isend, MPI_Irecv, ...; its completion is an 'mpi' row): its
+     * communicator, peer, tag (INT32_MIN: none), count, datatype's size and description */
+    int message, comm_size, peer, tag;
+    int64_t comm_id, count, tsize;
+    char *datatype;
 } pending;
 static pending *requests;
 static pthread_mutex_t req_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void push_request(pending *p) {
+    pthread_mutex_lock(&req_mu);
+    p->next = requests;
+    __atomic_store_n(&requests, p, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&req_mu);
+}
 
 static void remember(call_t *c, MPI_Request *req) {
     set_int(c, &c->r.rid, P_RID, __atomic_add_fetch(&S.rids, 1, __ATOMIC_RELAXED));
     pending *p = malloc(sizeof *p);
     *p = (pending){*req, NULL, c->r.callid, c->index, c->r.rid, c->r.fid, c->r.func,
-                   c->str[S_FILE] ? strdup(c->str[S_FILE]) : NULL};
-    pthread_mutex_lock(&req_mu);
-    p->next = requests;
-    requests = p;
-    pthread_mutex_unlock(&req_mu);
+                   c->str[S_FILE] ? strdup(c->str[S_FILE]) : NULL, req, 0, 0, 0, 0, 0, 0, 0, NULL};
+    push_request(p);
 }
 
-static pending *take_request(MPI_Request req) {
+/* the pending request completed through the handle req stored at where (NULL: not known). Completed
+ * requests may share one handle (MPICH returns a built-in one for a send done at once): the one issued
+ * into the same variable is taken, else the oldest with the handle */
+static pending *take_request(MPI_Request req, const MPI_Request *where) {
     pthread_mutex_lock(&req_mu);
-    pending *found = NULL;
-    for (pending **p = &requests; *p; p = &(*p)->next)
-        if ((*p)->req == req) { found = *p; *p = found->next; break; }
+    pending **found = NULL;
+    for (pending **p = &requests; *p; p = &(*p)->next) {
+        if ((*p)->req != req) continue;
+        found = p;  /* (the list is newest first: the last match is the oldest) */
+        if (where != NULL && (*p)->where == where) break;
+    }
+    pending *taken = found ? *found : NULL;
+    if (taken) *found = taken->next;
     pthread_mutex_unlock(&req_mu);
-    return found;
+    return taken;
 }
 
 /* while a completion may do a request's I/O (ROMIO's non-blocking collectives progress in MPI_Wait
@@ -857,6 +875,39 @@ static void log_wait(pending *p, MPI_Status *st) {
     c.r.t_start = now_ns();
     call_end(&c, MPI_SUCCESS);
     free(p->file);
+    free(p);
+}
+
+/* the completion of a point-to-point request by the call func (MPI_Wait, MPI_Testall, ...) that began
+ * at t0: an 'mpi' row with the request's id, communicator and message (a receive: the source, tag and
+ * count it matched) */
+static void log_message_done(pending *p, int func, int64_t t0, MPI_Status *st) {
+    call_t c;
+    call_begin(&c, func, K_MPI);
+    c.r.t_start = t0;
+    collective(&c, 0);
+    set_int(&c, &c.r.rid, P_RID, p->rid);
+    set_int(&c, &c.r.comm_id, P_COMM_ID, p->comm_id);
+    c.r.comm_size = p->comm_size;
+    c.r.present |= P_COMM_SIZE;
+    int64_t count = p->count;
+    int peer = p->peer, tag = p->tag;
+    if (p->func == F_Irecv && st != NULL && st != MPI_STATUS_IGNORE) {
+        MPI_Count got = 0;
+        PMPI_Get_count_c(st, MPI_BYTE, &got);
+        peer = st->MPI_SOURCE;
+        tag = st->MPI_TAG;
+        count = got != MPI_UNDEFINED && p->tsize > 0 ? (int64_t)got / p->tsize : INT64_MIN;
+    }
+    if (peer != INT32_MIN) set_int(&c, &c.r.peer, P_PEER, peer);
+    if (tag != INT32_MIN) set_int(&c, &c.r.tag, P_TAG, tag);
+    if (p->datatype != NULL && count != INT64_MIN) {
+        set_int(&c, &c.r.count, P_COUNT, count);
+        set_int(&c, &c.r.size, P_SIZE, count * p->tsize);
+        set_str(&c, S_DATATYPE, p->datatype);
+    }
+    call_end(&c, MPI_SUCCESS);
+    free(p->datatype);
     free(p);
 }
 
@@ -1220,10 +1271,13 @@ END(write_ordered_end, F_File_write_ordered_end, WBUF)
 
 static int have_requests(void) { return __atomic_load_n(&requests, __ATOMIC_ACQUIRE) != NULL; }
 
-static void complete_one(MPI_Request before, MPI_Status *st, int done) {
+static void complete_one(MPI_Request before, const MPI_Request *where, MPI_Status *st, int done, int func,
+                         int64_t t0) {
     if (!done) return;
-    pending *p = take_request(before);
-    if (p != NULL) log_wait(p, st);
+    pending *p = take_request(before, where);
+    if (p == NULL) return;
+    if (p->message) log_message_done(p, func, t0, st);
+    else log_wait(p, st);
 }
 
 int MPI_Wait(MPI_Request *req, MPI_Status *st) {
@@ -1231,10 +1285,11 @@ int MPI_Wait(MPI_Request *req, MPI_Status *st) {
     MPI_Request before = *req;
     MPI_Status local;
     if (st == MPI_STATUS_IGNORE) st = &local;
+    int64_t t0 = now_ns();
     int named = publish_pending(before);
     int err = PMPI_Wait(req, st);
     if (named) publish(S.sentinel, 0, ~0ull);
-    complete_one(before, st, err == MPI_SUCCESS);
+    complete_one(before, req, st, err == MPI_SUCCESS, F_Wait, t0);
     return err;
 }
 
@@ -1243,22 +1298,22 @@ int MPI_Test(MPI_Request *req, int *flag, MPI_Status *st) {
     MPI_Request before = *req;
     MPI_Status local;
     if (st == MPI_STATUS_IGNORE) st = &local;
+    int64_t t0 = now_ns();
     int named = publish_pending(before);
     int err = PMPI_Test(req, flag, st);
     if (named) publish(S.sentinel, 0, ~0ull);
-    complete_one(before, st, err == MPI_SUCCESS && *flag);
+    complete_one(before, req, st, err == MPI_SUCCESS && *flag, F_Test, t0);
     return err;
 }
 
 /* the several-request completions: which of ``before`` completed (indices), each logged */
-static void complete_many(MPI_Request *before, int n, MPI_Status *sts, const int *which, int nwhich) {
-    for (int k = 0; k < nwhich; k++) {
-        int i = which ? which[k] : k;
-        if (i >= 0 && i < n) complete_one(before[i], sts ? &sts[i] : NULL, 1);
-    }
+static void complete_many(MPI_Request *before, const MPI_Request *reqs, int n, MPI_Status *sts, int func,
+                          int64_t t0) {
+    for (int i = 0; i < n; i++) complete_one(before[i], &reqs[i], sts ? &sts[i] : NULL, 1, func, t0);
 }
 
 #define MANY_BEGIN(N, REQS, STS)                                                                 \
+    int64_t t0 = now_ns();                                                                        \
     MPI_Request *before = malloc(sizeof(MPI_Request) * (size_t)((N) ? (N) : 1));                 \
     memcpy(before, REQS, sizeof(MPI_Request) * (size_t)(N));                                      \
     MPI_Status *mine = NULL;                                                                      \
@@ -1268,7 +1323,7 @@ int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status sts[]) {
     if (!S.ready || !have_requests()) return PMPI_Waitall(n, reqs, sts);
     MANY_BEGIN(n, reqs, sts)
     int err = PMPI_Waitall(n, reqs, sts);
-    if (err == MPI_SUCCESS) complete_many(before, n, sts, NULL, n);
+    if (err == MPI_SUCCESS) complete_many(before, reqs, n, sts, F_Waitall, t0);
     free(before); free(mine);
     return err;
 }
@@ -1277,7 +1332,7 @@ int MPI_Testall(int n, MPI_Request reqs[], int *flag, MPI_Status sts[]) {
     if (!S.ready || !have_requests()) return PMPI_Testall(n, reqs, flag, sts);
     MANY_BEGIN(n, reqs, sts)
     int err = PMPI_Testall(n, reqs, flag, sts);
-    if (err == MPI_SUCCESS && *flag) complete_many(before, n, sts, NULL, n);
+    if (err == MPI_SUCCESS && *flag) complete_many(before, reqs, n, sts, F_Testall, t0);
     free(before); free(mine);
     return err;
 }
@@ -1286,10 +1341,11 @@ int MPI_Waitany(int n, MPI_Request reqs[], int *index, MPI_Status *st) {
     if (!S.ready || !have_requests()) return PMPI_Waitany(n, reqs, index, st);
     MPI_Status local;
     if (st == MPI_STATUS_IGNORE) st = &local;
+    int64_t t0 = now_ns();
     MPI_Request *before = malloc(sizeof(MPI_Request) * (size_t)(n ? n : 1));
     memcpy(before, reqs, sizeof(MPI_Request) * (size_t)n);
     int err = PMPI_Waitany(n, reqs, index, st);
-    if (err == MPI_SUCCESS && *index != MPI_UNDEFINED) complete_one(before[*index], st, 1);
+    if (err == MPI_SUCCESS && *index != MPI_UNDEFINED) complete_one(before[*index], &reqs[*index], st, 1, F_Waitany, t0);
     free(before);
     return err;
 }
@@ -1298,10 +1354,12 @@ int MPI_Testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *st
     if (!S.ready || !have_requests()) return PMPI_Testany(n, reqs, index, flag, st);
     MPI_Status local;
     if (st == MPI_STATUS_IGNORE) st = &local;
+    int64_t t0 = now_ns();
     MPI_Request *before = malloc(sizeof(MPI_Request) * (size_t)(n ? n : 1));
     memcpy(before, reqs, sizeof(MPI_Request) * (size_t)n);
     int err = PMPI_Testany(n, reqs, index, flag, st);
-    if (err == MPI_SUCCESS && *flag && *index != MPI_UNDEFINED) complete_one(before[*index], st, 1);
+    if (err == MPI_SUCCESS && *flag && *index != MPI_UNDEFINED)
+        complete_one(before[*index], &reqs[*index], st, 1, F_Testany, t0);
     free(before);
     return err;
 }
@@ -1311,7 +1369,7 @@ int MPI_Waitsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_St
     MANY_BEGIN(n, reqs, sts)
     int err = PMPI_Waitsome(n, reqs, outcount, indices, sts);
     if (err == MPI_SUCCESS && *outcount != MPI_UNDEFINED) {
-        for (int k = 0; k < *outcount; k++) complete_one(before[indices[k]], &sts[k], 1);
+        for (int k = 0; k < *outcount; k++) complete_one(before[indices[k]], &reqs[indices[k]], &sts[k], 1, F_Waitsome, t0);
     }
     free(before); free(mine);
     return err;
@@ -1322,7 +1380,7 @@ int MPI_Testsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_St
     MANY_BEGIN(n, reqs, sts)
     int err = PMPI_Testsome(n, reqs, outcount, indices, sts);
     if (err == MPI_SUCCESS && *outcount != MPI_UNDEFINED) {
-        for (int k = 0; k < *outcount; k++) complete_one(before[indices[k]], &sts[k], 1);
+        for (int k = 0; k < *outcount; k++) complete_one(before[indices[k]], &reqs[indices[k]], &sts[k], 1, F_Testsome, t0);
     }
     free(before); free(mine);
     return err;
@@ -1336,25 +1394,45 @@ int MPI_Testsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_St
  * a point-to-point call, a rooted collective's root, the data it sends (a receive: receives) */
 typedef struct { int collective, peer, tag, root; MPI_Count count; MPI_Datatype type; } mpi_args_t;
 
-static void mpi_call(int func, MPI_Comm comm, int64_t t0, mpi_args_t a) {
-    call_t c;
-    call_begin(&c, func, K_MPI);
-    c.r.t_start = t0;
-    collective(&c, a.collective);
+static void mpi_describe(call_t *c, int func, MPI_Comm comm, int64_t t0, mpi_args_t a) {
+    call_begin(c, func, K_MPI);
+    c->r.t_start = t0;
+    collective(c, a.collective);
     int size;
-    set_int(&c, &c.r.comm_id, P_COMM_ID, comm_ident(comm, &size));
-    c.r.comm_size = size;
-    c.r.present |= P_COMM_SIZE;
-    if (a.peer != NONE) set_int(&c, &c.r.peer, P_PEER, a.peer);
-    if (a.tag != NONE) set_int(&c, &c.r.tag, P_TAG, a.tag);
-    if (a.root != NONE) set_int(&c, &c.r.root, P_ROOT, a.root);
+    set_int(c, &c->r.comm_id, P_COMM_ID, comm_ident(comm, &size));
+    c->r.comm_size = size;
+    c->r.present |= P_COMM_SIZE;
+    if (a.peer != NONE) set_int(c, &c->r.peer, P_PEER, a.peer);
+    if (a.tag != NONE) set_int(c, &c->r.tag, P_TAG, a.tag);
+    if (a.root != NONE) set_int(c, &c->r.root, P_ROOT, a.root);
     if (a.type != MPI_DATATYPE_NULL && a.count != MPI_UNDEFINED) {
         MPI_Count tsize = 0;
         PMPI_Type_size_c(a.type, &tsize);
-        set_int(&c, &c.r.count, P_COUNT, (int64_t)a.count);
-        set_int(&c, &c.r.size, P_SIZE, (int64_t)(a.count * tsize));
-        own_str(&c, S_DATATYPE, type_text(a.type));
+        set_int(c, &c->r.count, P_COUNT, (int64_t)a.count);
+        set_int(c, &c->r.size, P_SIZE, (int64_t)(a.count * tsize));
+        own_str(c, S_DATATYPE, type_text(a.type));
     }
+}
+
+static void mpi_call(int func, MPI_Comm comm, int64_t t0, mpi_args_t a) {
+    call_t c;
+    mpi_describe(&c, func, comm, t0, a);
+    call_end(&c, MPI_SUCCESS);
+}
+
+/* a non-blocking point-to-point call, logged when issued with a request id (rid) that the row of its
+ * completion (MPI_Wait, MPI_Test, ...: log_message_done) has too */
+static void message_issued(int func, MPI_Comm comm, int64_t t0, mpi_args_t a, const MPI_Request *req) {
+    call_t c;
+    mpi_describe(&c, func, comm, t0, a);
+    set_int(&c, &c.r.rid, P_RID, __atomic_add_fetch(&S.rids, 1, __ATOMIC_RELAXED));
+    pending *p = calloc(1, sizeof *p);
+    MPI_Count tsize = 0;
+    if (a.type != MPI_DATATYPE_NULL) PMPI_Type_size_c(a.type, &tsize);
+    *p = (pending){*req, NULL, S.sentinel, ~0ull, c.r.rid, 0, func, NULL, req, 1, c.r.comm_size, a.peer, a.tag,
+                   c.r.comm_id, (c.r.present & P_COUNT) ? c.r.count : INT64_MIN, (int64_t)tsize,
+                   c.str[S_DATATYPE] ? strdup(c.str[S_DATATYPE]) : NULL};
+    push_request(p);
     call_end(&c, MPI_SUCCESS);
 }
 
@@ -1390,6 +1468,14 @@ int MPI_Group_free(MPI_Group *group) {
         int64_t t0 = now_ns();                                                                  \
         int err = PMPI_##NAME ARGS;                                                             \
         if (err == MPI_SUCCESS) mpi_call(F_##NAME, comm, t0, (mpi_args_t)DESCRIBE);             \
+        return err;                                                                             \
+    }
+#define MESSAGE_WRAP(NAME, PARAMS, ARGS, DESCRIBE)  /* (the request: q) */                     \
+    int MPI_##NAME PARAMS {                                                                     \
+        if (!TRACE_MPI) return PMPI_##NAME ARGS;                                                \
+        int64_t t0 = now_ns();                                                                  \
+        int err = PMPI_##NAME ARGS;                                                             \
+        if (err == MPI_SUCCESS) message_issued(F_##NAME, comm, t0, (mpi_args_t)DESCRIBE, q);    \
         return err;                                                                             \
     }
 #define COLL(ROOT, ...) {1, NONE, NONE, ROOT, __VA_ARGS__}  /* (then the count and the datatype) */
@@ -1475,12 +1561,12 @@ MPI_WRAP(Bsend, (const void *b, int n, MPI_Datatype t, int dest, int tag, MPI_Co
          P2P(dest, tag, n, t))
 MPI_WRAP(Rsend, (const void *b, int n, MPI_Datatype t, int dest, int tag, MPI_Comm comm), (b, n, t, dest, tag, comm),
          P2P(dest, tag, n, t))
-MPI_WRAP(Isend, (const void *b, int n, MPI_Datatype t, int dest, int tag, MPI_Comm comm, MPI_Request *q),
+MESSAGE_WRAP(Isend, (const void *b, int n, MPI_Datatype t, int dest, int tag, MPI_Comm comm, MPI_Request *q),
          (b, n, t, dest, tag, comm, q), P2P(dest, tag, n, t))
-MPI_WRAP(Issend, (const void *b, int n, MPI_Datatype t, int dest, int tag, MPI_Comm comm, MPI_Request *q),
+MESSAGE_WRAP(Issend, (const void *b, int n, MPI_Datatype t, int dest, int tag, MPI_Comm comm, MPI_Request *q),
          (b, n, t, dest, tag, comm, q), P2P(dest, tag, n, t))
 #define POSTED(X, ANY) ((X) == (ANY) ? NONE : (X))  /* (a receive posted for any source or tag: null) */
-MPI_WRAP(Irecv, (void *b, int n, MPI_Datatype t, int source, int tag, MPI_Comm comm, MPI_Request *q),
+MESSAGE_WRAP(Irecv, (void *b, int n, MPI_Datatype t, int source, int tag, MPI_Comm comm, MPI_Request *q),
          (b, n, t, source, tag, comm, q), P2P(POSTED(source, MPI_ANY_SOURCE), POSTED(tag, MPI_ANY_TAG), n, t))
 MPI_WRAP(Sendrecv, (const void *sb, int sn, MPI_Datatype st, int dest, int stag, void *rb, int rn, MPI_Datatype rt,
                     int source, int rtag, MPI_Comm comm, MPI_Status *status),
@@ -1533,6 +1619,7 @@ static int64_t type_bytes(MPI_Count count, MPI_Datatype t) {
         phase_add(KIND, t0, now_ns(), BYTES, 0, 0);                                            \
         return err;                                                                            \
     }
+#undef P2P  /* (from here: the phase of a point-to-point call inside a collective data call) */
 #define P2P PH_EXCHANGE
 #define GATHERING (t_ph.moved ? PH_EXCHANGE : PH_PLAN)
 #define SYNCING (t_ph.moved ? PH_WAIT : PH_PLAN)

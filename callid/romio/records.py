@@ -61,6 +61,8 @@ FUNCS = (
     "MPI_Send", "MPI_Ssend", "MPI_Bsend", "MPI_Rsend", "MPI_Recv", "MPI_Sendrecv", "MPI_Isend", "MPI_Issend",
     "MPI_Irecv", "MPI_Probe",
     "MPI_Comm_dup", "MPI_Comm_split", "MPI_Comm_split_type", "MPI_Comm_create", "MPI_Comm_create_group",
+    "MPI_Wait", "MPI_Test", "MPI_Waitall", "MPI_Waitany", "MPI_Waitsome", "MPI_Testall", "MPI_Testany",
+    "MPI_Testsome",
 )
 #: string columns, in the order their bytes follow each other (``error``: on its own, written at the end)
 STRINGS = ("file", "datatype", "hints", "amode", "etype", "filetype", "datarep", "whence", "op",

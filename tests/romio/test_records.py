@@ -221,16 +221,23 @@ int main(int argc, char **argv) {
     double d[3] = {0};
     long l[4] = {0};
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    short s[16] = {0};
+    MPI_Request q, two[2];
     if (rank == 0) {
         MPI_Send(data, 10, MPI_INT, 1, 7, MPI_COMM_WORLD);
-        MPI_Request q;
         MPI_Isend(d, 3, MPI_DOUBLE, 1, 9, MPI_COMM_WORLD, &q);
         MPI_Wait(&q, MPI_STATUS_IGNORE);
+        MPI_Isend(s, 5, MPI_SHORT, 1, 10, MPI_COMM_WORLD, &two[0]);
+        MPI_Isend(s + 8, 2, MPI_SHORT, 1, 11, MPI_COMM_WORLD, &two[1]);
+        MPI_Waitall(2, two, MPI_STATUSES_IGNORE);
     } else {
         MPI_Recv(data, 10, MPI_INT, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        MPI_Request q;
         MPI_Irecv(d, 3, MPI_DOUBLE, 0, MPI_ANY_TAG, MPI_COMM_WORLD, &q);
         MPI_Wait(&q, MPI_STATUS_IGNORE);
+        MPI_Irecv(s, 8, MPI_SHORT, MPI_ANY_SOURCE, 10, MPI_COMM_WORLD, &two[0]);
+        MPI_Irecv(s + 8, 8, MPI_SHORT, 0, 11, MPI_COMM_WORLD, &two[1]);
+        int all = 0;
+        while (!all) MPI_Testall(2, two, &all, MPI_STATUSES_IGNORE);
     }
     MPI_Bcast(l, 4, MPI_LONG, 1, MPI_COMM_WORLD);
     MPI_Barrier(MPI_COMM_WORLD);
@@ -246,7 +253,8 @@ int main(int argc, char **argv) {
 
 def test_point_to_point_and_collective_details_are_logged(tmp_path):
     """HDTrace's calls without I/O: a send and a receive of any source and tag (logged with the one that
-    matched), a non-blocking send and receive when issued, a broadcast with its root and data, the
+    matched), a non-blocking send and receive when issued and when completed (MPI_Wait, MPI_Waitall,
+    MPI_Testall: by request id), a broadcast with its root and data, the
     communicators made with their members (as callid's own MPI-IO logs them: tests/client/test_mpi_calls)."""
     source = tmp_path / "p2p.c"
     source.write_text(P2P_PROGRAM)
@@ -258,13 +266,26 @@ def test_point_to_point_and_collective_details_are_logged(tmp_path):
             for rank, table in ranks.items()}
     assert rows[0] == [("MPI_Send", False, 1, 7, None, 10, "MPI_INT", 40),
                        ("MPI_Isend", False, 1, 9, None, 3, "MPI_DOUBLE", 24),
+                       ("MPI_Wait", False, 1, 9, None, 3, "MPI_DOUBLE", 24),
+                       ("MPI_Isend", False, 1, 10, None, 5, "MPI_SHORT", 10),
+                       ("MPI_Isend", False, 1, 11, None, 2, "MPI_SHORT", 4),
+                       ("MPI_Waitall", False, 1, 10, None, 5, "MPI_SHORT", 10),
+                       ("MPI_Waitall", False, 1, 11, None, 2, "MPI_SHORT", 4),
                        ("MPI_Bcast", True, None, None, 1, 4, "MPI_LONG", 32),
                        ("MPI_Barrier", True, None, None, None, None, None, None),
                        ("MPI_Comm_split", True, None, None, None, None, None, None),
                        ("MPI_Barrier", True, None, None, None, None, None, None),
                        ("MPI_Comm_split", True, None, None, None, None, None, None)]
-    assert rows[1][:2] == [("MPI_Recv", False, 0, 7, None, 10, "MPI_INT", 40),
-                           ("MPI_Irecv", False, 0, None, None, 3, "MPI_DOUBLE", 24)]
+    assert rows[1][:7] == [("MPI_Recv", False, 0, 7, None, 10, "MPI_INT", 40),
+                           ("MPI_Irecv", False, 0, None, None, 3, "MPI_DOUBLE", 24),
+                           ("MPI_Wait", False, 0, 9, None, 3, "MPI_DOUBLE", 24),  # (the tag matched)
+                           ("MPI_Irecv", False, None, 10, None, 8, "MPI_SHORT", 16),
+                           ("MPI_Irecv", False, 0, 11, None, 8, "MPI_SHORT", 16),
+                           ("MPI_Testall", False, 0, 10, None, 5, "MPI_SHORT", 10),  # (what each received)
+                           ("MPI_Testall", False, 0, 11, None, 2, "MPI_SHORT", 4)]
+    for table in ranks.values():  # (each completion has its request's id)
+        rids = [(r["func"], r["rid"]) for r in table.to_pylist() if r["rid"] is not None]
+        assert [rid for _, rid in rids[:2]] == [1, 1] and [rid for _, rid in rids[2:]] == [2, 3, 2, 3], rids
     made = {rank: [(r["comm_size"], r["members"], r["comm_id"]) for r in table.to_pylist()
                    if r["func"] == "MPI_Comm_split"] for rank, table in ranks.items()}
     assert [m[:2] for m in made[0]] == [(2, [1, 0]), (1, [0])] and [m[:2] for m in made[1]] == [(2, [1, 0])]
