@@ -297,6 +297,61 @@ def test_empty_lanes_start_collapsed_and_a_lane_collapses_and_hides(small, open_
 
 @pytest.mark.browser
 @needs_chromium
+def test_calls_group_into_composites_by_function_or_file(small_page, open_page, tmp_path):
+    """The thesis' composites: a rank's consecutive calls of one function (or on one file) drawn as one bar,
+    counted, hovered; the legend's filters apply to what is grouped."""
+    page = open_page(small_page)
+    choose = ("m => { const s = document.getElementById('group'); s.value = m; "
+              "s.dispatchEvent(new Event('change')); return document.body.dataset.group; }")
+    page.js(f"window.choose = {choose}")
+    # every call in exactly one composite; on a rank, the next composite has another function (or file), and
+    # each spans its calls: [calls, composites, bad neighbours, calls outside their composite]
+    check = """(() => { const C = __callid.C, G = __callid.composites(), by = document.body.dataset.group;
+      let total = 0, same = 0, outside = 0;
+      for (let j = 0; j < G.lane.length; j++) {
+        total += G.n[j];
+        if (j + 1 < G.lane.length && G.lane[j + 1] === G.lane[j] && G.key[j + 1] === G.key[j]) same++;
+      }
+      for (let i = 0; i < C.n; i++) {
+        if (__callid.hiddenNames.has(C.name[i])) continue;
+        const v = by === 'file' ? C.file[i] : C.name[i];
+        const j = G.lane.findIndex((l, k) => l === C.lane[i] && G.key[k] === v && G.t0[k] <= C.t0[i]
+                                            && C.t0[i] + C.dur[i] <= G.t1[k]);
+        if (j < 0) outside++;
+      }
+      return [total, G.lane.length, same, outside]; })()"""
+    calls = page.js("__callid.C.n")
+    assert page.js("choose('name')") == "name"
+    total, groups, same, outside = page.js(check)
+    assert (total, same, outside) == (calls, 0, 0) and groups < calls
+    # hovering a composite of several calls says how many, of what, on which rank
+    j = page.js("__callid.G.n.findIndex(n => n > 1)")
+    t0, t1, lane = page.js(f"[__callid.G.t0[{j}], __callid.G.t1[{j}], __callid.G.lane[{j}]]")
+    n, name = page.js(f"[__callid.G.n[{j}], __callid.meta.names[__callid.G.key[{j}]]]")
+    page.js(f"__callid.setView({t0 - (t1 - t0)}, {t1 + (t1 - t0)})")
+    rect = page.js(f"__callid.laneRect({lane})")
+    x = page.js(f"__callid.callRect(__callid.G.first[{j}])[0]") + 2  # (where the composite begins)
+    page.b.mouse("mouseMoved", x, page.top() + rect[0] + rect[1] / 2)
+    tip = page.b.wait_for("document.getElementById('tip').style.display === 'block' && "
+                          "document.getElementById('tip').textContent")
+    assert tip.startswith(f"{n} consecutive calls of {name}  (rank "), tip
+    # hiding a function in the legend groups what is left
+    hidden = page.js("(() => { const C = __callid.C, k = C.name[0]; __callid.hiddenNames.add(k); "
+                     "__callid.draw(); let h = 0; for (let i = 0; i < C.n; i++) if (C.name[i] === k) h++; "
+                     "return h; })()")
+    total, _, same, outside = page.js(check)
+    assert (total, same, outside) == (calls - hidden, 0, 0)
+    page.js("__callid.hiddenNames.clear(); __callid.draw()")
+    # by file; and back to the calls one by one
+    assert page.js("choose('file')") == "file"
+    total, groups, same, outside = page.js(check)
+    assert (total, same, outside) == (calls, 0, 0)
+    page.screenshot(tmp_path / "composites.png")
+    assert page.js("choose('')") == "" and page.js("document.body.dataset.error || ''") == ""
+
+
+@pytest.mark.browser
+@needs_chromium
 def test_overlapping_server_operations_are_drawn_on_sub_lanes(small_page, open_page, tmp_path):
     page = open_page(small_page)
     page.js("document.getElementById('lanefilter').value = 'io0'; "
