@@ -245,6 +245,8 @@ static void start(void) {
         if (late != NULL) late++;
     }
     t_thread = S.threads++;  /* (the thread initializing MPI: 0) */
+    my_slot();  /* (from here the file-system client knows this process's rank: its POSIX calls outside
+                 * MPI-IO, e.g. HDF5's POSIX driver's, are the rank's even before its first MPI-IO call) */
     S.ready = 1;
 }
 

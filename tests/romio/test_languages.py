@@ -58,3 +58,31 @@ def test_fortran_is_traced(tmp_path, module):
         (r, ["MPI_File_open", "MPI_File_write_at_all", "MPI_File_read_at_all", "MPI_File_close"])
         for r in range(4)]
     _exact_and_whole(run, "MPI_File_write_at_all", 4 * 65536 * 8)
+
+
+def test_macsio_hdf5_interface_in_both_file_modes(tmp_path):
+    """MACSio's HDF5 interface (examples/c/hdf5/macsio.c): SIF, one file per dump, each variable one dataset
+    written collectively through the MPI library's MPI-IO; MIF 2, two files per dump written with HDF5's
+    POSIX driver by the ranks of each group in turn (the baton), their system calls traced on the mount as
+    the ranks' (a rank known to the file system from MPI_Init on, though it makes no MPI-IO call)."""
+    exe = _build("h5pcc", C_EXAMPLES / "hdf5" / "macsio.c", tmp_path / "macsio")
+    common = ("--avg_num_parts", "1.5", "--part_size", 32768, "--num_dumps", 2, "--dir", "/pvfs2")
+    sif = traced(tmp_path, "sif", "-n", 4, exe, "--parallel_file_mode", "SIF", *common)
+    assert "6 parts of 32768 bytes (4 variables) on 4 ranks" in sif.stdout
+    assert "data check: passed" in sif.stdout
+    # each rank's parts of each variable in one collective write per dump: 4 variables x 2 dumps
+    per_rank = "SELECT DISTINCT count(*) FROM calls WHERE func = 'MPI_File_write_at_all' GROUP BY rank"
+    assert sif.q(per_rank) == [(8,)]
+    _exact_and_whole(sif, "MPI_File_write_at_all", 2 * 6 * 32768)
+    mif = traced(tmp_path, "mif", "-n", 4, exe, "--parallel_file_mode", "MIF", 2, *common)
+    assert "data check: passed" in mif.stdout
+    # the two files of each dump written by their group's ranks, one after the other
+    writes = mif.q("SELECT file, rank, min(t_start), max(t_end) FROM calls WHERE origin = 'posix' "
+                   "AND func LIKE '%write%' AND file LIKE '%macsio_hdf5_%' GROUP BY ALL ORDER BY file, rank")
+    files = sorted({w[0] for w in writes})
+    assert [f.rsplit("/", 1)[1] for f in files] == [f"macsio_hdf5_{d:03d}_{g:03d}.h5" for d in (0, 1)
+                                                    for g in (0, 1)]
+    for f in files:
+        ranks = [w for w in writes if w[0] == f]
+        assert [w[1] for w in ranks] in ([0, 1], [2, 3])
+        assert ranks[0][3] <= ranks[1][2], ranks  # (the second rank writes once the first has closed)
