@@ -261,7 +261,8 @@ def _several(name: str, statuses_of: str) -> classmethod:
     func = "MPI_" + name[0].upper() + name[1:]
     base = getattr(_BaseRequest, name)
 
-    def method(cls: type, requests: Any, statuses: Any = None) -> Any:
+    def method(cls: type, requests: Any, *args: Any, **kwargs: Any) -> Any:
+        statuses = args[0] if args else kwargs.get("status" if statuses_of == "any" else "statuses")
         traced = [i for i, r in enumerate(requests) if isinstance(r, Message) and r._callid_done is not None]
         if not traced:
             return base(requests, statuses)
