@@ -297,16 +297,16 @@ def test_empty_lanes_start_collapsed_and_a_lane_collapses_and_hides(small, open_
 
 @pytest.mark.browser
 @needs_chromium
-def test_calls_group_into_composites_by_function_or_file(small_page, open_page, tmp_path):
-    """The thesis' composites: a rank's consecutive calls of one function (or on one file) drawn as one bar,
-    counted, hovered; the legend's filters apply to what is grouped."""
+def test_calls_group_into_composites_by_function_file_or_phase(small_page, open_page, tmp_path):
+    """The thesis' composites: a rank's consecutive calls of one function (or on one file, or of one I/O
+    phase) drawn as one bar, counted, hovered; the legend's filters apply to what is grouped."""
     page = open_page(small_page)
     choose = ("m => { const s = document.getElementById('group'); s.value = m; "
               "s.dispatchEvent(new Event('change')); return document.body.dataset.group; }")
     page.js(f"window.choose = {choose}")
     # every call in exactly one composite; on a rank, the next composite has another function (or file), and
     # each spans its calls: [calls, composites, bad neighbours, calls outside their composite]
-    check = """(() => { const C = __callid.C, G = __callid.composites(), by = document.body.dataset.group;
+    check = """(() => { const C = __callid.C, G = __callid.composites();
       let total = 0, same = 0, outside = 0;
       for (let j = 0; j < G.lane.length; j++) {
         total += G.n[j];
@@ -314,7 +314,7 @@ def test_calls_group_into_composites_by_function_or_file(small_page, open_page, 
       }
       for (let i = 0; i < C.n; i++) {
         if (__callid.hiddenNames.has(C.name[i])) continue;
-        const v = by === 'file' ? C.file[i] : C.name[i];
+        const v = __callid.groupOf(i);
         const j = G.lane.findIndex((l, k) => l === C.lane[i] && G.key[k] === v && G.t0[k] <= C.t0[i]
                                             && C.t0[i] + C.dur[i] <= G.t1[k]);
         if (j < 0) outside++;
@@ -346,6 +346,11 @@ def test_calls_group_into_composites_by_function_or_file(small_page, open_page, 
     assert page.js("choose('file')") == "file"
     total, groups, same, outside = page.js(check)
     assert (total, same, outside) == (calls, 0, 0)
+    # by I/O phase: the reads, the writes and the other calls, a rank's consecutive ones together
+    assert page.js("choose('phase')") == "phase"
+    total, groups, same, outside = page.js(check)
+    assert (total, same, outside) == (calls, 0, 0)
+    assert page.js("[...new Set(__callid.G.key)].sort()") == [0, 1]  # (the synthetic calls read or write)
     page.screenshot(tmp_path / "composites.png")
     assert page.js("choose('')") == "" and page.js("document.body.dataset.error || ''") == ""
 
