@@ -576,7 +576,7 @@ static int overlapping(MPI_Datatype t, MPI_Count count) {
     int found = runs_shared(runs, n);
     int64_t span = n ? runs[2 * (n - 1)] + runs[2 * (n - 1) + 1] - runs[0] : 0;
     free(runs);
-    if (!found && count > 1 && span > extent && n * count <= CALLID_MAX_REGIONS) {
+    if (!found && count > 1 && span > extent && count <= CALLID_MAX_REGIONS / (n ? n : 1)) {
         runs = malloc(sizeof(int64_t) * 2 * (size_t)(n * count));
         for (int64_t i = 0; i < count; i++)
             for (int64_t j = 0; j < n; j++) {
@@ -899,7 +899,8 @@ static void log_message_done(pending *p, int func, int64_t t0, MPI_Status *st) {
         PMPI_Get_count_c(st, MPI_BYTE, &got);
         peer = st->MPI_SOURCE;
         tag = st->MPI_TAG;
-        count = got != MPI_UNDEFINED && p->tsize > 0 ? (int64_t)got / p->tsize : INT64_MIN;
+        /* (what it received, in whole elements; else the count posted, as the Python tracer) */
+        if (got != MPI_UNDEFINED && p->tsize > 0 && got % p->tsize == 0) count = (int64_t)got / p->tsize;
     }
     if (peer != INT32_MIN) set_int(&c, &c.r.peer, P_PEER, peer);
     if (tag != INT32_MIN) set_int(&c, &c.r.tag, P_TAG, tag);
