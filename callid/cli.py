@@ -718,8 +718,9 @@ def merge(
     if as_json:
         _echo_json({"output": str(output), **summary, "warnings": warnings})
         return
+    # (a table only some runs have is said when it has rows: source_io a replay's, datatypes a traced run's)
     counts = ", ".join(f"{v} {k}" for k, v in summary.items()
-                       if isinstance(v, int) and (v or k != "source_io"))  # (source_io: a replay's only)
+                       if isinstance(v, int) and (v or k not in ("source_io", "datatypes")))
     typer.echo(f"callid: wrote {output} ({counts})")
     for warning in warnings:
         typer.echo(f"callid: warning: {warning}", err=True)

@@ -45,7 +45,8 @@ __all__ = [
 #: 9: the client log has the point-to-point calls of the ranks (kind 'mpi', not collective: ``peer``,
 #: ``tag``) and says a non-I/O call's count, datatype, bytes and root (``root``).
 #: 10: the client log says what the tracer found wrong in a call's datatypes (``type_issues``) and the
-#: communicators the ranks made, with their members (``members``).
+#: communicators the ranks made, with their members (``members``), and each datatype of a rank's calls once
+#: (kind 'type': ``type_id``, ``integers``, ``addresses``, ``types``; the calls' ``type_ids``).
 SCHEMA_VERSION = "10"
 
 # Key/value metadata every log file carries (bytes keys, as Parquet stores them).
@@ -164,7 +165,10 @@ CLIENT = Table("client", "one row per traced MPI call ('call'), completion ('wai
            "(callid: the call's; rank: the rank that made the operation; func: read or write; offset, size: "
            "the operation's; bytes: the call's bytes in it; src_t_start, src_t_end: its times in the job; "
            "inferred: 'link', or 'link,ambiguous' when it fits several calls' windows; t_start, t_end: "
-           "when the replay logged it)", nullable=False, default="call"),
+           "when the replay logged it); 'type': one datatype of the rank's MPI-IO calls, logged once, at its "
+           "first use (HDTrace's datatype map): type_id, func its combiner (MPI_COMBINER_VECTOR, ...; "
+           "MPI_COMBINER_NAMED: a predefined type), datatype its description, integers, addresses and "
+           "types its constructor's arguments, size, extent", nullable=False, default="call"),
     Column("func", pa.string(), "MPI function, e.g. MPI_File_write_at", nullable=False),
     Column("file", pa.string(), "the file's name in one spelling (ROMIO's prefix such as pvfs2: removed, "
            ". and // resolved; absolute for a traced Python program)"),
@@ -207,13 +211,26 @@ CLIENT = Table("client", "one row per traced MPI call ('call'), completion ('wai
            "MPI_COMM_WORLD ranks of the communicator it made on this rank, in its rank order, whose size "
            "and id are the row's comm_size and comm_id (a rank that made none, MPI_COMM_NULL, logs no row; "
            "other rows: empty)", nullable=False, default=()),
+    Column("type_ids", pa.list_(pa.int64()), "MPI-IO call: the rank's ids of the datatypes it passed (kind "
+           "'type' rows), in the order datatype, or etype then filetype (set_view)", nullable=False,
+           default=()),
+    Column("type_id", pa.int64(), "kind 'type': the id of the datatype described, the rank's (1, 2, ... in "
+           "the order of first use; a type's parts before it)"),
+    Column("integers", pa.list_(pa.int64()), "kind 'type': the integer arguments of its constructor, as "
+           "MPI_Type_get_contents returns them (counts, block lengths, displacements in elements, ...)",
+           nullable=False, default=()),
+    Column("addresses", pa.list_(pa.int64()), "kind 'type': the address arguments of its constructor "
+           "(displacements in bytes, a resized type's lower bound and extent)", BYTES, nullable=False,
+           default=()),
+    Column("types", pa.list_(pa.int64()), "kind 'type': the ids of the datatypes it was made of",
+           nullable=False, default=()),
     Column("etype", pa.string(), "set_view: the etype: a predefined type's name, a derived one as the "
            "constructors it was made with down to predefined types, e.g. struct(MPI_INT,resized(MPI_DOUBLE)) "
            "(at most 256 characters)"),
     Column("etype_extent", pa.int64(), "set_view: the etype's extent", BYTES),
     Column("filetype", pa.string(), "set_view: the filetype (as etype); its typemap is in "
            "region_offsets/region_lengths"),
-    Column("extent", pa.int64(), "set_view: the filetype's extent", BYTES),
+    Column("extent", pa.int64(), "set_view: the filetype's extent; kind 'type': the type's", BYTES),
     Column("datarep", pa.string(), "set_view: the data representation"),
     Column("type_issues", pa.string(), "what the tracer found wrong in the call's datatypes that only the "
            "process can see, comma-separated: 'overlapping' (a data access: the buffer's datatype, its count "

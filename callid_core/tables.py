@@ -13,12 +13,14 @@ import pyarrow as pa
 
 from callid_core.schema import BYTES, CLIENT, LOGS, NS, SERVER, Column, Table
 
-__all__ = ["DERIVED", "MERGED", "MPI_ONLY", "RPC_ONLY", "reference_markdown"]
+__all__ = ["DERIVED", "MERGED", "MPI_ONLY", "RPC_ONLY", "TYPE_ONLY", "reference_markdown"]
 
 #: client log columns that only ``kind = 'rpc'`` rows fill (and ``op``: the name of a phase)
 RPC_ONLY = ("server", "op", "req_seq", "t_recv", "t_send", "callids")
 #: client log columns that only ``kind = 'mpi'`` rows fill
 MPI_ONLY = ("peer", "tag", "root", "members")
+#: client log columns that only ``kind = 'type'`` rows fill
+TYPE_ONLY = ("type_id", "integers", "addresses", "types")
 _ALIGNED = " (on the reference clock)"
 
 
@@ -61,7 +63,7 @@ CALLS = Table("calls", "one row per traced MPI call, ordered by start", _times([
     *(_renamed(c, "file_offset", "offset in the file of the first byte accessed (after the view)")
       if c.name == "offset" else c
       for c in _client(*(c.name for c in CLIENT.columns
-                         if c.name not in ("callid", "kind", *RPC_ONLY, *MPI_ONLY)))),
+                         if c.name not in ("callid", "kind", *RPC_ONLY, *MPI_ONLY, *TYPE_ONLY)))),
 ]))
 
 RPCS = Table("rpcs", "one row per client->server exchange, ordered by start", _times([
@@ -94,6 +96,13 @@ MPI_CALLS = Table("mpi_calls", "one row per MPI call without I/O on MPI_COMM_WOR
     *_client("rank", "thread", "clock", "func", "comm_size", "comm_id", "collective", "peer", "tag", "root",
              "members", "count", "datatype", "size", "rid", "t_start", "t_end"),
 ]))
+
+DATATYPES = Table("datatypes", "one row per datatype of each rank's MPI-IO calls, logged once at its first "
+                  "use (HDTrace's datatype map): the calls' type_ids name them; a derived type's parts "
+                  "are rows too, named by its types", [
+    *_client("rank", "type_id", "func", "datatype", "size", "extent", "integers", "addresses", "types",
+             "t_start"),
+])
 
 PHASES = Table("phases", "one row per phase of a collective data access on each rank, ordered by start: "
                "the ranks' file ranges gathered ('plan'), data exchanged between ranks and aggregators "
@@ -254,8 +263,8 @@ SOURCE_IO = Table("source_io", "a replay of a Darshan log with both DXT layers: 
 ])
 
 #: every table and view of a merged database, in the order they are documented
-MERGED = {t.name: t for t in (CALLS, WAITS, MPI_CALLS, RPCS, PHASES, SERVER_OPS, ARROWS, FANOUT, CLOCKS, RUN,
-                              EVENTS, SOURCE_IO)}
+MERGED = {t.name: t for t in (CALLS, WAITS, MPI_CALLS, DATATYPES, RPCS, PHASES, SERVER_OPS, ARROWS, FANOUT,
+                              CLOCKS, RUN, EVENTS, SOURCE_IO)}
 
 
 def _type(t: pa.DataType) -> str:

@@ -37,6 +37,7 @@ from callid_core.tables import (
     ARROWS,
     CALLS,
     CLOCKS,
+    DATATYPES,
     DERIVED,
     FANOUT,
     MERGED,
@@ -464,6 +465,8 @@ def build_tables(con: duckdb.DuckDBPyConnection, run: Engine, target: _Target, l
                                     "ORDER BY t_start")
     _store(con, run, target, MPI_CALLS, f"SELECT {_select(MPI_CALLS, t)} {src} WHERE x.kind = 'mpi' "
                                         "ORDER BY t_start")
+    _store(con, run, target, DATATYPES, f"SELECT {_select(DATATYPES, t)} {src} WHERE x.kind = 'type' "
+                                        "ORDER BY rank, type_id")
     columns = _select(PHASES, t, callid=callid, phase="x.op", file_offset="x.offset")
     _store(con, run, target, PHASES, f"SELECT {columns} {src} WHERE x.kind = 'phase' ORDER BY t_start")
     # (a replay's cross-layer arrows: times of the source job, as they are)
@@ -488,7 +491,7 @@ def build_tables(con: duckdb.DuckDBPyConnection, run: Engine, target: _Target, l
     con.execute(f"CREATE VIEW _{RPCS.name} AS SELECT {columns} {src} WHERE x.kind = 'rpc'")
     src, t = times.source(logs[S.KIND_SERVER], {"t_start": "x.clock", "t_end": "x.clock"})
     con.execute(f"CREATE VIEW _{SERVER_OPS.name} AS SELECT {_server_ops_columns(t, sentinel)} {src}")
-    for table in (CALLS, WAITS, MPI_CALLS, RPCS, PHASES, SERVER_OPS, SOURCE_IO):
+    for table in (CALLS, WAITS, MPI_CALLS, DATATYPES, RPCS, PHASES, SERVER_OPS, SOURCE_IO):
         _show(con, table)
     con.execute(f"""
         CREATE VIEW events AS

@@ -41,6 +41,11 @@ class Record:
     tag: int | None
     root: int | None
     members: Sequence[int]
+    type_ids: Sequence[int]
+    type_id: int | None
+    integers: Sequence[int]
+    addresses: Sequence[int]
+    types: Sequence[int]
     etype: str | None
     etype_extent: int | None
     filetype: str | None
@@ -94,6 +99,11 @@ class Record:
         tag: int | None = None,
         root: int | None = None,
         members: Sequence[int] = (),
+        type_ids: Sequence[int] = (),
+        type_id: int | None = None,
+        integers: Sequence[int] = (),
+        addresses: Sequence[int] = (),
+        types: Sequence[int] = (),
         etype: str | None = None,
         etype_extent: int | None = None,
         filetype: str | None = None,

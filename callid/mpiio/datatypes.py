@@ -10,7 +10,7 @@ indexed_block, hindexed_block, struct, subarray, darray and resized.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -222,6 +222,57 @@ def _type_text(dtype: MPI.Datatype) -> str:
         return dtype.Get_name()
     parts = params.get("datatypes") if combiner == "STRUCT" else [base]
     return f"{combiner.lower()}({','.join(_type_text(t) for t in parts)})"
+
+
+class TypeLog:
+    """The datatypes of a rank's calls, each logged once at its first use (HDTrace's datatype map): an id
+    per type (1, 2, ... a type's parts before it), and one call of ``log`` per type with the client log's
+    columns of a 'type' row: its combiner (``func``), description, size, extent, its constructor's
+    integer and address arguments and the ids of the types it was made of."""
+
+    def __init__(self, log: Callable[[dict], None]) -> None:
+        self._ids: dict[tuple[int, str], int] = {}
+        self._log = log
+
+    def ids(self, *dtypes: Any) -> list[int]:
+        """The ids of these datatypes (those that are datatypes), logging those not seen before."""
+        return [self._id(t) for t in dtypes if isinstance(t, MPI.Datatype) and t != MPI.DATATYPE_NULL]
+
+    def _id(self, dtype: MPI.Datatype) -> int:
+        key = (dtype.handle, _type_text(dtype))  # (a freed type's handle may be another type's later)
+        if (known := self._ids.get(key)) is not None:
+            return known
+        base, combiner, params = dtype.decode()
+        parts = [] if combiner == "NAMED" else params["datatypes"] if combiner == "STRUCT" else [base]
+        types = [self._id(t) for t in parts]
+        integers, addresses = _arguments(combiner, params)
+        self._ids[key] = new = len(self._ids) + 1
+        self._log({"type_id": new, "func": f"MPI_COMBINER_{combiner}", "datatype": type_name(dtype),
+                   "size": dtype.Get_size(), "extent": dtype.Get_extent()[1], "integers": integers,
+                   "addresses": addresses, "types": types})
+        return new
+
+
+def _arguments(combiner: str, p: dict) -> tuple[list[int], list[int]]:
+    """A constructor's integer and address arguments, in the order MPI_Type_get_contents gives them."""
+    def many(*keys: str) -> list[int]:
+        return [v for k in keys for v in p.get(k, ())]
+    n, block = p.get("count", 0), p.get("blocklength", 0)
+    blocks, disps = many("blocklengths"), many("displacements")
+    return {
+        "CONTIGUOUS": ([n], []),
+        "VECTOR": ([n, block, p.get("stride", 0)], []),
+        "HVECTOR": ([n, block], [p.get("stride", 0)]),
+        "INDEXED": ([len(blocks), *blocks, *disps], []),
+        "HINDEXED": ([len(blocks), *blocks], disps),
+        "INDEXED_BLOCK": ([len(disps), block, *disps], []),
+        "HINDEXED_BLOCK": ([len(disps), block], disps),
+        "STRUCT": ([len(blocks), *blocks], disps),
+        "SUBARRAY": ([len(many("sizes")), *many("sizes", "subsizes", "starts"), p.get("order", 0)], []),
+        "DARRAY": ([p.get("size", 0), p.get("rank", 0), len(many("gsizes")),
+                    *many("gsizes", "distribs", "dargs", "psizes"), p.get("order", 0)], []),
+        "RESIZED": ([], [p.get("lb", 0), p.get("extent", 0)]),
+    }.get(combiner, ([], []))
 
 
 def buffer_spec(buf: Any) -> tuple[memoryview, int, MPI.Datatype]:

@@ -19,7 +19,7 @@ from typing import Any
 from mpi4py import MPI
 
 from callid.mpiio import comm as traced_comm
-from callid.mpiio.datatypes import at_addresses, buffer_spec, flatten, overlapping, type_name
+from callid.mpiio.datatypes import TypeLog, at_addresses, buffer_spec, flatten, overlapping, type_name
 from callid.mpiio.errors import SimIOError, error_text
 from callid.mpiio.record import Record
 from callid.mpiio.simfile import SimFile
@@ -196,6 +196,13 @@ class Tracer:
         self.straggle_s = straggles(faults_from_json(config.faults)).get(rank, 0.0) if config else 0.0
         #: the groups MPI_File_get_group returned: (group, its size and id, the call's end)
         self.groups: list[tuple[MPI.Group, int, int, int]] = []
+        #: the datatypes of the rank's calls, each logged once (kind 'type')
+        self.types = TypeLog(self._log_type)
+
+    def _log_type(self, row: dict) -> None:
+        now = clock.now()
+        self.trace.call(Record(self.stamper.layout.sentinel, kind="type", thread=_thread(), t_start=now,
+                               t_end=now, **row))
 
     def next_callid(self) -> int:
         return self.stamper.next() if self.stamp else self.stamper.layout.sentinel
@@ -295,6 +302,7 @@ def _call(fh: TracedFile | None, name: str, *args: Any, **kwargs: Any) -> Any:
     rec = Record(tr.next_callid(), func=spec.func, collective=spec.collective, thread=_thread())
     if spec.describe is not None:
         spec.describe(rec, args)
+    rec.type_ids = tr.types.ids(*_types_of(name, spec, args, kwargs))
     if fh is not None:
         rec.file, rec.fid = fh._callid_name, fh._callid_fid
         if fh._callid_pending:
@@ -325,6 +333,18 @@ def _call(fh: TracedFile | None, name: str, *args: Any, **kwargs: Any) -> Any:
     finally:
         rec.t_start, rec.t_end, rec.error = t0, clock.now(), error
         tr.trace.call(rec)
+
+
+def _types_of(name: str, spec: CallSpec, args: tuple, kwargs: dict) -> list[Any]:
+    """The datatypes a call passes: a data access's buffer's, set_view's etype and filetype."""
+    if name == "Set_view":
+        return [args[1], args[2] if args[2] is not None else args[1]]
+    if spec.access is None:
+        return []
+    try:
+        return [buffer_spec(_split_args(spec, args, dict(kwargs))[1])[2]]
+    except (TypeError, ValueError):  # (not bytes-like: described by its bytes alone)
+        return []
 
 
 def _open(tr: Tracer, rec: Record, cls: type, comm: MPI.Intracomm, filename: Any,

@@ -701,6 +701,95 @@ static char *type_text(MPI_Datatype t) {
     return out;
 }
 
+/* ---- the datatypes of the rank's calls, each logged once at its first use (kind 'type') ------------- */
+
+static struct type_seen { MPI_Datatype t; uint64_t text; int64_t id; } *types_seen;
+static int64_t n_types_seen, cap_types_seen;
+static pthread_mutex_t types_mu = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;  /* (a type's parts first) */
+
+static uint64_t text_hash(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; s && *s; s++) { h ^= (uint8_t)*s; h *= 1099511628211ull; }
+    return h;
+}
+
+/* n integers as "1,2,3" (malloc'd) */
+static char *ints_text(const int64_t *v, int64_t n) {
+    char *out = malloc(21 * (size_t)n + 1);
+    size_t used = 0;
+    out[0] = 0;
+    for (int64_t i = 0; i < n; i++) used += (size_t)sprintf(out + used, i ? ",%lld" : "%lld", (long long)v[i]);
+    return out;
+}
+
+/* the rank's id of datatype t (1, 2, ...); at its first use, its row and its parts' are logged. A type is
+ * known by its handle and its description (a freed type's handle may be another type's later). */
+static int64_t type_id(MPI_Datatype t) {
+    char *text = type_text(t);
+    uint64_t h = text_hash(text);
+    int64_t id = 0;
+    pthread_mutex_lock(&types_mu);
+    for (int64_t i = 0; i < n_types_seen && !id; i++)
+        if (types_seen[i].t == t && types_seen[i].text == h) id = types_seen[i].id;
+    if (id) { pthread_mutex_unlock(&types_mu); free(text); return id; }
+    int ni = 0, na = 0, nd = 0, combiner;
+    PMPI_Type_get_envelope(t, &ni, &na, &nd, &combiner);
+    int *ints = malloc(sizeof(int) * (size_t)(ni + 1));
+    MPI_Aint *aints = malloc(sizeof(MPI_Aint) * (size_t)(na + 1));
+    MPI_Datatype *parts = malloc(sizeof(MPI_Datatype) * (size_t)(nd + 1));
+    int64_t *wide = malloc(sizeof(int64_t) * (size_t)(ni + na + nd + 1));
+    if (combiner != MPI_COMBINER_NAMED) PMPI_Type_get_contents(t, ni, na, nd, ints, aints, parts);
+    else ni = na = nd = 0;
+    call_t c;
+    call_begin(&c, F_COMBINER_NAMED, K_TYPE);
+    static const int combiners[] = {MPI_COMBINER_NAMED, MPI_COMBINER_DUP, MPI_COMBINER_CONTIGUOUS,
+        MPI_COMBINER_VECTOR, MPI_COMBINER_HVECTOR, MPI_COMBINER_INDEXED, MPI_COMBINER_HINDEXED,
+        MPI_COMBINER_INDEXED_BLOCK, MPI_COMBINER_HINDEXED_BLOCK, MPI_COMBINER_STRUCT, MPI_COMBINER_SUBARRAY,
+        MPI_COMBINER_DARRAY, MPI_COMBINER_RESIZED};  /* (in the order of records.COMBINERS) */
+    for (int i = 0; i < (int)(sizeof combiners / sizeof *combiners); i++)
+        if (combiners[i] == combiner) c.r.func = (uint16_t)(F_COMBINER_NAMED + i);
+    for (int i = 0; i < nd; i++) {
+        wide[i] = type_id(parts[i]);
+        int ci, ca, cd, cc;
+        PMPI_Type_get_envelope(parts[i], &ci, &ca, &cd, &cc);
+        if (cc != MPI_COMBINER_NAMED) PMPI_Type_free(&parts[i]);  /* (get_contents made it) */
+    }
+    own_str(&c, S_TYPES, ints_text(wide, nd));
+    for (int i = 0; i < ni; i++) wide[i] = ints[i];
+    own_str(&c, S_INTEGERS, ints_text(wide, ni));
+    for (int i = 0; i < na; i++) wide[i] = (int64_t)aints[i];
+    own_str(&c, S_ADDRESSES, ints_text(wide, na));
+    if (n_types_seen == cap_types_seen) {
+        cap_types_seen = cap_types_seen ? 2 * cap_types_seen : 64;
+        types_seen = realloc(types_seen, sizeof *types_seen * (size_t)cap_types_seen);
+    }
+    id = n_types_seen + 1;
+    types_seen[n_types_seen++] = (struct type_seen){t, h, id};
+    pthread_mutex_unlock(&types_mu);
+    MPI_Count size = 0, lb = 0, extent = 0;
+    PMPI_Type_size_c(t, &size);
+    PMPI_Type_get_extent_c(t, &lb, &extent);
+    set_int(&c, &c.r.type_id, P_TYPE_ID, id);
+    set_int(&c, &c.r.size, P_SIZE, (int64_t)size);
+    set_int(&c, &c.r.extent, P_EXTENT, (int64_t)extent);
+    own_str(&c, S_DATATYPE, text);
+    collective(&c, 0);
+    call_end(&c, MPI_SUCCESS);
+    free(ints);
+    free(aints);
+    free(parts);
+    free(wide);
+    return id;
+}
+
+/* a call's type_ids: the ids of the n datatypes it passed, as "1,2" */
+static void type_ids(call_t *c, const MPI_Datatype *t, int n) {
+    int64_t ids[2];
+    int k = 0;
+    for (int i = 0; i < n && k < 2; i++) if (t[i] != MPI_DATATYPE_NULL) ids[k++] = type_id(t[i]);
+    own_str(c, S_TYPE_IDS, ints_text(ids, k));
+}
+
 static char *hints_text(MPI_Info info) {
     if (info == MPI_INFO_NULL || !S.hints) return NULL;
     int n = 0;
@@ -766,6 +855,7 @@ static void access_begin(call_t *c, int func, MPI_File fh, int where, MPI_Offset
     set_int(c, &c->r.count, P_COUNT, (int64_t)count);
     set_int(c, &c->r.size, P_SIZE, (int64_t)count * tsize);
     own_str(c, S_DATATYPE, type_text(dt));
+    type_ids(c, &dt, 1);
     if (overlapping(dt, count)) set_str(c, S_TYPE_ISSUES, "overlapping");
     fstate *f = file_of(fh);
     MPI_Offset pos = off;
@@ -1104,6 +1194,8 @@ int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Data
     set_int(&c, &c.r.offset, P_OFFSET, disp);
     own_str(&c, S_ETYPE, type_text(etype));
     own_str(&c, S_FILETYPE, type_text(filetype));
+    MPI_Datatype both[2] = {etype, filetype};
+    type_ids(&c, both, 2);
     set_str(&c, S_DATAREP, datarep);
     own_str(&c, S_HINTS, hints_text(info));
     MPI_Count lb, extent;

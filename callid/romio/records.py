@@ -36,11 +36,14 @@ MAX_REGIONS = 1 << 20
 NULL_LEN = 0xFFFFFFFF  # a string column's null
 NSLOTS = 4096  # threads that can be in an MPI-IO call at once on one host
 
-KINDS = ("call", "wait", "mpi", "phase")
+KINDS = ("call", "wait", "mpi", "phase", "type")
 #: the phases of a collective data call, as the library sees them: its communication before its first
 #: data exchange or I/O ('plan'), the data exchange between ranks ('exchange'), each read or write it
 #: makes ('io'), its synchronisation after them ('wait')
 PHASES = ("plan", "exchange", "io", "wait")
+#: the combiners of datatypes (a 'type' row's func: MPI_COMBINER_ and the name)
+COMBINERS = ("NAMED", "DUP", "CONTIGUOUS", "VECTOR", "HVECTOR", "INDEXED", "HINDEXED", "INDEXED_BLOCK",
+             "HINDEXED_BLOCK", "STRUCT", "SUBARRAY", "DARRAY", "RESIZED")
 #: every function the library logs, by its code in a record (the large-count ``_c`` bindings are logged
 #: under their name without ``_c``)
 FUNCS = (
@@ -63,13 +66,17 @@ FUNCS = (
     "MPI_Comm_dup", "MPI_Comm_split", "MPI_Comm_split_type", "MPI_Comm_create", "MPI_Comm_create_group",
     "MPI_Wait", "MPI_Test", "MPI_Waitall", "MPI_Waitany", "MPI_Waitsome", "MPI_Testall", "MPI_Testany",
     "MPI_Testsome",
+    *(f"MPI_COMBINER_{c}" for c in COMBINERS),
 )
 #: string columns, in the order their bytes follow each other (``error``: on its own, written at the end)
 STRINGS = ("file", "datatype", "hints", "amode", "etype", "filetype", "datarep", "whence", "op",
-           "type_issues", "members", "error")
+           "type_issues", "members", "type_ids", "integers", "addresses", "types", "error")
+#: the string columns that are lists of integers ("1,2,3"), and their type in the client log
+LISTS = {"members": pa.int32(), "type_ids": pa.int64(), "integers": pa.int64(), "addresses": pa.int64(),
+         "types": pa.int64()}
 #: nullable integer columns
 INTS = ("fid", "offset", "size", "count", "bytes", "coll_seq", "rid", "comm_id", "etype_extent", "extent",
-        "relative_offset", "file_size", "thread", "peer", "tag", "root")
+        "relative_offset", "file_size", "thread", "peer", "tag", "root", "type_id")
 #: bits of ``present``: which nullable columns a record has (the rest are null)
 PRESENT = (*INTS, "comm_size", "collective", "atomicity")
 #: bits of ``flags``: the boolean columns' values, and whether the call returned
@@ -163,14 +170,14 @@ def _strings(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> pa.Ar
         pa.array(valid).buffers()[1], null_count=int((~valid).sum())).cast(pa.string())
 
 
-def _int_lists(texts: pa.Array) -> pa.Array:
-    """Comma-separated integers ("0,2,4") as lists of int32 (null: an empty list), columnar."""
+def _int_lists(texts: pa.Array, kind: pa.DataType) -> pa.Array:
+    """Comma-separated integers ("0,2,4") as lists of ``kind`` (null: an empty list), columnar."""
     texts = pc.fill_null(texts, "")
     words = pc.split_pattern(texts, ",")
     lengths = pc.if_else(pc.equal(texts, ""), 0, pc.list_value_length(words)).to_numpy()
     values = pc.list_flatten(pc.filter(words, pc.not_equal(texts, "")))
     offsets = pa.array(np.r_[0, np.cumsum(lengths)], pa.int32())
-    return pa.ListArray.from_arrays(offsets, values.cast(pa.int32()))
+    return pa.ListArray.from_arrays(offsets, values.cast(kind))
 
 
 def _one_spelling(names: pa.Array) -> pa.Array:
@@ -212,7 +219,8 @@ def read_rank(rec_path: Path, dat_path: Path, clock: str) -> pa.Table:
         cols[name] = _strings(data, at, lengths)
         at = at + np.where(lengths != NULL_LEN, lengths, 0)
     cols["file"] = _one_spelling(cols["file"])
-    cols["members"] = _int_lists(cols["members"])
+    for name, kind in LISTS.items():
+        cols[name] = _int_lists(cols[name], kind)
     error = _strings(data, recs["error_at"].astype(np.int64), recs["len_error"])
     cols["error"] = pa.array(np.where(ended, error.to_numpy(zero_copy_only=False),
                                       "the call did not return: its process ended during it"), pa.string())

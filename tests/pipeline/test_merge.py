@@ -20,7 +20,7 @@ from callid_core.errors import InputError
 from callid_core.ids import Layout
 from callid_core.partlog import PartLog, combine_parts
 from callid_core.schema import file_metadata
-from callid_core.tables import MPI_ONLY
+from callid_core.tables import MPI_ONLY, TYPE_ONLY
 from callid_core.units import ranks_text
 from pipeline import clocks
 from pipeline.formatting import format_rows, stream_rows
@@ -116,8 +116,8 @@ def _columns(db, table):
 
 def test_merge_returns_row_counts(logs, tmp_path):
     counts = merge(str(logs[0]), str(logs[1]), str(tmp_path / "c.duckdb"))
-    assert counts == {"calls": 4, "waits": 0, "mpi_calls": 0, "rpcs": 1, "phases": 0, "server_ops": 8,
-                      "arrows": 6, "fanout": 4, "clocks": 4, "run": 18, "source_io": 0}
+    assert counts == {"calls": 4, "waits": 0, "mpi_calls": 0, "datatypes": 0, "rpcs": 1, "phases": 0,
+                      "server_ops": 8, "arrows": 6, "fanout": 4, "clocks": 4, "run": 18, "source_io": 0}
 
 
 def test_arrows_are_one_row_per_call_and_disk_operation_including_fan_in(merged):
@@ -204,7 +204,8 @@ def test_request_level_attribution_is_flagged_and_left_out_of_the_bytes(tmp_path
 def test_calls_rpcs_and_server_ops(merged):
     client_cols = [f.name for f in S.CLIENT_SCHEMA]
     call_cols = ["file_offset" if c == "offset" else c
-                 for c in client_cols[1:client_cols.index("server")] if c not in ("kind", *MPI_ONLY)]
+                 for c in client_cols[1:client_cols.index("server")]
+                 if c not in ("kind", *MPI_ONLY, *TYPE_ONLY)]
     at = call_cols.index("t_end") + 1
     assert _columns(merged, "calls") == ["callid", "callid_hex", "counter", *call_cols[:at], "dur_ns",
                                          "t_rel_ns", *call_cols[at:]]
@@ -516,7 +517,8 @@ def test_stats_and_sql_refuse_what_is_not_a_merged_database(logs, tmp_path):
 
 
 #: the tables a merge stores (the others are views over the logs it keeps)
-STORED = {"calls", "waits", "mpi_calls", "phases", "arrows", "fanout", "clocks", "run", "source_io"}
+STORED = {"calls", "waits", "mpi_calls", "datatypes", "phases", "arrows", "fanout", "clocks", "run",
+          "source_io"}
 
 
 def test_the_logs_are_kept_beside_the_database_not_copied_into_it(logs, merged):

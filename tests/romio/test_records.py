@@ -324,7 +324,8 @@ int main(int argc, char **argv) {
 def test_what_only_the_process_sees_of_its_datatypes_is_logged(tmp_path):
     """type_issues: a buffer's datatype with two blocks sharing bytes ('overlapping', on the write and
     the read: callid check's A411 judges the read), a filetype built from an absolute address
-    ('address': A412); nothing on a predefined buffer type or view."""
+    ('address': A412); nothing on a predefined buffer type or view. And every datatype once ('type' rows),
+    the calls naming theirs by id."""
     (tmp_path / "types.c").write_text(TYPES)
     exe = tmp_path / "types"
     subprocess.run([find_mpicc(), "-o", exe, tmp_path / "types.c"], check=True, capture_output=True)
@@ -333,3 +334,14 @@ def test_what_only_the_process_sees_of_its_datatypes_is_logged(tmp_path):
     assert calls[1:-1] == [("MPI_File_write_at", "overlapping"), ("MPI_File_read_at", "overlapping"),
                            ("MPI_File_read_at", None), ("MPI_File_set_view", "address"),
                            ("MPI_File_set_view", None)], calls
+    # each datatype logged once, at its first use, with its constructor's arguments (HDTrace's datatype map)
+    types = [(r["type_id"], r["func"], r["datatype"], r["size"], r["integers"], r["types"])
+             for r in rank.to_pylist() if r["kind"] == "type"]
+    assert types == [(1, "MPI_COMBINER_NAMED", "MPI_BYTE", 1, [], []),
+                     (2, "MPI_COMBINER_INDEXED", "indexed(MPI_BYTE)", 16, [2, 8, 8, 0, 4], [1]),
+                     (3, "MPI_COMBINER_NAMED", "MPI_INT", 4, [], []),
+                     (4, "MPI_COMBINER_HINDEXED", "hindexed(MPI_INT)", 16, [1, 4], [3])], types
+    (absolute,) = [r["addresses"] for r in rank.to_pylist() if r["type_id"] == 4]
+    assert len(absolute) == 1 and absolute[0] >= 1 << 32  # (the address of the program's array)
+    type_ids = [r["type_ids"] for r in rank.to_pylist() if r["kind"] == "call"]
+    assert type_ids[1:-1] == [[2], [2], [1], [3, 4], [1, 1]]
