@@ -165,7 +165,7 @@ CLIENT = Table("client", "one row per traced MPI call ('call'), completion ('wai
            "(callid: the call's; rank: the rank that made the operation; func: read or write; offset, size: "
            "the operation's; bytes: the call's bytes in it; src_t_start, src_t_end: its times in the job; "
            "inferred: 'link', or 'link,ambiguous' when it fits several calls' windows; t_start, t_end: "
-           "when the replay logged it); 'type': one datatype of the rank's MPI-IO calls, logged once, at its "
+           "when the replay logged it); 'type': one datatype of the rank's calls, logged once, at its "
            "first use (HDTrace's datatype map): type_id, func its combiner (MPI_COMBINER_VECTOR, ...; "
            "MPI_COMBINER_NAMED: a predefined type), datatype its description, integers, addresses and "
            "types its constructor's arguments, size, extent", nullable=False, default="call"),
@@ -211,9 +211,9 @@ CLIENT = Table("client", "one row per traced MPI call ('call'), completion ('wai
            "MPI_COMM_WORLD ranks of the communicator it made on this rank, in its rank order, whose size "
            "and id are the row's comm_size and comm_id (a rank that made none, MPI_COMM_NULL, logs no row; "
            "other rows: empty)", nullable=False, default=()),
-    Column("type_ids", pa.list_(pa.int64()), "MPI-IO call: the rank's ids of the datatypes it passed (kind "
-           "'type' rows), in the order datatype, or etype then filetype (set_view)", nullable=False,
-           default=()),
+    Column("type_ids", pa.list_(pa.int64()), "call (and call without I/O, kind 'mpi'): the rank's ids of "
+           "the datatypes it passed (kind 'type' rows), in the order datatype, or etype then filetype "
+           "(set_view)", nullable=False, default=()),
     Column("type_id", pa.int64(), "kind 'type': the id of the datatype described, the rank's (1, 2, ... in "
            "the order of first use; a type's parts before it)"),
     Column("integers", pa.list_(pa.int64()), "kind 'type': the integer arguments of its constructor, as "

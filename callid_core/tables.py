@@ -94,10 +94,10 @@ MPI_CALLS = Table("mpi_calls", "one row per MPI call without I/O on MPI_COMM_WOR
                   "get_group's end, and t_end)",
                   _times([
     *_client("rank", "thread", "clock", "func", "comm_size", "comm_id", "collective", "peer", "tag", "root",
-             "members", "count", "datatype", "size", "rid", "t_start", "t_end"),
+             "members", "count", "datatype", "type_ids", "size", "rid", "t_start", "t_end"),
 ]))
 
-DATATYPES = Table("datatypes", "one row per datatype of each rank's MPI-IO calls, logged once at its first "
+DATATYPES = Table("datatypes", "one row per datatype of each rank's calls, logged once at its first "
                   "use (HDTrace's datatype map): the calls' type_ids name them; a derived type's parts "
                   "are rows too, named by its types", [
     *_client("rank", "type_id", "func", "datatype", "size", "extent", "integers", "addresses", "types",

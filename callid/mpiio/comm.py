@@ -33,6 +33,7 @@ CallHook = Callable[[str, int, int, int, bool, dict], None]
 _hook: CallHook | None = None
 _world: MPI.Intracomm | None = None
 _rids: Iterator[int] = iter(())
+_types: Callable[..., list[int]] = lambda *dtypes: []  # noqa: E731
 _BaseRequest = MPI.Request
 
 #: the collective operations of an intracommunicator that are traced (both the buffer and the
@@ -117,7 +118,8 @@ def _data(buf: Any) -> dict:
         _view, count, dtype = buffer_spec(buf)
     except (TypeError, ValueError):
         return {}
-    return {"count": count, "datatype": type_name(dtype), "size": count * dtype.Get_size()}
+    return {"count": count, "datatype": type_name(dtype), "size": count * dtype.Get_size(),
+            "type_ids": _types(dtype)}
 
 
 def _collective(name: str) -> Callable[..., Any]:
@@ -320,11 +322,11 @@ for _name in CONSTRUCTORS:
         setattr(TracedComm, _name, _constructor(_name))
 
 
-def install(hook: CallHook, rids: Iterator[int]) -> None:
+def install(hook: CallHook, rids: Iterator[int], types: Callable[..., list[int]]) -> None:
     """Trace ``MPI.COMM_WORLD``'s collectives (and those of communicators made from it) into ``hook``;
-    ``rids``: the request ids of the rank."""
-    global _hook, _world, _rids
-    _hook, _rids = hook, rids
+    ``rids``: the request ids of the rank; ``types``: the ids of datatypes (``TypeLog.ids``)."""
+    global _hook, _world, _rids, _types
+    _hook, _rids, _types = hook, rids, types
     if _world is None:
         _world = MPI.COMM_WORLD
         MPI.COMM_WORLD = TracedComm(_world)

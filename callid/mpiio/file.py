@@ -270,7 +270,7 @@ def install(tracer: Tracer) -> None:
     _threads.clear()
     _thread()  # (this thread: 0)
     MPI.File = TracedFile
-    traced_comm.install(_mpi_call, tracer.rids)
+    traced_comm.install(_mpi_call, tracer.rids, tracer.types.ids)
 
 
 def uninstall() -> None:

@@ -899,7 +899,7 @@ typedef struct pending {
     /* a point-to-point request (MPI_Isend, MPI_Irecv, ...; its completion is an 'mpi' row): its
      * communicator, peer, tag (INT32_MIN: none), count, datatype's size and description */
     int message, comm_size, peer, tag;
-    int64_t comm_id, count, tsize;
+    int64_t comm_id, count, tsize, type_id;
     char *datatype;
 } pending;
 static pending *requests;
@@ -916,7 +916,7 @@ static void remember(call_t *c, MPI_Request *req) {
     set_int(c, &c->r.rid, P_RID, __atomic_add_fetch(&S.rids, 1, __ATOMIC_RELAXED));
     pending *p = malloc(sizeof *p);
     *p = (pending){*req, NULL, c->r.callid, c->index, c->r.rid, c->r.fid, c->r.func,
-                   c->str[S_FILE] ? strdup(c->str[S_FILE]) : NULL, req, 0, 0, 0, 0, 0, 0, 0, NULL};
+                   c->str[S_FILE] ? strdup(c->str[S_FILE]) : NULL, req, 0, 0, 0, 0, 0, 0, 0, 0, NULL};
     push_request(p);
 }
 
@@ -998,6 +998,7 @@ static void log_message_done(pending *p, int func, int64_t t0, MPI_Status *st) {
         set_int(&c, &c.r.count, P_COUNT, count);
         set_int(&c, &c.r.size, P_SIZE, count * p->tsize);
         set_str(&c, S_DATATYPE, p->datatype);
+        if (p->type_id) own_str(&c, S_TYPE_IDS, ints_text(&p->type_id, 1));
     }
     call_end(&c, MPI_SUCCESS);
     free(p->datatype);
@@ -1506,6 +1507,7 @@ static void mpi_describe(call_t *c, int func, MPI_Comm comm, int64_t t0, mpi_arg
         set_int(c, &c->r.count, P_COUNT, (int64_t)a.count);
         set_int(c, &c->r.size, P_SIZE, (int64_t)(a.count * tsize));
         own_str(c, S_DATATYPE, type_text(a.type));
+        type_ids(c, &a.type, 1);
     }
 }
 
@@ -1526,6 +1528,7 @@ static void message_issued(int func, MPI_Comm comm, int64_t t0, mpi_args_t a, co
     if (a.type != MPI_DATATYPE_NULL) PMPI_Type_size_c(a.type, &tsize);
     *p = (pending){*req, NULL, S.sentinel, ~0ull, c.r.rid, 0, func, NULL, req, 1, c.r.comm_size, a.peer, a.tag,
                    c.r.comm_id, (c.r.present & P_COUNT) ? c.r.count : INT64_MIN, (int64_t)tsize,
+                   a.type != MPI_DATATYPE_NULL ? type_id(a.type) : 0,
                    c.str[S_DATATYPE] ? strdup(c.str[S_DATATYPE]) : NULL};
     push_request(p);
     call_end(&c, MPI_SUCCESS);

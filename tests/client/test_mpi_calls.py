@@ -78,6 +78,11 @@ def test_point_to_point_and_collective_details_are_logged(tmp_path):
     assert pairs == [(0, "MPI_Isend", "MPI_Wait"), (0, "MPI_Isend", "MPI_Waitall"),
                      (0, "MPI_Isend", "MPI_Waitall"), (1, "MPI_Irecv", "MPI_Wait"),
                      (1, "MPI_Irecv", "MPI_Testall"), (1, "MPI_Irecv", "MPI_Testall")]
+    # a call's datatype by its id, each logged once per rank (a pickled object's: none)
+    named = run.q("SELECT DISTINCT m.datatype = t.datatype FROM mpi_calls m JOIN datatypes t "
+                  "ON t.rank = m.rank AND t.type_id = m.type_ids[1] WHERE m.datatype IS NOT NULL")
+    assert named == [(True,)]
+    assert run.q("SELECT count(*) FROM mpi_calls WHERE datatype IS NOT NULL AND len(type_ids) <> 1") == [(0,)]
     # the communicators made: their MPI_COMM_WORLD ranks in their order, and their ids on the calls on them
     made = run.q("SELECT rank, comm_size, members, comm_id FROM mpi_calls WHERE func = 'MPI_Comm_split' "
                  "ORDER BY rank, t_start")

@@ -283,9 +283,11 @@ def test_point_to_point_and_collective_details_are_logged(tmp_path):
                            ("MPI_Irecv", False, 0, 11, None, 8, "MPI_SHORT", 16),
                            ("MPI_Testall", False, 0, 10, None, 5, "MPI_SHORT", 10),  # (what each received)
                            ("MPI_Testall", False, 0, 11, None, 2, "MPI_SHORT", 4)]
-    for table in ranks.values():  # (each completion has its request's id)
-        rids = [(r["func"], r["rid"]) for r in table.to_pylist() if r["rid"] is not None]
-        assert [rid for _, rid in rids[:2]] == [1, 1] and [rid for _, rid in rids[2:]] == [2, 3, 2, 3], rids
+    for table in ranks.values():  # (each completion has its request's id, and its datatype's)
+        rids = [(r["func"], r["rid"], r["type_ids"]) for r in table.to_pylist() if r["rid"] is not None]
+        assert [rid for _, rid, _ in rids] == [1, 1, 2, 3, 2, 3], rids
+        types = {r["type_id"]: r["datatype"] for r in table.to_pylist() if r["kind"] == "type"}
+        assert [types[ids[0]] for _, _, ids in rids] == ["MPI_DOUBLE"] * 2 + ["MPI_SHORT"] * 4
     made = {rank: [(r["comm_size"], r["members"], r["comm_id"]) for r in table.to_pylist()
                    if r["func"] == "MPI_Comm_split"] for rank, table in ranks.items()}
     assert [m[:2] for m in made[0]] == [(2, [1, 0]), (1, [0])] and [m[:2] for m in made[1]] == [(2, [1, 0])]
