@@ -71,9 +71,8 @@ FUNCS = (
 #: string columns, in the order their bytes follow each other (``error``: on its own, written at the end)
 STRINGS = ("file", "datatype", "hints", "amode", "etype", "filetype", "datarep", "whence", "op",
            "type_issues", "members", "type_ids", "integers", "addresses", "types", "error")
-#: the string columns that are lists of integers ("1,2,3"), and their type in the client log
-LISTS = {"members": pa.int32(), "type_ids": pa.int64(), "integers": pa.int64(), "addresses": pa.int64(),
-         "types": pa.int64()}
+#: the string columns that are lists of integers ("1,2,3") in the client log
+LISTS = ("members", "type_ids", "integers", "addresses", "types")
 #: nullable integer columns
 INTS = ("fid", "offset", "size", "count", "bytes", "coll_seq", "rid", "comm_id", "etype_extent", "extent",
         "relative_offset", "file_size", "thread", "peer", "tag", "root", "type_id")
@@ -219,8 +218,8 @@ def read_rank(rec_path: Path, dat_path: Path, clock: str) -> pa.Table:
         cols[name] = _strings(data, at, lengths)
         at = at + np.where(lengths != NULL_LEN, lengths, 0)
     cols["file"] = _one_spelling(cols["file"])
-    for name, kind in LISTS.items():
-        cols[name] = _int_lists(cols[name], kind)
+    for name in LISTS:
+        cols[name] = _int_lists(cols[name], CLIENT.schema.field(name).type.value_type)
     error = _strings(data, recs["error_at"].astype(np.int64), recs["len_error"])
     cols["error"] = pa.array(np.where(ended, error.to_numpy(zero_copy_only=False),
                                       "the call did not return: its process ended during it"), pa.string())
