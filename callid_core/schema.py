@@ -234,7 +234,8 @@ CLIENT = Table("client", "one row per traced MPI call ('call'), completion ('wai
     Column("datarep", pa.string(), "set_view: the data representation"),
     Column("type_issues", pa.string(), "what the tracer found wrong in the call's datatypes that only the "
            "process can see, comma-separated: 'overlapping' (a data access: the buffer's datatype, its count "
-           "copies, holds some bytes more than once), 'address' (set_view: a block of the etype or the "
+           "copies, holds some bytes more than once; set_view: the etype does), 'address' (set_view: a block "
+           "of the etype or the "
            "filetype lies at an address of the process's memory above 4 GiB: built from absolute addresses); "
            "null: none"),
     Column("whence", pa.string(), "seek: 'SET', 'CUR' or 'END' (MPI_SEEK_*)"),

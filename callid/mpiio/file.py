@@ -97,12 +97,12 @@ def _view(rec: Record, args: tuple) -> None:
     if isinstance(etype, MPI.Datatype) and etype != MPI.DATATYPE_NULL:
         rec.etype_extent = etype.Get_extent()[1]
     try:
-        flat = flatten(filetype)
-        absolute = at_addresses(flat, flatten(etype))
+        flat, eflat = flatten(filetype), flatten(etype)
     except MPI.Exception:  # (a bad type: the call will say so)
         return
     rec.extent = flat.extent
-    rec.type_issues = "address" if absolute else None
+    issues = ("address", at_addresses(flat, eflat)), ("overlapping", overlapping(eflat, 1))
+    rec.type_issues = ",".join(name for name, found in issues if found) or None
     if flat.runs:
         rec.region_offsets, rec.region_lengths = (list(r) for r in zip(*flat.runs))
 

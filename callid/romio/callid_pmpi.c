@@ -1214,8 +1214,11 @@ int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Data
         free(off);
         free(len);
     }
-    if ((etype != MPI_DATATYPE_NULL && at_address(etype)) || (filetype != MPI_DATATYPE_NULL && at_address(filetype)))
-        set_str(&c, S_TYPE_ISSUES, "address");
+    int absolute = (etype != MPI_DATATYPE_NULL && at_address(etype)) ||
+                   (filetype != MPI_DATATYPE_NULL && at_address(filetype));
+    int twice = etype != MPI_DATATYPE_NULL && overlapping(etype, 1);  /* (the etype holds a byte twice) */
+    if (absolute || twice) set_str(&c, S_TYPE_ISSUES, absolute && twice ? "address,overlapping" : absolute ? "address"
+                                                      : "overlapping");
     call_publish(&c);
     int err = NEXT(PMPI_File_set_view)(fh, disp, etype, filetype, datarep, info);
     fstate *f = file_of(fh);

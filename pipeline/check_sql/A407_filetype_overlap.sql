@@ -1,23 +1,26 @@
 -- severity: error
 -- marmot: 5.3 File views
--- title: a view with overlapping filetype blocks on a file opened for writing
--- rule: MPI 3.1 13.3: on a file opened for writing, the filetype must not specify overlapping regions
--- columns: calls.func, calls.region_offsets, calls.region_lengths, calls.extent (set_view), calls.amode
+-- title: a view with overlapping etype or filetype blocks on a file opened for writing
+-- rule: MPI 3.1 13.3: on a file opened for writing, neither the etype nor the filetype may specify overlapping regions
+-- columns: calls.func, calls.region_offsets, calls.region_lengths, calls.extent (set_view), calls.type_issues ('overlapping': the etype's, found by the tracer), calls.amode
 -- needs: views, opens
 -- The filetype tiles the file every extent bytes: its blocks overlap when two of one tile share
 -- bytes, or when a block of tile 0 shares bytes with a block of a later tile (shifted by k extents:
 -- it reaches past the extent). The latter is decided on the blocks wrapped onto [0, extent) (a
 -- block crossing it is cut in two): the tiles overlap exactly when the wrapped blocks do, or a
--- block is longer than the extent. Only set_view on files opened WRONLY or RDWR. One finding per
--- set_view (all its ranks: its coll_seq).
-WITH views AS (
+-- block is longer than the extent. The etype's typemap is the program's alone: its tracer says
+-- whether it overlaps. Only set_view on files opened WRONLY or RDWR. One finding per set_view (all
+-- its ranks: its coll_seq).
+WITH written AS (
     SELECT c.rank, c.callid, c.func, c.file, c.coll_seq, c.t_start, c.region_offsets AS offs,
-           c.region_lengths AS lens, c.extent,
+           c.region_lengths AS lens, c.extent, c.etype,
+           list_contains(string_split(c.type_issues, ','), 'overlapping') AS etype_overlaps,
            row_number() OVER (ORDER BY c.rank, c.t_start, c.callid) AS rn
     FROM calls c
     JOIN calls o ON o.func = 'MPI_File_open' AND o.rank = c.rank AND o.fid = c.fid
-    WHERE c.func = 'MPI_File_set_view' AND len(c.region_offsets) > 0
-      AND list_has_any(string_split(o.amode, ','), ['WRONLY', 'RDWR'])
+    WHERE c.func = 'MPI_File_set_view' AND list_has_any(string_split(o.amode, ','), ['WRONLY', 'RDWR'])
+), views AS (
+    SELECT * FROM written WHERE len(offs) > 0
 ), blocks AS (
     SELECT rn, extent, unnest(offs) AS o, unnest(lens) AS n, generate_subscripts(offs, 1) AS i
     FROM views
@@ -58,12 +61,18 @@ WITH views AS (
            END
     FROM on_circle
     WHERE s < reach AND q <> p.q
-), bad AS (
-    SELECT v.rank, v.callid, v.func, v.file, v.coll_seq, v.t_start, v.rn,
+), found AS (
+    SELECT v.rank, v.callid, v.func, v.file, v.coll_seq, v.t_start, v.rn, 0 AS pass,
            'filetype of ' || len(v.offs) || CASE WHEN len(v.offs) = 1 THEN ' block' ELSE ' blocks' END
            || ', extent ' || v.extent || ': ' || c.why AS why
     FROM views v
     JOIN (SELECT rn, arg_min(why, (pass, i)) AS why FROM clash GROUP BY rn) c USING (rn)
+    UNION ALL
+    SELECT rank, callid, func, file, coll_seq, t_start, rn, 1,
+           'the etype ' || coalesce(etype, '?') || ' holds some bytes more than once' AS why
+    FROM written WHERE etype_overlaps
+), bad AS (  -- (one reason per set_view: the filetype's first)
+    SELECT * FROM found QUALIFY row_number() OVER (PARTITION BY rn ORDER BY pass) = 1
 )
 SELECT list(rank ORDER BY rank) AS ranks, list(callid ORDER BY rank) AS callids,
        list(func ORDER BY rank) AS funcs, any_value(file) AS file,
