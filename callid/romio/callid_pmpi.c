@@ -723,9 +723,10 @@ static char *ints_text(const int64_t *v, int64_t n) {
 }
 
 /* the rank's id of datatype t (1, 2, ...); at its first use, its row and its parts' are logged. A type is
- * known by its handle and its description (a freed type's handle may be another type's later). */
-static int64_t type_id(MPI_Datatype t) {
-    char *text = type_text(t);
+ * known by its handle and its description (a freed type's handle may be another type's later); known: the
+ * description the caller already made (NULL: made here) */
+static int64_t type_id(MPI_Datatype t, const char *known) {
+    char *text = known ? strdup(known) : type_text(t);
     uint64_t h = text_hash(text);
     int64_t id = 0;
     pthread_mutex_lock(&types_mu);
@@ -749,7 +750,7 @@ static int64_t type_id(MPI_Datatype t) {
     for (int i = 0; i < (int)(sizeof combiners / sizeof *combiners); i++)
         if (combiners[i] == combiner) c.r.func = (uint16_t)(F_COMBINER_NAMED + i);
     for (int i = 0; i < nd; i++) {
-        wide[i] = type_id(parts[i]);
+        wide[i] = type_id(parts[i], NULL);
         int ci, ca, cd, cc;
         PMPI_Type_get_envelope(parts[i], &ci, &ca, &cd, &cc);
         if (cc != MPI_COMBINER_NAMED) PMPI_Type_free(&parts[i]);  /* (get_contents made it) */
@@ -782,11 +783,12 @@ static int64_t type_id(MPI_Datatype t) {
     return id;
 }
 
-/* a call's type_ids: the ids of the n datatypes it passed, as "1,2" */
-static void type_ids(call_t *c, const MPI_Datatype *t, int n) {
+/* a call's type_ids: the ids of the n datatypes it passed (text: their descriptions, in the call's
+ * strings), as "1,2" */
+static void type_ids(call_t *c, const MPI_Datatype *t, const char *const *text, int n) {
     int64_t ids[2];
     int k = 0;
-    for (int i = 0; i < n && k < 2; i++) if (t[i] != MPI_DATATYPE_NULL) ids[k++] = type_id(t[i]);
+    for (int i = 0; i < n && k < 2; i++) if (t[i] != MPI_DATATYPE_NULL) ids[k++] = type_id(t[i], text[i]);
     own_str(c, S_TYPE_IDS, ints_text(ids, k));
 }
 
@@ -855,7 +857,7 @@ static void access_begin(call_t *c, int func, MPI_File fh, int where, MPI_Offset
     set_int(c, &c->r.count, P_COUNT, (int64_t)count);
     set_int(c, &c->r.size, P_SIZE, (int64_t)count * tsize);
     own_str(c, S_DATATYPE, type_text(dt));
-    type_ids(c, &dt, 1);
+    type_ids(c, &dt, &c->str[S_DATATYPE], 1);
     if (overlapping(dt, count)) set_str(c, S_TYPE_ISSUES, "overlapping");
     fstate *f = file_of(fh);
     MPI_Offset pos = off;
@@ -1196,7 +1198,8 @@ int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Data
     own_str(&c, S_ETYPE, type_text(etype));
     own_str(&c, S_FILETYPE, type_text(filetype));
     MPI_Datatype both[2] = {etype, filetype};
-    type_ids(&c, both, 2);
+    const char *texts[2] = {c.str[S_ETYPE], c.str[S_FILETYPE]};
+    type_ids(&c, both, texts, 2);
     set_str(&c, S_DATAREP, datarep);
     own_str(&c, S_HINTS, hints_text(info));
     MPI_Count lb, extent;
@@ -1510,7 +1513,7 @@ static void mpi_describe(call_t *c, int func, MPI_Comm comm, int64_t t0, mpi_arg
         set_int(c, &c->r.count, P_COUNT, (int64_t)a.count);
         set_int(c, &c->r.size, P_SIZE, (int64_t)(a.count * tsize));
         own_str(c, S_DATATYPE, type_text(a.type));
-        type_ids(c, &a.type, 1);
+        type_ids(c, &a.type, &c->str[S_DATATYPE], 1);
     }
 }
 
@@ -1531,7 +1534,7 @@ static void message_issued(int func, MPI_Comm comm, int64_t t0, mpi_args_t a, co
     if (a.type != MPI_DATATYPE_NULL) PMPI_Type_size_c(a.type, &tsize);
     *p = (pending){*req, NULL, S.sentinel, ~0ull, c.r.rid, 0, func, NULL, req, 1, c.r.comm_size, a.peer, a.tag,
                    c.r.comm_id, (c.r.present & P_COUNT) ? c.r.count : INT64_MIN, (int64_t)tsize,
-                   a.type != MPI_DATATYPE_NULL ? type_id(a.type) : 0,
+                   a.type != MPI_DATATYPE_NULL ? type_id(a.type, c.str[S_DATATYPE]) : 0,
                    c.str[S_DATATYPE] ? strdup(c.str[S_DATATYPE]) : NULL};
     push_request(p);
     call_end(&c, MPI_SUCCESS);

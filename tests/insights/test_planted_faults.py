@@ -72,8 +72,7 @@ def test_the_slowest_call_of_a_run_with_a_slow_disk_spent_its_time_on_it(slow_di
     _adds_up(result)
     assert result["call"]["func"].startswith("MPI_File_") and result["call"]["collective_ranks"] == 4
     verdict = result["verdict"]
-    # (the slow disk's share: most of the call on a quiet machine; a loaded one adds to the ranks' own time)
-    assert (verdict["kind"], verdict["who"]) == ("disk", "io1") and verdict["share"] > 0.4, verdict
+    assert (verdict["kind"], verdict["who"]) == ("disk", "io1") and verdict["share"] > 0.5, verdict
     requests = [p for p in result["critical_path"] if p["kind"] == "request" and p["server"] == "io1"]
     assert requests and all(p["server_side"]["last_disk_op"]["dur_ns"] >= 10 * 2e6 * 0.999 for p in requests)
     every = [api.why(slow_disk.db, c) for (c,) in slow_disk.q("SELECT callid_hex FROM calls")]
