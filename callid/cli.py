@@ -293,6 +293,10 @@ def run(
     trace_mpi: Annotated[bool, typer.Option(
         "--trace-mpi/--no-trace-mpi", help="log the collective MPI calls without I/O, e.g. MPI_Barrier "
         "(off: the consistency-race check D502 is not decidable)")] = True,
+    trace_nested: Annotated[bool, typer.Option(
+        "--trace-nested/--no-trace-nested", help="log the MPI calls the MPI-IO makes inside each traced call "
+        "(table nested_calls, with the call's CallID): ROMIO's communication with --mpi-io romio, callid's "
+        "own MPI-IO's collectives otherwise; HDTrace's nested calls")] = False,
     mpi_io: Annotated[MpiIo | None, typer.Option(
         "--mpi-io", help="the MPI-IO the calls go through: callid's own (Python "
         "programs) or the MPI library's, ROMIO (any program: an interposition library stamps its MPI_File "
@@ -339,7 +343,7 @@ def run(
                       timeout=timeout, stdout_to_stderr=as_json, fs=str(fs) if fs else "",
                       mpi_io=mpi_io, mpicc=mpicc, payload=payload,
                       server_layers=parse_layers(server_layers, "--server-layers"), flush_rows=flush_rows,
-                      trace_hints=trace_hints, trace_mpi=trace_mpi)
+                      trace_hints=trace_hints, trace_mpi=trace_mpi, trace_nested=trace_nested)
     result = _run_traced(opts)
     if as_json:
         _echo_json({"out_dir": result.out, "client": result.client, "server": result.server,
@@ -718,9 +722,10 @@ def merge(
     if as_json:
         _echo_json({"output": str(output), **summary, "warnings": warnings})
         return
-    # (a table only some runs have is said when it has rows: source_io a replay's, datatypes a traced run's)
+    # (a table only some runs have is said when it has rows: source_io a replay's, datatypes a traced run's,
+    # nested_calls a run's with --trace-nested)
     counts = ", ".join(f"{v} {k}" for k, v in summary.items()
-                       if isinstance(v, int) and (v or k not in ("source_io", "datatypes")))
+                       if isinstance(v, int) and (v or k not in ("source_io", "datatypes", "nested_calls")))
     typer.echo(f"callid: wrote {output} ({counts})")
     for warning in warnings:
         typer.echo(f"callid: warning: {warning}", err=True)

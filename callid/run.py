@@ -77,8 +77,9 @@ class RunOptions:
     server_events: bool = True  # False: servers log nothing (bench/ only)
     server_layers: list[str] = field(default_factory=lambda: list(SERVER_LAYERS))  # the event mask
     flush_rows: int = defaults.DEFAULT_FLUSH_ROWS  # rows a log part holds before it is written (1: each)
-    trace_hints: bool = True  # the tracers' switches (Config.trace_hints, trace_mpi)
+    trace_hints: bool = True  # the tracers' switches (Config.trace_hints, trace_mpi, trace_nested)
     trace_mpi: bool = True
+    trace_nested: bool = False
     launcher: str = "callid.launch"  # the module each rank runs (target: its arguments)
     source: str = ""  # what the run replays (the client log's callid.source metadata)
     source_notes: list[str] = field(default_factory=list)  # what the replay says of it (callid.source_notes)
@@ -235,7 +236,7 @@ def make_config(opts: RunOptions, out: Path, secret_file: Path | None = None) ->
         faults=faults_to_json(faults),
         client_events=opts.client_events, server_events=opts.server_events,
         server_layers=list(opts.server_layers), flush_rows=opts.flush_rows, trace_hints=opts.trace_hints,
-        trace_mpi=opts.trace_mpi,
+        trace_mpi=opts.trace_mpi, trace_nested=opts.trace_nested,
     )
 
 
@@ -433,7 +434,8 @@ def fs_run_config(opts: RunOptions, out: Path) -> Config:
     return replace(fs, run_id=uuid.uuid4().hex[:12], trace_dir=str((out / "parts").resolve()),
                    mount=[os.path.abspath(m) for m in opts.mount], callid=opts.callid, small_io=opts.small_io,
                    ranks_per_host=opts.ranks_per_host, client_events=opts.client_events, mpi_io=mpi_io(opts),
-                   flush_rows=opts.flush_rows, trace_hints=opts.trace_hints, trace_mpi=opts.trace_mpi)
+                   flush_rows=opts.flush_rows, trace_hints=opts.trace_hints, trace_mpi=opts.trace_mpi,
+                   trace_nested=opts.trace_nested)
 
 
 class RunningServers:
@@ -600,7 +602,7 @@ def _run_ranks(opts: RunOptions, config: Config, config_path: Path, parts: Path)
     if romio:
         cmd, more = romio_launch.command(opts.target, opts.np, find_mpiexec(), config_path, parts,
                                          opts.mount[0], opts.callid_layout, opts.callid, opts.mpicc,
-                                         hints=opts.trace_hints, mpi=opts.trace_mpi,
+                                         hints=opts.trace_hints, mpi=opts.trace_mpi, nested=opts.trace_nested,
                                          straggle=straggles(faults_from_json(config.faults)))
         env.update(more)
     else:

@@ -139,9 +139,11 @@ class Config:
     server_events: bool = True
     # The tracers' switches (HDTrace's wrapper has them): the hints of open, set_view, set_info and delete
     # (MPI_Info) logged; the collective MPI calls without I/O (mpi_calls) logged.  Off, the checks that
-    # need them are not decidable from the run (callid_core.evidence.SWITCHED).
+    # need them are not decidable from the run (callid_core.evidence.SWITCHED).  The MPI calls the MPI-IO
+    # makes inside a traced call (nested_calls) logged: off by default, as HDTrace's HDTRACE_NESTED.
     trace_hints: bool = True
     trace_mpi: bool = True
+    trace_nested: bool = False
     # The server event layers logged at the start (the thesis' event mask; SERVER_LAYERS: all); a
     # server's mask changes at run time by request (event_mask), which logs an event of its own.
     server_layers: list[str] = field(default_factory=lambda: list(SERVER_LAYERS))

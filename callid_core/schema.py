@@ -47,7 +47,9 @@ __all__ = [
 #: 10: the client log says what the tracer found wrong in a call's datatypes (``type_issues``) and the
 #: communicators the ranks made, with their members (``members``), and each datatype of a rank's calls once
 #: (kind 'type': ``type_id``, ``integers``, ``addresses``, ``types``; the calls' ``type_ids``).
-SCHEMA_VERSION = "10"
+#: 11: the client log has the MPI calls made inside a traced MPI call when the run logs them (kind
+#: 'nested', ``depth``).
+SCHEMA_VERSION = "11"
 
 # Key/value metadata every log file carries (bytes keys, as Parquet stores them).
 META_SCHEMA_VERSION = "callid.schema_version"
@@ -168,7 +170,10 @@ CLIENT = Table("client", "one row per traced MPI call ('call'), completion ('wai
            "when the replay logged it); 'type': one datatype of the rank's calls, logged once, at its "
            "first use (HDTrace's datatype map): type_id, func its combiner (MPI_COMBINER_VECTOR, ...; "
            "MPI_COMBINER_NAMED: a predefined type), datatype its description, integers, addresses and "
-           "types its constructor's arguments, size, extent", nullable=False, default="call"),
+           "types its constructor's arguments, size, extent; 'nested': an MPI call the MPI-IO made inside "
+           "the traced call whose CallID the row has (HDTrace's nested calls, logged when the run's "
+           "--trace-nested is on): its depth and what an 'mpi' row says of it", nullable=False,
+           default="call"),
     Column("func", pa.string(), "MPI function, e.g. MPI_File_write_at", nullable=False),
     Column("file", pa.string(), "the file's name in one spelling (ROMIO's prefix such as pvfs2: removed, "
            ". and // resolved; absolute for a traced Python program)"),
@@ -206,6 +211,8 @@ CLIENT = Table("client", "one row per traced MPI call ('call'), completion ('wai
            "received)"),
     Column("root", pa.int32(), "rooted collective without I/O (MPI_Bcast, MPI_Gather, MPI_Scatter, "
            "MPI_Reduce): the root, in the call's communicator"),
+    Column("depth", pa.int32(), "kind 'nested': how deep inside the program's MPI call it was made (1: by "
+           "the call itself)"),
     Column("members", pa.list_(pa.int32()), "communicator constructor (MPI_Comm_dup, MPI_Comm_split, "
            "MPI_Comm_split_type, MPI_Comm_create, MPI_Comm_create_group; kind 'mpi', collective): the "
            "MPI_COMM_WORLD ranks of the communicator it made on this rank, in its rank order, whose size "

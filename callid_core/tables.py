@@ -17,8 +17,8 @@ __all__ = ["DERIVED", "MERGED", "MPI_ONLY", "RPC_ONLY", "TYPE_ONLY", "reference_
 
 #: client log columns that only ``kind = 'rpc'`` rows fill (and ``op``: the name of a phase)
 RPC_ONLY = ("server", "op", "req_seq", "t_recv", "t_send", "callids")
-#: client log columns that only ``kind = 'mpi'`` rows fill
-MPI_ONLY = ("peer", "tag", "root", "members")
+#: client log columns that only ``kind = 'mpi'`` and ``kind = 'nested'`` rows fill
+MPI_ONLY = ("peer", "tag", "root", "depth", "members")
 #: client log columns that only ``kind = 'type'`` rows fill
 TYPE_ONLY = ("type_id", "integers", "addresses", "types")
 _ALIGNED = " (on the reference clock)"
@@ -95,6 +95,16 @@ MPI_CALLS = Table("mpi_calls", "one row per MPI call without I/O on MPI_COMM_WOR
                   _times([
     *_client("rank", "thread", "clock", "func", "comm_size", "comm_id", "collective", "peer", "tag", "root",
              "members", "count", "datatype", "type_ids", "size", "rid", "t_start", "t_end"),
+]))
+
+NESTED_CALLS = Table("nested_calls", "one row per MPI call the MPI-IO made inside a traced call, when the "
+                     "run logged them (callid run --trace-nested; HDTrace's nested calls), ordered by start: "
+                     "ROMIO's communication (point to point, collectives, completions) on --mpi-io romio, "
+                     "callid's own MPI-IO's collectives on the file's communicator otherwise", _times([
+    Column("callid", pa.uint64(), "CallID of the traced call it was made in (null: not stamped)"),
+    CALLID_HEX,
+    *_client("rank", "thread", "clock", "func", "depth", "comm_size", "comm_id", "collective", "peer", "tag",
+             "root", "count", "datatype", "size", "t_start", "t_end"),
 ]))
 
 DATATYPES = Table("datatypes", "one row per datatype of each rank's calls, logged once at its first "
@@ -263,8 +273,8 @@ SOURCE_IO = Table("source_io", "a replay of a Darshan log with both DXT layers: 
 ])
 
 #: every table and view of a merged database, in the order they are documented
-MERGED = {t.name: t for t in (CALLS, WAITS, MPI_CALLS, DATATYPES, RPCS, PHASES, SERVER_OPS, ARROWS, FANOUT,
-                              CLOCKS, RUN, EVENTS, SOURCE_IO)}
+MERGED = {t.name: t for t in (CALLS, WAITS, MPI_CALLS, NESTED_CALLS, DATATYPES, RPCS, PHASES, SERVER_OPS,
+                              ARROWS, FANOUT, CLOCKS, RUN, EVENTS, SOURCE_IO)}
 
 
 def _type(t: pa.DataType) -> str:

@@ -7,11 +7,11 @@ the Parquet logs (hash joins, out of core), never as Python loops over rows.
 The events stay where they are, columnar: a merged output keeps the logs themselves (hard
 links, or copies on another file system) and its views put their times on the reference
 clock when read (``rpcs``, ``server_ops``, ``events``).  Only what is derived is stored, as
-Parquet: the client's tables (``calls``, ``waits``, ``mpi_calls``, ``phases``), ``arrows`` and
-``fanout``; and ``clocks`` and ``run``.  (Rewriting every event into DuckDB's storage cost more
-than the rest of the merge; Parquet takes a third less time to write than a DuckDB table and
-reads as fast.)  The layout of an output, and how readers open it: :mod:`pipeline.merged`.  Outputs
-are written under temporary names and renamed only on success.
+Parquet: the client's tables (``calls``, ``waits``, ``mpi_calls``, ``nested_calls``, ``datatypes``,
+``phases``), ``arrows`` and ``fanout``; and ``clocks`` and ``run``.  (Rewriting every event into
+DuckDB's storage cost more than the rest of the merge; Parquet takes a third less time to write
+than a DuckDB table and reads as fast.)  The layout of an output, and how readers open it:
+:mod:`pipeline.merged`.  Outputs are written under temporary names and renamed only on success.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from callid_core.tables import (
     FANOUT,
     MERGED,
     MPI_CALLS,
+    NESTED_CALLS,
     PHASES,
     RPCS,
     RUN,
@@ -451,10 +452,10 @@ def _times(con: duckdb.DuckDBPyConnection, run: Engine) -> _Times:
 
 def build_tables(con: duckdb.DuckDBPyConnection, run: Engine, target: _Target, logs: dict[str, list[str]],
                  c: LogInfo, times: _Times) -> None:
-    """The client's tables ``calls``, ``waits``, ``mpi_calls``, ``phases`` (stored by ``run``: times on
-    the reference clock, CallIDs NULL where absent), the views ``rpcs`` and ``server_ops`` over the logs
-    kept at ``target`` (``logs``: their files by kind), the run's start (macro ``run_start()``) and
-    the ``events`` view."""
+    """The client's tables ``calls``, ``waits``, ``mpi_calls``, ``nested_calls``, ``datatypes``, ``phases``
+    (stored by ``run``: times on the reference clock, CallIDs NULL where absent), the views ``rpcs`` and
+    ``server_ops`` over the logs kept at ``target`` (``logs``: their files by kind), the run's start
+    (macro ``run_start()``) and the ``events`` view."""
     d, sentinel = run.dialect, c.callid_layout.sentinel
     callid = f"NULLIF(x.callid, {d.u64(sentinel)})"
     mask = d.u64(c.callid_layout.counter_mask)
@@ -465,6 +466,8 @@ def build_tables(con: duckdb.DuckDBPyConnection, run: Engine, target: _Target, l
                                     "ORDER BY t_start")
     _store(con, run, target, MPI_CALLS, f"SELECT {_select(MPI_CALLS, t)} {src} WHERE x.kind = 'mpi' "
                                         "ORDER BY t_start")
+    _store(con, run, target, NESTED_CALLS, f"SELECT {_select(NESTED_CALLS, t, callid=callid)} {src} "
+                                           "WHERE x.kind = 'nested' ORDER BY t_start")
     _store(con, run, target, DATATYPES, f"SELECT {_select(DATATYPES, t)} {src} WHERE x.kind = 'type' "
                                         "ORDER BY rank, type_id")
     columns = _select(PHASES, t, callid=callid, phase="x.op", file_offset="x.offset")
@@ -491,7 +494,7 @@ def build_tables(con: duckdb.DuckDBPyConnection, run: Engine, target: _Target, l
     con.execute(f"CREATE VIEW _{RPCS.name} AS SELECT {columns} {src} WHERE x.kind = 'rpc'")
     src, t = times.source(logs[S.KIND_SERVER], {"t_start": "x.clock", "t_end": "x.clock"})
     con.execute(f"CREATE VIEW _{SERVER_OPS.name} AS SELECT {_server_ops_columns(t, sentinel)} {src}")
-    for table in (CALLS, WAITS, MPI_CALLS, DATATYPES, RPCS, PHASES, SERVER_OPS, SOURCE_IO):
+    for table in (CALLS, WAITS, MPI_CALLS, NESTED_CALLS, DATATYPES, RPCS, PHASES, SERVER_OPS, SOURCE_IO):
         _show(con, table)
     con.execute(f"""
         CREATE VIEW events AS

@@ -40,6 +40,7 @@ class Record:
     peer: int | None
     tag: int | None
     root: int | None
+    depth: int | None
     members: Sequence[int]
     type_ids: Sequence[int]
     type_id: int | None
@@ -98,6 +99,7 @@ class Record:
         peer: int | None = None,
         tag: int | None = None,
         root: int | None = None,
+        depth: int | None = None,
         members: Sequence[int] = (),
         type_ids: Sequence[int] = (),
         type_id: int | None = None,

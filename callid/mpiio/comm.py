@@ -8,7 +8,9 @@ rank that makes none, MPI_COMM_NULL, logs nothing).
 
 A communicator is known by its group (:func:`ident`): the size and a hash of its
 ``MPI_COMM_WORLD`` ranks, equal on all its ranks, logged with every collective call on it and on
-the files opened on it.  Collectives the file system makes internally use :func:`untraced`.
+the files opened on it.  The MPI calls callid's MPI-IO makes inside a traced call are not the program's:
+its communicators are :func:`untraced`, or, when the run logs nested calls, :func:`nested` (their calls
+go to the nested-call hook, HDTrace's nested calls).
 """
 
 from __future__ import annotations
@@ -24,13 +26,14 @@ from mpi4py import MPI
 from callid.mpiio.datatypes import buffer_spec, type_name
 from callid_core import clock
 
-__all__ = ["GROUP_FREE", "Message", "TracedComm", "group_ident", "ident", "install", "members", "uninstall",
-           "untraced"]
+__all__ = ["GROUP_FREE", "Message", "NestedComm", "TracedComm", "group_ident", "ident", "install", "members",
+           "nested", "uninstall", "untraced"]
 
 #: (function, comm size, comm id, t_start, collective, details) -> None: logs one call that ends now;
 #: details: what else it says (peer, tag, root, count, datatype, size), as columns of the client log
 CallHook = Callable[[str, int, int, int, bool, dict], None]
 _hook: CallHook | None = None
+_nested_hook: CallHook | None = None  # (the calls on NestedComm communicators)
 _world: MPI.Intracomm | None = None
 _rids: Iterator[int] = iter(())
 _types: Callable[..., list[int]] = lambda *dtypes: []  # noqa: E731
@@ -97,11 +100,17 @@ def untraced(comm: MPI.Intracomm) -> MPI.Intracomm:
     return MPI.Intracomm(comm) if isinstance(comm, TracedComm) else comm
 
 
+def nested(comm: MPI.Intracomm) -> NestedComm:
+    """The same communicator, its calls logged as nested calls (the calls callid's MPI-IO makes)."""
+    return NestedComm(untraced(comm))
+
+
 class TracedComm(MPI.Intracomm):
     """An intracommunicator whose collective calls are logged (see the module's doc)."""
 
     _callid_ident: tuple[int, int] = (0, 0)
     _callid_members: list[int] = []
+    _callid_nested = False  # (its calls go to the nested-call hook)
 
     def __new__(cls, comm: MPI.Intracomm) -> TracedComm:
         self = super().__new__(cls, comm)
@@ -110,8 +119,20 @@ class TracedComm(MPI.Intracomm):
         return self
 
 
-def _data(buf: Any) -> dict:
-    """The count, datatype and bytes of a buffer argument (none: a pickled object, or no buffer)."""
+class NestedComm(TracedComm):
+    """A communicator of callid's MPI-IO whose calls are logged as nested calls (:func:`nested`)."""
+
+    _callid_nested = True
+
+
+def _hook_of(comm: TracedComm) -> CallHook | None:
+    """Where the calls on ``comm`` are logged (None: nowhere)."""
+    return _nested_hook if comm._callid_nested else _hook
+
+
+def _data(buf: Any, ids: bool = True) -> dict:
+    """The count, datatype and bytes of a buffer argument (none: a pickled object, or no buffer); ``ids``:
+    with the ids of its datatype (the program's calls; a nested call's types are the MPI-IO's)."""
     if buf is None or isinstance(buf, MPI.BottomType) or buf is MPI.IN_PLACE:
         return {}
     try:
@@ -119,7 +140,7 @@ def _data(buf: Any) -> dict:
     except (TypeError, ValueError):
         return {}
     return {"count": count, "datatype": type_name(dtype), "size": count * dtype.Get_size(),
-            "type_ids": _types(dtype)}
+            "type_ids": _types(dtype) if ids else []}
 
 
 def _collective(name: str) -> Callable[..., Any]:
@@ -130,7 +151,7 @@ def _collective(name: str) -> Callable[..., Any]:
     described = name[0].isupper() and params[:1] in (("buf",), ("sendbuf",))  # (a buffer, not an object)
 
     def method(self: TracedComm, *args: Any, **kwargs: Any) -> Any:
-        hook = _hook
+        hook = _hook_of(self)
         if hook is None:
             return base(self, *args, **kwargs)
         t0 = clock.now()
@@ -138,7 +159,7 @@ def _collective(name: str) -> Callable[..., Any]:
             return base(self, *args, **kwargs)
         finally:
             bound = dict(zip(params, args)) | kwargs
-            details = _data(bound.get(params[0])) if described else {}
+            details = _data(bound.get(params[0]), not self._callid_nested) if described else {}
             if "root" in signature:
                 details["root"] = bound.get("root", signature["root"].default)
             hook(func, *self._callid_ident, t0, True, details)
@@ -157,7 +178,8 @@ def _point_to_point(name: str) -> Callable[..., Any]:
     described = name[0].isupper() and params[0] in ("buf", "sendbuf")  # (a buffer, not a pickled object)
 
     def method(self: TracedComm, *args: Any, **kwargs: Any) -> Any:
-        if _hook is None:
+        hook = _hook_of(self)
+        if hook is None:
             return base(self, *args, **kwargs)
         bound = dict(zip(params, args)) | kwargs
         if status_param and bound.get(status_param) is None:  # (our own: it says who sent what)
@@ -170,14 +192,14 @@ def _point_to_point(name: str) -> Callable[..., Any]:
         for key, anything in (("peer", MPI.ANY_SOURCE), ("tag", MPI.ANY_TAG)):
             if details[key] == anything:  # (a non-blocking receive posted for any source or tag)
                 details[key] = None
-        data = _data(bound.get(params[0])) if described else {}
+        data = _data(bound.get(params[0]), not self._callid_nested) if described else {}
         if data and status is not None:  # (what it received)
             data = _received(data, status)
-        if name in NONBLOCKING and isinstance(result, _BaseRequest):
+        if name in NONBLOCKING and isinstance(result, _BaseRequest) and not self._callid_nested:
             details["rid"] = next(_rids)
             result = Message(result)
             result._callid_done = _completion(self._callid_ident, details | data, receives)
-        _hook(func, *self._callid_ident, t0, False, details | data)
+        hook(func, *self._callid_ident, t0, False, details | data)
         return result
 
     method.__name__ = method.__qualname__ = name
@@ -302,9 +324,10 @@ def _constructor(name: str) -> Callable[..., Any]:
         made = base(self, *args, **kwargs)
         if not isinstance(made, MPI.Intracomm) or made == MPI.COMM_NULL:
             return made
-        traced = TracedComm(made)
-        if _hook is not None:  # (the communicator made: its id, size and members)
-            _hook(func, *traced._callid_ident, t0, True, {"members": traced._callid_members})
+        traced = type(self)(made)
+        hook = _hook_of(self)
+        if hook is not None:  # (the communicator made: its id, size and members)
+            hook(func, *traced._callid_ident, t0, True, {"members": traced._callid_members})
         return traced
 
     method.__name__ = method.__qualname__ = name
@@ -322,11 +345,13 @@ for _name in CONSTRUCTORS:
         setattr(TracedComm, _name, _constructor(_name))
 
 
-def install(hook: CallHook, rids: Iterator[int], types: Callable[..., list[int]]) -> None:
+def install(hook: CallHook, rids: Iterator[int], types: Callable[..., list[int]],
+            nested_hook: CallHook | None = None) -> None:
     """Trace ``MPI.COMM_WORLD``'s collectives (and those of communicators made from it) into ``hook``;
-    ``rids``: the request ids of the rank; ``types``: the ids of datatypes (``TypeLog.ids``)."""
-    global _hook, _world, _rids, _types
-    _hook, _rids, _types = hook, rids, types
+    ``rids``: the request ids of the rank; ``types``: the ids of datatypes (``TypeLog.ids``);
+    ``nested_hook``: where the calls on :func:`nested` communicators go (None: nowhere)."""
+    global _hook, _nested_hook, _world, _rids, _types
+    _hook, _nested_hook, _rids, _types = hook, nested_hook, rids, types
     if _world is None:
         _world = MPI.COMM_WORLD
         MPI.COMM_WORLD = TracedComm(_world)
@@ -334,8 +359,8 @@ def install(hook: CallHook, rids: Iterator[int], types: Callable[..., list[int]]
 
 
 def uninstall() -> None:
-    global _hook, _world
-    _hook = None
+    global _hook, _nested_hook, _world
+    _hook = _nested_hook = None
     if _world is not None:
         MPI.COMM_WORLD = _world
         MPI.Request = _BaseRequest

@@ -188,8 +188,9 @@ class Tracer:
         self.fids = itertools.count(1)
         self.opens = itertools.count(0)
         self.rids = itertools.count(1)
-        #: the switches (Config.trace_hints, trace_mpi)
-        self.hints, self.mpi = (config.trace_hints, config.trace_mpi) if config else (True, True)
+        #: the switches (Config.trace_hints, trace_mpi, trace_nested)
+        self.hints, self.mpi, self.nested = ((config.trace_hints, config.trace_mpi, config.trace_nested)
+                                             if config else (True, True, False))
         #: the hints of ROMIO's hints file: every open of the simulated file system gets them
         self.system_hints = system_hints()
         #: a planted fault: how late this rank comes to each of its MPI-IO calls (s)
@@ -270,7 +271,7 @@ def install(tracer: Tracer) -> None:
     _threads.clear()
     _thread()  # (this thread: 0)
     MPI.File = TracedFile
-    traced_comm.install(_mpi_call, tracer.rids, tracer.types.ids)
+    traced_comm.install(_mpi_call, tracer.rids, tracer.types.ids, _nested_call if tracer.nested else None)
 
 
 def uninstall() -> None:
@@ -288,6 +289,19 @@ def _mpi_call(func: str, comm_size: int, comm_id: int, t0: int, collective: bool
     tr = _tracer
     if tr is not None and tr.mpi:
         tr.trace.call(Record(tr.stamper.layout.sentinel, kind="mpi", func=func, collective=collective,
+                             comm_size=comm_size, comm_id=comm_id, t_start=t0, t_end=clock.now(),
+                             thread=_thread(), **details))
+
+
+#: the traced call each thread is in (its CallID): the MPI calls callid's MPI-IO makes in it are nested in it
+_inside = threading.local()
+
+
+def _nested_call(func: str, comm_size: int, comm_id: int, t0: int, collective: bool, details: dict) -> None:
+    """Log an MPI call that callid's MPI-IO made inside the thread's traced call (kind 'nested')."""
+    tr = _tracer
+    if tr is not None:
+        tr.trace.call(Record(_inside.callid, kind="nested", func=func, depth=1, collective=collective,
                              comm_size=comm_size, comm_id=comm_id, t_start=t0, t_end=clock.now(),
                              thread=_thread(), **details))
 
@@ -314,6 +328,7 @@ def _call(fh: TracedFile | None, name: str, *args: Any, **kwargs: Any) -> Any:
     if tr.straggle_s:  # (late to the call: outside its time, as a rank slowed by its computation)
         time.sleep(tr.straggle_s)
     t0 = clock.now()
+    _inside.callid = rec.callid
     try:
         if name == "Open":
             return _open(tr, rec, *args, **kwargs)
@@ -368,8 +383,9 @@ def _open(tr: Tracer, rec: Record, cls: type, comm: MPI.Intracomm, filename: Any
         rec.file_size = _BaseFile.Get_size(fh)
     else:
         fh = cls()
-        try:
-            fh._sim = SimFile.open(tr.sysint, rec, comm, path, amode, info)
+        try:  # (the MPI calls the file's make are the calls' nested ones: logged when the run logs them)
+            fh._sim = SimFile.open(tr.sysint, rec, traced_comm.nested(comm) if tr.nested else comm, path,
+                                   amode, info)
         finally:
             if info is not passed:
                 info.Free()

@@ -83,7 +83,7 @@ static struct {
     int ready;
     int rank;
     int stamp;
-    int hints, mpi;  /* the switches: hints logged, collectives without I/O logged */
+    int hints, mpi, nested;  /* the switches: hints, calls without I/O, nested calls logged */
     int counter_bits;
     uint64_t sentinel, max_counter, counter;
     int64_t rids, fids, opens;
@@ -100,6 +100,10 @@ static struct {
 
 static __thread int t_slot = -1;
 static __thread int t_depth;  /* >0: inside a traced call (MPI calls it makes are not the program's) */
+/* the MPI library runs this thread's traced call (its t_depth then; 0: it does not) and the call's CallID:
+ * the MPI calls it makes at that depth are the call's nested calls (S.nested: logged, kind 'nested') */
+static __thread int t_lib;
+static __thread uint64_t t_lib_callid;
 static __thread int t_thread = -1;  /* this thread's number (S.threads), from its first traced call */
 
 static int64_t now_ns(void) {
@@ -219,6 +223,8 @@ static void start(void) {
     const char *hints = getenv(CALLID_ENV_HINTS), *mpi = getenv(CALLID_ENV_MPI);
     S.hints = hints == NULL || strcmp(hints, "0") != 0;
     S.mpi = mpi == NULL || strcmp(mpi, "0") != 0;
+    const char *nested = getenv(CALLID_ENV_NESTED);
+    S.nested = nested != NULL && strcmp(nested, "0") != 0;
     char path[4096];
     snprintf(path, sizeof path, "%s/romio-rank%06d.rec", dir, S.rank);
     if (mf_open(&S.rec, path) != 0) die("cannot create its record file");
@@ -332,7 +338,11 @@ static void call_publish(call_t *c) {
         c->published = 1;
     }
     pthread_mutex_unlock(&S.mu);
-    if (c->r.kind == K_CALL) publish(c->r.callid, c->r.func, c->index);
+    if (c->r.kind == K_CALL) {
+        publish(c->r.callid, c->r.func, c->index);
+        t_lib = t_depth;  /* (published: what runs now until the call ends is the MPI library) */
+        t_lib_callid = c->r.callid;
+    }
 }
 
 /* the MPI standard's error classes by name: a failed call's error starts with its class's (as the
@@ -363,9 +373,12 @@ static void phase_stop(void);
 
 static void call_end(call_t *c, int err) {
     if (c->r.kind == K_CALL) phase_stop();
-    if (c->r.kind != K_PHASE) c->r.t_end = now_ns();
+    if (c->r.kind != K_PHASE && c->r.kind != K_NESTED) c->r.t_end = now_ns();
     if (!c->published) call_publish(c);
-    if (c->r.kind == K_CALL) publish(S.sentinel, 0, ~0ull);
+    if (c->r.kind == K_CALL) {
+        publish(S.sentinel, 0, ~0ull);
+        t_lib = 0;
+    }
     t_depth--;
     pthread_mutex_lock(&S.mu);
     if (S.ready && c->published) {
@@ -497,6 +510,63 @@ static void file_forget(MPI_File fh) {
     }
 }
 
+/* ---- a datatype's constructor and its arguments ------------------------------------------------------ */
+
+/* MPI_Type_get_envelope and _contents, MPI 4's large-count ones where the library has them: a type made
+ * with a large-count constructor (the program's MPI_Type_contiguous_c, or ROMIO's own types) has its
+ * counts there, after the integers; the part types it gives that are derived are freed by contents_free */
+typedef struct { int combiner; int64_t ni, na, nd; int64_t *ints; MPI_Aint *aints; MPI_Datatype *types; } contents_t;
+
+static int combiner_of(MPI_Datatype t) {
+    int combiner = MPI_COMBINER_NAMED;
+#if MPI_VERSION >= 4
+    MPI_Count ni, na, nc, nd;
+    PMPI_Type_get_envelope_c(t, &ni, &na, &nc, &nd, &combiner);
+#else
+    int ni, na, nd;
+    PMPI_Type_get_envelope(t, &ni, &na, &nd, &combiner);
+#endif
+    return combiner;
+}
+
+/* t's combiner and, a derived type's, its constructor's arguments (a predefined type: none) */
+static void type_contents(MPI_Datatype t, contents_t *k) {
+    *k = (contents_t){.combiner = MPI_COMBINER_NAMED};
+#if MPI_VERSION >= 4
+    MPI_Count ni = 0, na = 0, nc = 0, nd = 0;
+    if (PMPI_Type_get_envelope_c(t, &ni, &na, &nc, &nd, &k->combiner) != MPI_SUCCESS) k->combiner = MPI_COMBINER_NAMED;
+#else
+    int ni = 0, na = 0, nc = 0, nd = 0;
+    if (PMPI_Type_get_envelope(t, &ni, &na, &nd, &k->combiner) != MPI_SUCCESS) k->combiner = MPI_COMBINER_NAMED;
+#endif
+    if (k->combiner == MPI_COMBINER_NAMED) return;
+    int *ints = malloc(sizeof(int) * (size_t)(ni + 1));
+    k->aints = malloc(sizeof(MPI_Aint) * (size_t)(na + 1));
+    k->types = malloc(sizeof(MPI_Datatype) * (size_t)(nd + 1));
+    k->ints = malloc(sizeof(int64_t) * (size_t)(ni + nc + 1));
+#if MPI_VERSION >= 4
+    MPI_Count *counts = malloc(sizeof(MPI_Count) * (size_t)(nc + 1));
+    PMPI_Type_get_contents_c(t, ni, na, nc, nd, ints, k->aints, counts, k->types);
+    for (MPI_Count i = 0; i < nc; i++) k->ints[ni + i] = (int64_t)counts[i];
+    free(counts);
+#else
+    PMPI_Type_get_contents(t, ni, na, nd, ints, k->aints, k->types);
+#endif
+    for (int64_t i = 0; i < (int64_t)ni; i++) k->ints[i] = ints[i];
+    free(ints);
+    k->ni = (int64_t)(ni + nc);
+    k->na = (int64_t)na;
+    k->nd = (int64_t)nd;
+}
+
+static void contents_free(contents_t *k) {
+    for (int64_t i = 0; i < k->nd; i++)
+        if (combiner_of(k->types[i]) != MPI_COMBINER_NAMED) PMPI_Type_free(&k->types[i]);
+    free(k->ints);
+    free(k->aints);
+    free(k->types);
+}
+
 /* the blocks of a datatype's typemap, in order, adjacent ones merged (0: cannot say) */
 static int64_t type_blocks(MPI_Datatype t, int64_t **off, int64_t **len) {
     *off = *len = NULL;
@@ -564,9 +634,7 @@ static int runs_shared(int64_t *runs, int64_t m) {
 /* whether count elements of a derived datatype hold a byte more than once (0: no, or cannot say); the
  * elements are compared only when one's blocks reach past its extent (as the Python tracer) */
 static int overlapping(MPI_Datatype t, MPI_Count count) {
-    int ni, na, nd, combiner;
-    if (PMPI_Type_get_envelope(t, &ni, &na, &nd, &combiner) != MPI_SUCCESS || combiner == MPI_COMBINER_NAMED)
-        return 0;
+    if (combiner_of(t) == MPI_COMBINER_NAMED) return 0;
     int64_t *off, *len;
     int64_t n = type_blocks(t, &off, &len);
     MPI_Count lb, extent;
@@ -653,9 +721,9 @@ static void type_append(char *out, size_t *used, const char *s) {
 }
 
 static void type_describe(MPI_Datatype t, char *out, size_t *used) {
-    int ni, na, nd, combiner;
-    PMPI_Type_get_envelope(t, &ni, &na, &nd, &combiner);
-    if (combiner == MPI_COMBINER_NAMED) {
+    contents_t k;
+    type_contents(t, &k);
+    if (k.combiner == MPI_COMBINER_NAMED) {
         char name[MPI_MAX_OBJECT_NAME + 1];
         int len = 0;
         PMPI_Type_get_name(t, name, &len);
@@ -671,23 +739,14 @@ static void type_describe(MPI_Datatype t, char *out, size_t *used) {
         {MPI_COMBINER_SUBARRAY, "subarray"}, {MPI_COMBINER_DARRAY, "darray"},
         {MPI_COMBINER_RESIZED, "resized"}};
     const char *name = "derived";
-    for (size_t i = 0; i < sizeof names / sizeof *names; i++) if (names[i].c == combiner) name = names[i].n;
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) if (names[i].c == k.combiner) name = names[i].n;
     type_append(out, used, name);
     type_append(out, used, "(");
-    int *ints = malloc(sizeof(int) * (size_t)(ni + 1));
-    MPI_Aint *aints = malloc(sizeof(MPI_Aint) * (size_t)(na + 1));
-    MPI_Datatype *types = malloc(sizeof(MPI_Datatype) * (size_t)(nd + 1));
-    PMPI_Type_get_contents(t, ni, na, nd, ints, aints, types);
-    for (int i = 0; i < nd; i++) {
+    for (int64_t i = 0; i < k.nd; i++) {
         if (i) type_append(out, used, ",");
-        if (*used <= TYPE_TEXT_MAX) type_describe(types[i], out, used);
-        int ci, ca, cd, cc;
-        PMPI_Type_get_envelope(types[i], &ci, &ca, &cd, &cc);
-        if (cc != MPI_COMBINER_NAMED) PMPI_Type_free(&types[i]);  /* (get_contents made it) */
+        if (*used <= TYPE_TEXT_MAX) type_describe(k.types[i], out, used);
     }
-    free(ints);
-    free(aints);
-    free(types);
+    contents_free(&k);
     type_append(out, used, ")");
 }
 
@@ -733,14 +792,9 @@ static int64_t type_id(MPI_Datatype t, const char *known) {
     for (int64_t i = 0; i < n_types_seen && !id; i++)
         if (types_seen[i].t == t && types_seen[i].text == h) id = types_seen[i].id;
     if (id) { pthread_mutex_unlock(&types_mu); free(text); return id; }
-    int ni = 0, na = 0, nd = 0, combiner;
-    PMPI_Type_get_envelope(t, &ni, &na, &nd, &combiner);
-    int *ints = malloc(sizeof(int) * (size_t)(ni + 1));
-    MPI_Aint *aints = malloc(sizeof(MPI_Aint) * (size_t)(na + 1));
-    MPI_Datatype *parts = malloc(sizeof(MPI_Datatype) * (size_t)(nd + 1));
-    int64_t *wide = malloc(sizeof(int64_t) * (size_t)(ni + na + nd + 1));
-    if (combiner != MPI_COMBINER_NAMED) PMPI_Type_get_contents(t, ni, na, nd, ints, aints, parts);
-    else ni = na = nd = 0;
+    contents_t k;
+    type_contents(t, &k);
+    int64_t *wide = malloc(sizeof(int64_t) * (size_t)(k.nd + k.na + 1));
     call_t c;
     call_begin(&c, F_COMBINER_NAMED, K_TYPE);
     static const int combiners[] = {MPI_COMBINER_NAMED, MPI_COMBINER_DUP, MPI_COMBINER_CONTIGUOUS,
@@ -748,18 +802,13 @@ static int64_t type_id(MPI_Datatype t, const char *known) {
         MPI_COMBINER_INDEXED_BLOCK, MPI_COMBINER_HINDEXED_BLOCK, MPI_COMBINER_STRUCT, MPI_COMBINER_SUBARRAY,
         MPI_COMBINER_DARRAY, MPI_COMBINER_RESIZED};  /* (in the order of records.COMBINERS) */
     for (int i = 0; i < (int)(sizeof combiners / sizeof *combiners); i++)
-        if (combiners[i] == combiner) c.r.func = (uint16_t)(F_COMBINER_NAMED + i);
-    for (int i = 0; i < nd; i++) {
-        wide[i] = type_id(parts[i], NULL);
-        int ci, ca, cd, cc;
-        PMPI_Type_get_envelope(parts[i], &ci, &ca, &cd, &cc);
-        if (cc != MPI_COMBINER_NAMED) PMPI_Type_free(&parts[i]);  /* (get_contents made it) */
-    }
-    own_str(&c, S_TYPES, ints_text(wide, nd));
-    for (int i = 0; i < ni; i++) wide[i] = ints[i];
-    own_str(&c, S_INTEGERS, ints_text(wide, ni));
-    for (int i = 0; i < na; i++) wide[i] = (int64_t)aints[i];
-    own_str(&c, S_ADDRESSES, ints_text(wide, na));
+        if (combiners[i] == k.combiner) c.r.func = (uint16_t)(F_COMBINER_NAMED + i);
+    for (int64_t i = 0; i < k.nd; i++) wide[i] = type_id(k.types[i], NULL);
+    own_str(&c, S_TYPES, ints_text(wide, k.nd));
+    own_str(&c, S_INTEGERS, ints_text(k.ints, k.ni));
+    for (int64_t i = 0; i < k.na; i++) wide[i] = (int64_t)k.aints[i];
+    own_str(&c, S_ADDRESSES, ints_text(wide, k.na));
+    contents_free(&k);
     if (n_types_seen == cap_types_seen) {
         cap_types_seen = cap_types_seen ? 2 * cap_types_seen : 64;
         types_seen = realloc(types_seen, sizeof *types_seen * (size_t)cap_types_seen);
@@ -776,9 +825,6 @@ static int64_t type_id(MPI_Datatype t, const char *known) {
     own_str(&c, S_DATATYPE, text);
     collective(&c, 0);
     call_end(&c, MPI_SUCCESS);
-    free(ints);
-    free(aints);
-    free(parts);
     free(wide);
     return id;
 }
@@ -1055,6 +1101,7 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     own_str(&c, S_HINTS, hints_text(info));
     call_publish(&c);
     int err = NEXT(PMPI_File_open)(comm, filename, amode, info, fh);
+    t_lib = 0;  /* (the library returned: the MPI calls that follow are the tracer's) */
     if (err == MPI_SUCCESS) {
         fstate *f = calloc(1, sizeof *f);
         *f = (fstate){.fh = *fh, .next = files, .name = strdup(filename), .fid = fid, .colls = base << 20,
@@ -1496,14 +1543,18 @@ int MPI_Testsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_St
  * a point-to-point call, a rooted collective's root, the data it sends (a receive: receives) */
 typedef struct { int collective, peer, tag, root; MPI_Count count; MPI_Datatype type; } mpi_args_t;
 
-static void mpi_describe(call_t *c, int func, MPI_Comm comm, int64_t t0, mpi_args_t a) {
-    call_begin(c, func, K_MPI);
+/* (kind: K_MPI, or K_NESTED, whose datatypes are the library's: described, not given ids; comm: none for a
+ * completion of the library's) */
+static void mpi_describe(call_t *c, int func, int kind, MPI_Comm comm, int64_t t0, mpi_args_t a) {
+    call_begin(c, func, kind);
     c->r.t_start = t0;
     collective(c, a.collective);
-    int size;
-    set_int(c, &c->r.comm_id, P_COMM_ID, comm_ident(comm, &size));
-    c->r.comm_size = size;
-    c->r.present |= P_COMM_SIZE;
+    if (comm != MPI_COMM_NULL) {
+        int size;
+        set_int(c, &c->r.comm_id, P_COMM_ID, comm_ident(comm, &size));
+        c->r.comm_size = size;
+        c->r.present |= P_COMM_SIZE;
+    }
     if (a.peer != NONE) set_int(c, &c->r.peer, P_PEER, a.peer);
     if (a.tag != NONE) set_int(c, &c->r.tag, P_TAG, a.tag);
     if (a.root != NONE) set_int(c, &c->r.root, P_ROOT, a.root);
@@ -1513,13 +1564,13 @@ static void mpi_describe(call_t *c, int func, MPI_Comm comm, int64_t t0, mpi_arg
         set_int(c, &c->r.count, P_COUNT, (int64_t)a.count);
         set_int(c, &c->r.size, P_SIZE, (int64_t)(a.count * tsize));
         own_str(c, S_DATATYPE, type_text(a.type));
-        type_ids(c, &a.type, &c->str[S_DATATYPE], 1);
+        if (kind == K_MPI) type_ids(c, &a.type, &c->str[S_DATATYPE], 1);
     }
 }
 
 static void mpi_call(int func, MPI_Comm comm, int64_t t0, mpi_args_t a) {
     call_t c;
-    mpi_describe(&c, func, comm, t0, a);
+    mpi_describe(&c, func, K_MPI, comm, t0, a);
     call_end(&c, MPI_SUCCESS);
 }
 
@@ -1527,7 +1578,7 @@ static void mpi_call(int func, MPI_Comm comm, int64_t t0, mpi_args_t a) {
  * completion (MPI_Wait, MPI_Test, ...: log_message_done) has too */
 static void message_issued(int func, MPI_Comm comm, int64_t t0, mpi_args_t a, const MPI_Request *req) {
     call_t c;
-    mpi_describe(&c, func, comm, t0, a);
+    mpi_describe(&c, func, K_MPI, comm, t0, a);
     set_int(&c, &c.r.rid, P_RID, __atomic_add_fetch(&S.rids, 1, __ATOMIC_RELAXED));
     pending *p = calloc(1, sizeof *p);
     MPI_Count tsize = 0;
@@ -1712,64 +1763,95 @@ static int64_t type_bytes(MPI_Count count, MPI_Datatype t) {
     return (int64_t)(count * size);
 }
 
-/* a communication of the library's: point to point is the exchange; a collective is the plan before any
- * data moved, then the exchange's (all-to-all, gathers) or the wait (reductions, barriers) */
-#define COMM(NAME, PARAMS, ARGS, KIND, BYTES)                                                  \
+/* an MPI call the library made inside the traced call of this thread (kind 'nested', the call's CallID;
+ * t0 to t1: its times, err: what it returned) */
+static void nested_call(int func, MPI_Comm comm, int64_t t0, int64_t t1, int err, mpi_args_t a) {
+    call_t c;
+    int depth = t_lib;
+    mpi_describe(&c, func, K_NESTED, comm, t0, a);
+    c.r.callid = t_lib_callid;
+    c.r.t_end = t1;
+    set_int(&c, &c.r.depth, P_DEPTH, depth);
+    call_end(&c, err);
+}
+
+/* logged: the MPI library's calls at the depth of the traced call it runs (not the tracer's own) */
+#define NESTING (S.nested && t_lib != 0 && t_lib == t_depth)
+
+/* a communication of the library's: the phase of a collective data call it is part of (point to point
+ * is the exchange; a collective is the plan before any data moved, then the exchange's, all-to-all and
+ * gathers, or the wait, reductions and barriers), and a nested call when they are logged: its function,
+ * communicator, what it says (mpi_args_t) and whether it is logged (a test: when it completed) */
+#define COMM_(NAME, FUNC, PARAMS, ARGS, KIND, BYTES, ON, DESCRIBE, LOGGED)                     \
     int NAME PARAMS {                                                                          \
         REAL(NAME, PARAMS);                                                                    \
-        if (!t_ph.active) return real ARGS;                                                    \
+        int nested = NESTING;                                                                  \
+        if (!t_ph.active && !nested) return real ARGS;                                         \
         int64_t t0 = now_ns();                                                                 \
         int err = real ARGS;                                                                   \
-        phase_add(KIND, t0, now_ns(), BYTES, 0, 0);                                            \
+        int64_t t1 = now_ns();                                                                 \
+        if (t_ph.active) phase_add(KIND, t0, t1, BYTES, 0, 0);                                 \
+        if (nested && (LOGGED)) nested_call(FUNC, ON, t0, t1, err, DESCRIBE);                  \
         return err;                                                                            \
     }
-#undef P2P  /* (from here: the phase of a point-to-point call inside a collective data call) */
-#define P2P PH_EXCHANGE
+#define COMM(...) COMM_(__VA_ARGS__)  /* (the shorthands below expanded first) */
+#define AS_P2P(...) ((mpi_args_t)P2P(__VA_ARGS__))
+#define AS_COLL(...) ((mpi_args_t)COLL(__VA_ARGS__))
 #define GATHERING (t_ph.moved ? PH_EXCHANGE : PH_PLAN)
 #define SYNCING (t_ph.moved ? PH_WAIT : PH_PLAN)
+#define SEND(N) (b, N, t, d, tag, comm), PH_EXCHANGE, type_bytes(N, t), comm, AS_P2P(d, tag, N, t), 1
+#define RECV(N) PH_EXCHANGE, 0, comm, AS_P2P(POSTED(s, MPI_ANY_SOURCE), POSTED(tag, MPI_ANY_TAG), N, t), 1
+#define DONE(LOGGED) PH_EXCHANGE, 0, MPI_COMM_NULL, AS_P2P(NONE, NONE, MPI_UNDEFINED, MPI_DATATYPE_NULL), LOGGED
 
-COMM(PMPI_Isend, (const void *b, int n, MPI_Datatype t, int d, int tag, MPI_Comm comm, MPI_Request *r),
-     (b, n, t, d, tag, comm, r), P2P, type_bytes(n, t))
-COMM(PMPI_Issend, (const void *b, int n, MPI_Datatype t, int d, int tag, MPI_Comm comm, MPI_Request *r),
-     (b, n, t, d, tag, comm, r), P2P, type_bytes(n, t))
-COMM(PMPI_Send, (const void *b, int n, MPI_Datatype t, int d, int tag, MPI_Comm comm), (b, n, t, d, tag, comm),
-     P2P, type_bytes(n, t))
-COMM(PMPI_Isend_c, (const void *b, MPI_Count n, MPI_Datatype t, int d, int tag, MPI_Comm comm, MPI_Request *r),
-     (b, n, t, d, tag, comm, r), P2P, type_bytes(n, t))
-COMM(PMPI_Issend_c, (const void *b, MPI_Count n, MPI_Datatype t, int d, int tag, MPI_Comm comm, MPI_Request *r),
-     (b, n, t, d, tag, comm, r), P2P, type_bytes(n, t))
-COMM(PMPI_Send_c, (const void *b, MPI_Count n, MPI_Datatype t, int d, int tag, MPI_Comm comm),
-     (b, n, t, d, tag, comm), P2P, type_bytes(n, t))
-COMM(PMPI_Irecv_c, (void *b, MPI_Count n, MPI_Datatype t, int s, int tag, MPI_Comm comm, MPI_Request *r),
-     (b, n, t, s, tag, comm, r), P2P, 0)
-COMM(PMPI_Recv_c, (void *b, MPI_Count n, MPI_Datatype t, int s, int tag, MPI_Comm comm, MPI_Status *st),
-     (b, n, t, s, tag, comm, st), P2P, 0)
-COMM(PMPI_Irecv, (void *b, int n, MPI_Datatype t, int s, int tag, MPI_Comm comm, MPI_Request *r),
-     (b, n, t, s, tag, comm, r), P2P, 0)
-COMM(PMPI_Recv, (void *b, int n, MPI_Datatype t, int s, int tag, MPI_Comm comm, MPI_Status *st),
-     (b, n, t, s, tag, comm, st), P2P, 0)
-COMM(PMPI_Wait, (MPI_Request *r, MPI_Status *st), (r, st), P2P, 0)
-COMM(PMPI_Waitall, (int n, MPI_Request *r, MPI_Status *st), (n, r, st), P2P, 0)
-COMM(PMPI_Waitany, (int n, MPI_Request *r, int *i, MPI_Status *st), (n, r, i, st), P2P, 0)
-COMM(PMPI_Waitsome, (int n, MPI_Request *r, int *o, int *i, MPI_Status *st), (n, r, o, i, st), P2P, 0)
-COMM(PMPI_Test, (MPI_Request *r, int *f, MPI_Status *st), (r, f, st), P2P, 0)
-COMM(PMPI_Testall, (int n, MPI_Request *r, int *f, MPI_Status *st), (n, r, f, st), P2P, 0)
-COMM(PMPI_Alltoall, (const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, MPI_Comm c),
-     (s, sn, st, r, rn, rt, c), GATHERING, 0)
-COMM(PMPI_Alltoallv, (const void *s, const int *sn, const int *sd, MPI_Datatype st, void *r, const int *rn,
-                      const int *rd, MPI_Datatype rt, MPI_Comm c), (s, sn, sd, st, r, rn, rd, rt, c), GATHERING, 0)
-COMM(PMPI_Allgather, (const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, MPI_Comm c),
-     (s, sn, st, r, rn, rt, c), GATHERING, 0)
-COMM(PMPI_Allgatherv, (const void *s, int sn, MPI_Datatype st, void *r, const int *rn, const int *rd,
-                       MPI_Datatype rt, MPI_Comm c), (s, sn, st, r, rn, rd, rt, c), GATHERING, 0)
-COMM(PMPI_Gather, (const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, int root,
-                   MPI_Comm c), (s, sn, st, r, rn, rt, root, c), GATHERING, 0)
-COMM(PMPI_Bcast, (void *b, int n, MPI_Datatype t, int root, MPI_Comm c), (b, n, t, root, c), GATHERING, 0)
-COMM(PMPI_Allreduce, (const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c),
-     (s, r, n, t, op, c), SYNCING, 0)
-COMM(PMPI_Reduce, (const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, int root, MPI_Comm c),
-     (s, r, n, t, op, root, c), SYNCING, 0)
-COMM(PMPI_Barrier, (MPI_Comm c), (c), SYNCING, 0)
+COMM(PMPI_Isend, F_Isend, (const void *b, int n, MPI_Datatype t, int d, int tag, MPI_Comm comm, MPI_Request *r),
+     (b, n, t, d, tag, comm, r), PH_EXCHANGE, type_bytes(n, t), comm, AS_P2P(d, tag, n, t), 1)
+COMM(PMPI_Issend, F_Issend, (const void *b, int n, MPI_Datatype t, int d, int tag, MPI_Comm comm, MPI_Request *r),
+     (b, n, t, d, tag, comm, r), PH_EXCHANGE, type_bytes(n, t), comm, AS_P2P(d, tag, n, t), 1)
+COMM(PMPI_Send, F_Send, (const void *b, int n, MPI_Datatype t, int d, int tag, MPI_Comm comm), SEND(n))
+COMM(PMPI_Isend_c, F_Isend, (const void *b, MPI_Count n, MPI_Datatype t, int d, int tag, MPI_Comm comm,
+                             MPI_Request *r),
+     (b, n, t, d, tag, comm, r), PH_EXCHANGE, type_bytes(n, t), comm, AS_P2P(d, tag, n, t), 1)
+COMM(PMPI_Issend_c, F_Issend, (const void *b, MPI_Count n, MPI_Datatype t, int d, int tag, MPI_Comm comm,
+                               MPI_Request *r),
+     (b, n, t, d, tag, comm, r), PH_EXCHANGE, type_bytes(n, t), comm, AS_P2P(d, tag, n, t), 1)
+COMM(PMPI_Send_c, F_Send, (const void *b, MPI_Count n, MPI_Datatype t, int d, int tag, MPI_Comm comm), SEND(n))
+COMM(PMPI_Irecv_c, F_Irecv, (void *b, MPI_Count n, MPI_Datatype t, int s, int tag, MPI_Comm comm, MPI_Request *r),
+     (b, n, t, s, tag, comm, r), RECV(n))
+COMM(PMPI_Recv_c, F_Recv, (void *b, MPI_Count n, MPI_Datatype t, int s, int tag, MPI_Comm comm, MPI_Status *st),
+     (b, n, t, s, tag, comm, st), RECV(n))
+COMM(PMPI_Irecv, F_Irecv, (void *b, int n, MPI_Datatype t, int s, int tag, MPI_Comm comm, MPI_Request *r),
+     (b, n, t, s, tag, comm, r), RECV(n))
+COMM(PMPI_Recv, F_Recv, (void *b, int n, MPI_Datatype t, int s, int tag, MPI_Comm comm, MPI_Status *st),
+     (b, n, t, s, tag, comm, st), RECV(n))
+COMM(PMPI_Wait, F_Wait, (MPI_Request *r, MPI_Status *st), (r, st), DONE(1))
+COMM(PMPI_Waitall, F_Waitall, (int n, MPI_Request *r, MPI_Status *st), (n, r, st), DONE(1))
+COMM(PMPI_Waitany, F_Waitany, (int n, MPI_Request *r, int *i, MPI_Status *st), (n, r, i, st), DONE(1))
+COMM(PMPI_Waitsome, F_Waitsome, (int n, MPI_Request *r, int *o, int *i, MPI_Status *st), (n, r, o, i, st),
+     DONE(1))
+COMM(PMPI_Test, F_Test, (MPI_Request *r, int *f, MPI_Status *st), (r, f, st), DONE(*f))
+COMM(PMPI_Testall, F_Testall, (int n, MPI_Request *r, int *f, MPI_Status *st), (n, r, f, st), DONE(*f))
+COMM(PMPI_Alltoall, F_Alltoall, (const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt,
+                                 MPI_Comm c),
+     (s, sn, st, r, rn, rt, c), GATHERING, 0, c, AS_COLL(NONE, SENT(s, sn, st, rn, rt)), 1)
+COMM(PMPI_Alltoallv, F_Alltoallv, (const void *s, const int *sn, const int *sd, MPI_Datatype st, void *r,
+                                   const int *rn, const int *rd, MPI_Datatype rt, MPI_Comm c),
+     (s, sn, sd, st, r, rn, rd, rt, c), GATHERING, 0, c, AS_COLL(NONE, MPI_UNDEFINED, MPI_DATATYPE_NULL), 1)
+COMM(PMPI_Allgather, F_Allgather, (const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt,
+                                   MPI_Comm c),
+     (s, sn, st, r, rn, rt, c), GATHERING, 0, c, AS_COLL(NONE, SENT(s, sn, st, rn, rt)), 1)
+COMM(PMPI_Allgatherv, F_Allgatherv, (const void *s, int sn, MPI_Datatype st, void *r, const int *rn,
+                                     const int *rd, MPI_Datatype rt, MPI_Comm c),
+     (s, sn, st, r, rn, rd, rt, c), GATHERING, 0, c, AS_COLL(NONE, SENT(s, sn, st, MPI_UNDEFINED, rt)), 1)
+COMM(PMPI_Gather, F_Gather, (const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, int root,
+                             MPI_Comm c),
+     (s, sn, st, r, rn, rt, root, c), GATHERING, 0, c, AS_COLL(root, SENT(s, sn, st, rn, rt)), 1)
+COMM(PMPI_Bcast, F_Bcast, (void *b, int n, MPI_Datatype t, int root, MPI_Comm c), (b, n, t, root, c), GATHERING,
+     0, c, AS_COLL(root, n, t), 1)
+COMM(PMPI_Allreduce, F_Allreduce, (const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c),
+     (s, r, n, t, op, c), SYNCING, 0, c, AS_COLL(NONE, n, t), 1)
+COMM(PMPI_Reduce, F_Reduce, (const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, int root, MPI_Comm c),
+     (s, r, n, t, op, root, c), SYNCING, 0, c, AS_COLL(root, n, t), 1)
+COMM(PMPI_Barrier, F_Barrier, (MPI_Comm c), (c), SYNCING, 0, c, AS_COLL(NONE, 0, MPI_DATATYPE_NULL), 1)
 
 /* the library's reads and writes (ROMIO's UFS driver: pread and pwrite at file offsets) */
 #define POSIX_IO(NAME, BUF)                                                                    \

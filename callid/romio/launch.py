@@ -47,7 +47,8 @@ def is_python(target: list[str]) -> bool:
 
 def command(target: list[str], np: int, mpiexec: str, config_path: Path, parts: Path, mount: str,
             layout: str, stamp: bool, mpicc: str | None, hints: bool = True,
-            mpi: bool = True, straggle: dict[int, float] | None = None) -> tuple[list[str], dict[str, str]]:
+            mpi: bool = True, nested: bool = False,
+            straggle: dict[int, float] | None = None) -> tuple[list[str], dict[str, str]]:
     """The command running ``target`` on ``np`` ranks with the library preloaded, in a session that
     mounts the file system at ``mount`` first, and the environment it adds (``straggle``: {rank: seconds
     late to each MPI-IO call}, planted faults).  :class:`Missing` or
@@ -69,7 +70,7 @@ def command(target: list[str], np: int, mpiexec: str, config_path: Path, parts: 
            "--log", str((parts / FUSE_LOG).resolve()), "--", *client, "--", *launcher]
     env = {R.ENV["dir"]: str(parts.resolve()), R.ENV["layout"]: layout, R.ENV["stamp"]: "1" if stamp else "0",
            R.ENV["slots"]: str(slots.resolve()), R.ENV["hints"]: "1" if hints else "0",
-           R.ENV["mpi"]: "1" if mpi else "0",
+           R.ENV["mpi"]: "1" if mpi else "0", R.ENV["nested"]: "1" if nested else "0",
            R.ENV["straggle"]: ",".join(f"{rank}:{round(s * 1e9)}" for rank, s in (straggle or {}).items())}
     return cmd, env
 

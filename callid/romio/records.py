@@ -23,11 +23,12 @@ from callid_core.schema import CLIENT
 __all__ = ["ENV", "FUNCS", "NSLOTS", "RECORD", "SLOT", "c_header", "read_rank", "rank_files"]
 
 #: the environment the library reads (``callid run`` sets it): directory of its files, CallID layout,
-#: whether to stamp (0: every CallID is the layout's sentinel), the slot table, the straggling ranks
-#: (``rank:ns,...``: how late each comes to its MPI-IO calls, a planted fault)
+#: whether to stamp (0: every CallID is the layout's sentinel), the slot table, the switches (hints,
+#: calls without I/O, nested calls: "0" off), the straggling ranks (``rank:ns,...``: how late each comes
+#: to its MPI-IO calls, a planted fault)
 ENV = {"dir": "CALLID_ROMIO_DIR", "layout": "CALLID_ROMIO_LAYOUT", "stamp": "CALLID_ROMIO_STAMP",
        "slots": "CALLID_ROMIO_SLOTS", "hints": "CALLID_ROMIO_HINTS", "mpi": "CALLID_ROMIO_MPI",
-       "straggle": "CALLID_ROMIO_STRAGGLE"}
+       "nested": "CALLID_ROMIO_NESTED", "straggle": "CALLID_ROMIO_STRAGGLE"}
 MAGIC = 0x43414C4C  # "CALL", written last: a record is whole when it carries it
 VERSION = 1
 #: the file ranges of an access not known (a shared file pointer, or more than MAX_REGIONS)
@@ -36,7 +37,7 @@ MAX_REGIONS = 1 << 20
 NULL_LEN = 0xFFFFFFFF  # a string column's null
 NSLOTS = 4096  # threads that can be in an MPI-IO call at once on one host
 
-KINDS = ("call", "wait", "mpi", "phase", "type")
+KINDS = ("call", "wait", "mpi", "phase", "type", "nested")
 #: the phases of a collective data call, as the library sees them: its communication before its first
 #: data exchange or I/O ('plan'), the data exchange between ranks ('exchange'), each read or write it
 #: makes ('io'), its synchronisation after them ('wait')
@@ -60,7 +61,7 @@ FUNCS = (
     *(f"MPI_File_{verb}{suffix}_{part}" for verb in ("read", "write")
       for suffix in ("_all", "_at_all", "_ordered") for part in ("begin", "end")),
     "MPI_Barrier", "MPI_Bcast", "MPI_Allreduce", "MPI_Reduce", "MPI_Allgather", "MPI_Gather",
-    "MPI_Scatter", "MPI_Alltoall", "MPI_Group_free",
+    "MPI_Scatter", "MPI_Alltoall", "MPI_Group_free", "MPI_Alltoallv", "MPI_Allgatherv",
     "MPI_Send", "MPI_Ssend", "MPI_Bsend", "MPI_Rsend", "MPI_Recv", "MPI_Sendrecv", "MPI_Isend", "MPI_Issend",
     "MPI_Irecv", "MPI_Probe",
     "MPI_Comm_dup", "MPI_Comm_split", "MPI_Comm_split_type", "MPI_Comm_create", "MPI_Comm_create_group",
@@ -75,7 +76,7 @@ STRINGS = ("file", "datatype", "hints", "amode", "etype", "filetype", "datarep",
 LISTS = ("members", "type_ids", "integers", "addresses", "types")
 #: nullable integer columns
 INTS = ("fid", "offset", "size", "count", "bytes", "coll_seq", "rid", "comm_id", "etype_extent", "extent",
-        "relative_offset", "file_size", "thread", "peer", "tag", "root", "type_id")
+        "relative_offset", "file_size", "thread", "peer", "tag", "root", "type_id", "depth")
 #: bits of ``present``: which nullable columns a record has (the rest are null)
 PRESENT = (*INTS, "comm_size", "collective", "atomicity")
 #: bits of ``flags``: the boolean columns' values, and whether the call returned

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import textwrap
 
+import duckdb
 import pyarrow.parquet as pq
 import pytest
 
@@ -60,8 +61,42 @@ def test_hints_and_collectives_switched_off_are_not_logged_and_their_checks_say_
     assert on.returncode == 0, on.stderr
     rows = pq.read_table(tmp_path / "on" / "client.parquet").to_pylist()
     assert [r["func"] for r in rows if r["kind"] == "mpi"] == ["MPI_Barrier"] * 2
+    assert not [r for r in rows if r["kind"] == "nested"]  # (off by default)
     opens = [r for r in rows if r["kind"] == "call" and r["func"] == "MPI_File_open"]
     assert {r["hints"] for r in opens} == {"my_own_hint=1"}
+
+
+COLLECTIVE = textwrap.dedent("""
+    from mpi4py import MPI
+    comm = MPI.COMM_WORLD
+    fh = MPI.File.Open(comm, "/pvfs2/nested", MPI.MODE_CREATE | MPI.MODE_RDWR)
+    fh.Write_at_all(comm.rank * 4096, bytes([65 + comm.rank]) * 4096)
+    comm.Barrier()
+    fh.Close()
+""")
+
+
+def test_nested_calls_switched_on_are_the_mpi_ios_own_inside_each_call(tmp_path):
+    """--trace-nested: the collectives callid's MPI-IO makes inside a traced call are nested_calls rows
+    with the call's CallID, inside its time, on the file's communicator; the program's own calls are
+    the same rows as without it."""
+    (tmp_path / "coll.py").write_text(COLLECTIVE)
+    out = tmp_path / "out"
+    run = callid_cmd("run", "-n", 2, "--servers", 2, "-d", out, "--trace-nested", tmp_path / "coll.py")
+    assert run.returncode == 0, run.stderr[-2000:]
+    merged = cli("merge", out / "client.parquet", out / "server.parquet", "-o", out / "m.duckdb")
+    assert merged.returncode == 0 and "nested_calls" in merged.stdout, merged.stderr
+    db = duckdb.connect(str(out / "m.duckdb"), read_only=True)
+    outside = db.execute("SELECT count(*) FROM nested_calls n LEFT JOIN calls c ON c.callid = n.callid AND "
+                         "c.rank = n.rank WHERE c.callid IS NULL OR n.t_start < c.t_start OR "
+                         "n.t_end > c.t_end OR n.depth <> 1 OR n.comm_id <> c.comm_id").fetchone()[0]
+    assert outside == 0
+    made = db.execute("SELECT DISTINCT c.func, n.func, n.comm_size FROM nested_calls n JOIN calls c "
+                      "USING (callid)").fetchall()
+    assert {("MPI_File_open", "MPI_Allgather", 2), ("MPI_File_write_at_all", "MPI_Allgather", 2),
+            ("MPI_File_close", "MPI_Barrier", 2)} <= set(made), made
+    assert db.execute("SELECT func, count(*) FROM mpi_calls GROUP BY func").fetchall() == [("MPI_Barrier", 2)]
+    assert db.execute("SELECT count(*) FROM nested_calls WHERE callid_hex IS NULL").fetchone()[0] == 0
 
 
 def test_romio_hints_file_gives_every_open_its_hints_under_the_programs_own(tmp_path):

@@ -227,8 +227,9 @@ def test_run_fs_keeps_the_tracers_switches(tmp_path):
     once took the file system's defaults instead, silently."""
     fs = init(tmp_path)
     config = fs_run_config(RunOptions(target=["x.py"], fs=str(fs), flush_rows=1, trace_hints=False,
-                                      trace_mpi=False), tmp_path / "out")
-    assert (config.flush_rows, config.trace_hints, config.trace_mpi) == (1, False, False)
+                                      trace_mpi=False, trace_nested=True), tmp_path / "out")
+    assert (config.flush_rows, config.trace_hints, config.trace_mpi, config.trace_nested) == (
+        1, False, False, True)
 
 
 @pytest.mark.mpi

@@ -116,8 +116,9 @@ def _columns(db, table):
 
 def test_merge_returns_row_counts(logs, tmp_path):
     counts = merge(str(logs[0]), str(logs[1]), str(tmp_path / "c.duckdb"))
-    assert counts == {"calls": 4, "waits": 0, "mpi_calls": 0, "datatypes": 0, "rpcs": 1, "phases": 0,
-                      "server_ops": 8, "arrows": 6, "fanout": 4, "clocks": 4, "run": 18, "source_io": 0}
+    assert counts == {"calls": 4, "waits": 0, "mpi_calls": 0, "nested_calls": 0, "datatypes": 0, "rpcs": 1,
+                      "phases": 0, "server_ops": 8, "arrows": 6, "fanout": 4, "clocks": 4, "run": 18,
+                      "source_io": 0}
 
 
 def test_arrows_are_one_row_per_call_and_disk_operation_including_fan_in(merged):
@@ -517,8 +518,8 @@ def test_stats_and_sql_refuse_what_is_not_a_merged_database(logs, tmp_path):
 
 
 #: the tables a merge stores (the others are views over the logs it keeps)
-STORED = {"calls", "waits", "mpi_calls", "datatypes", "phases", "arrows", "fanout", "clocks", "run",
-          "source_io"}
+STORED = {"calls", "waits", "mpi_calls", "nested_calls", "datatypes", "phases", "arrows", "fanout", "clocks",
+          "run", "source_io"}
 
 
 def test_the_logs_are_kept_beside_the_database_not_copied_into_it(logs, merged):

@@ -187,19 +187,47 @@ def test_the_free_of_a_group_get_group_returned_is_logged(tmp_path):
             "mpi", False, opened["comm_id"], 2)
 
 
-def test_the_switches_leave_hints_and_collectives_out(programs, tmp_path):
-    """callid run --no-trace-hints --no-trace-mpi: the library logs neither (its switches)."""
+def test_the_switches_leave_hints_and_collectives_out_and_nested_calls_in(programs, tmp_path):
+    """callid run --no-trace-hints --no-trace-mpi: the library logs neither; --trace-nested: the MPI
+    calls ROMIO makes inside each traced call are rows of their own (kind 'nested', the call's CallID),
+    and nothing else changes (its switches)."""
     args = ("-n", 64, "-f", tmp_path / "s", "-H", "cb_nodes=2")
-    (tmp_path / "on").mkdir()
-    (tmp_path / "off").mkdir()
-    on = _run(programs, tmp_path / "on", "subarray", *args)
-    off = _run(programs, tmp_path / "off", "subarray", *args, hints="0", mpi="0")
-    for ranks, hinted in ((on, True), (off, False)):
-        rows = [r for t in ranks.values() for r in t.to_pylist()]
+    runs = {}
+    for name, switches in (("on", {}), ("off", {"hints": "0", "mpi": "0"}), ("nested", {"nested": "1"})):
+        (tmp_path / name).mkdir()
+        ranks = _run(programs, tmp_path / name, "subarray", *args, **switches)
+        runs[name] = [r for t in ranks.values() for r in t.to_pylist()]
+    for name, hinted in (("on", True), ("off", False), ("nested", True)):
+        rows = runs[name]
         assert bool([r for r in rows if r["kind"] == "mpi"]) is hinted
         assert bool([r for r in rows if r["hints"]]) is hinted
-        assert len([r for r in rows if r["kind"] == "call"]) == len(
-            [r for t in on.values() for r in t.to_pylist() if r["kind"] == "call"])
+        assert bool([r for r in rows if r["kind"] == "nested"]) is (name == "nested")
+
+    def kinds(rows, kind):
+        return sorted((r["rank"], r["func"], r["callid"]) for r in rows if r["kind"] == kind)
+    for kind in ("call", "mpi", "type"):  # (ROMIO's own datatypes get no ids)
+        assert kinds(runs["nested"], kind) == kinds(runs["on"], kind), kind
+    rows = runs["nested"]
+    calls = {(r["rank"], r["callid"]): r for r in rows if r["kind"] == "call"}
+    nested = [r for r in rows if r["kind"] == "nested"]
+    for r in nested:  # (each inside the rank's call it was made in)
+        call = calls[r["rank"], r["callid"]]
+        assert call["t_start"] <= r["t_start"] <= r["t_end"] <= call["t_end"] and r["depth"] == 1, r
+    made = {(calls[r["rank"], r["callid"]]["func"], r["func"]) for r in nested}
+    assert {("MPI_File_open", "MPI_Allreduce"), ("MPI_File_write_all", "MPI_Alltoall"),
+            ("MPI_File_write_all", "MPI_Isend"), ("MPI_File_read_all", "MPI_Waitall")} <= made, made
+    files = {r["comm_id"] for r in calls.values() if r["func"] == "MPI_File_write_all"}
+    assert {r["comm_id"] for r in nested if r["func"] == "MPI_Alltoall"} == files
+    # the messages of a collective call are its exchange phases: the bytes sent agree
+    total = 0
+    for key, call in calls.items():
+        if call["func"] in ("MPI_File_write_all", "MPI_File_read_all"):
+            of_call = [r for r in rows if (r["rank"], r["callid"]) == key]
+            sent = sum(r["size"] for r in of_call if r["kind"] == "nested" and r["func"] == "MPI_Isend")
+            exchanged = sum(r["bytes"] for r in of_call if r["kind"] == "phase" and r["op"] == "exchange")
+            assert sent == exchanged, (key, call["func"])
+            total += sent
+    assert total > 0
 
 
 def test_a_straggling_rank_comes_late_to_its_calls(programs, tmp_path):
