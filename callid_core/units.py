@@ -147,3 +147,8 @@ def ranks_text(ranks: list[int]) -> str:
 def ranks_phrase(ranks: list[int]) -> str:
     """``rank 5``, or ``ranks 0, 2 (2 ranks)``: ranks to name in a sentence."""
     return f"rank {ranks[0]}" if len(set(ranks)) == 1 else f"ranks {ranks_text(ranks)}"
+
+
+def plural(n: int, what: str) -> str:
+    """``n what`` with an s unless ``n`` is 1: "1 error", "2 errors"."""
+    return f"{n} {what}" + ("" if n == 1 else "s")

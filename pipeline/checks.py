@@ -27,7 +27,7 @@ import pyarrow as pa
 from callid_core.evidence import EVIDENCE, ORIGINS, REPLAY_ORIGIN, TRACED, Source
 from callid_core.ids import Layout
 from callid_core.schema import Column, Table
-from callid_core.units import ranks_text
+from callid_core.units import plural, ranks_text
 from pipeline.merged import Merged
 from pipeline.rules import Catalogue, gate
 
@@ -120,7 +120,8 @@ def render_findings(results: CheckResults, layout: Layout | None = None) -> str:
     ran = f"{results.ran} checks" + (f"; {len(results.undecidable)} not decidable from this source"
                                       if results.undecidable else "")
     if findings:
-        lines = [f"callid check: {counts['error']} errors, {counts['warning']} warnings ({ran})"]
+        lines = [f"callid check: {plural(counts['error'], 'error')}, {plural(counts['warning'], 'warning')} "
+                 f"({ran})"]
     else:
         lines = [f"callid check: no findings ({ran})"]
     for code, group in itertools.groupby(sorted(findings, key=lambda f: f["code"]), key=lambda f: f["code"]):

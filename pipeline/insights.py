@@ -34,6 +34,7 @@ from decimal import Decimal
 from callid_core import config as C
 from callid_core.choices import MpiIo
 from callid_core.ids import Layout
+from callid_core.units import plural
 from pipeline.domain import DATA_CALLS_SQL, DISK_DATA_SQL, SERVER_BUSY_SQL
 from pipeline.merged import Merged
 from pipeline.rules import Catalogue, Rule, gate
@@ -321,8 +322,9 @@ def render_insights(findings: list[dict], ran: int, layout: Layout | None = None
     """The findings of ``ran`` insights, client side then server side, most severe first; ``examples``:
     each recommendation's example too; ``source``: what they were computed from, if not a merged run."""
     counts = count_insights(findings)
-    lines = [f"callid insights: {counts['high']} high, {counts['warning']} warnings, {counts['ok']} ok, "
-             f"{counts['info']} info ({ran} insights{', from ' + source if source else ''})"]
+    where = f", from {source}" if source else ""
+    lines = [f"callid insights: {counts['high']} high, {plural(counts['warning'], 'warning')}, "
+             f"{counts['ok']} ok, {counts['info']} info ({ran} insights{where})"]
     titles = {"faults": "What went wrong (a slow or failing server, a late rank)",
               "client": "What the program does (client side, Drishti's thresholds)",
               "server": "What it caused on the servers (server side)"}

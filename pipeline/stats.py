@@ -10,7 +10,7 @@ import itertools
 from callid_core import schema as S
 from callid_core.choices import Payload
 from callid_core.evidence import REPLAY_ORIGIN
-from callid_core.units import ranks_text
+from callid_core.units import plural, ranks_text
 from pipeline.checks import count_findings, run_checks
 from pipeline.domain import ARROW_OPS_SQL, DATA_CALL_WHERE, SERVER_BUSY_SQL
 from pipeline.formatting import format_rows
@@ -215,11 +215,13 @@ def render_stats(stats: dict) -> str:
         f"{ranks_text(stats['aggregators'])}",
     ]
     undecidable = len(stats["checks_undecidable"])
-    lines.append(f"  callid check: {stats['findings']['error']} errors, {stats['findings']['warning']} "
-                 "warnings of MPI-IO usage" + (f", {undecidable} checks not decidable from this source"
-                                               if undecidable else "") + " (callid check DB lists them)")
-    lines.append(f"  callid insights: {stats['insights']['high']} high, {stats['insights']['warning']} "
-                 "warnings (callid insights DB says what to change)")
+    lines.append(f"  callid check: {plural(stats['findings']['error'], 'error')}, "
+                 f"{plural(stats['findings']['warning'], 'warning')} of MPI-IO usage"
+                 + (f", {plural(undecidable, 'check')} not decidable from this source" if undecidable else "")
+                 + " (callid check DB lists them)")
+    lines.append(f"  callid insights: {stats['insights']['high']} high, "
+                 f"{plural(stats['insights']['warning'], 'warning')} "
+                 "(callid insights DB says what to change)")
     if stats["source"]:
         inferred = ", ".join(f"{k} {v}" for k, v in stats["inferred_calls"].items()) or "nothing"
         lines += [f"  replay of {stats['source']}",

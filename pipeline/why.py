@@ -20,7 +20,7 @@ from typing import Any
 
 from callid_core import schema as S
 from callid_core.errors import InputError
-from callid_core.units import human_size
+from callid_core.units import human_size, plural
 from pipeline.insights import SEVERITIES, run_insights
 from pipeline.merged import Merged
 
@@ -308,10 +308,6 @@ def _findings(findings: list[dict], call: dict, servers: list[str], ranks: list[
 # -- text ---------------------------------------------------------------------------------------------
 
 
-def _plural(n: int, what: str) -> str:
-    return f"{n} {what}" + ("" if n == 1 else "s")
-
-
 def _ms(ns: int | None) -> str:
     return "-" if ns is None else f"{ns / 1e6:.1f} ms"
 
@@ -330,7 +326,7 @@ def _piece(p: dict) -> str:
     if side is None:
         return text + " (no server event of it)"
     last = side["last_disk_op"]
-    ops = (f"; its {_plural(side['disk_ops'], 'disk operation')}, the last {last['op']} of "
+    ops = (f"; its {plural(side['disk_ops'], 'disk operation')}, the last {last['op']} of "
            f"{human_size(last['size'] or 0)} taking {_ms(last['dur_ns'])}" if last else "; no disk operation")
     return (f"{text}: reaching {p['server']} {_ms(side['in_ns'])}, queued {_ms(side['queued_ns'])}, "
             f"disks {_ms(side['disk_ns'])}, other server time {_ms(side['other_ns'])}, "
@@ -352,7 +348,7 @@ def render_why(result: dict, layout: Any = None) -> str:
     size = f" {human_size(c['size'])}" if c["size"] is not None else ""
     lines = [f"{c['func']} {c['callid_hex']} on rank {c['rank']}:{size}{where}",
              f"  took {_ms(c['dur_ns'])} (from {c['t_rel_ns'] / 1e9:.3f} s into the run)"
-             + (f"; {_plural(c['collective_ranks'], 'rank')} in the collective" if c.get("collective_ranks")
+             + (f"; {plural(c['collective_ranks'], 'rank')} in the collective" if c.get("collective_ranks")
                 else "")]
     if peers["median_ns"] is not None and peers["calls"] > 1:
         same = " of the same size" if c["size"] is not None else ""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from callid_core.errors import BadValue
-from callid_core.units import RankSet, parse_ranks, parse_size
+from callid_core.units import RankSet, parse_ranks, parse_size, plural
 
 
 @pytest.mark.parametrize(("text", "size"), [("65536", 65536), ("64KiB", 65536), ("64 KiB", 65536),
@@ -28,3 +28,8 @@ def test_rank_ranges_stay_ranges():
     assert RankSet.of([5, 1, 2, 3]) == RankSet(((1, 3), (5, 5)))
     with pytest.raises(BadValue, match="goes beyond 2147483647, the largest rank a log holds"):
         parse_ranks("0-2147483648")
+
+
+def test_counts_say_one_thing_in_the_singular():
+    """callid check once printed "1 errors"."""
+    assert [plural(n, "error") for n in (0, 1, 2)] == ["0 errors", "1 error", "2 errors"]
