@@ -88,6 +88,14 @@ class Column:
     default: Any = None
 
 
+def _repeated(value: Any, kind: pa.DataType, n: int) -> pa.Array:
+    """``n`` times ``value`` (pyarrow repeats a list scalar row by row: 3 M empty lists took 0.7 s)."""
+    if pa.types.is_list(kind) and not value:
+        offsets = pa.repeat(pa.scalar(0, pa.int32()), n + 1)
+        return pa.ListArray.from_arrays(offsets, pa.array([], kind.value_type))
+    return pa.repeat(pa.scalar(value, kind), n)
+
+
 class Table:
     """A declared table: its columns and their Arrow schema (doc and unit in the field metadata).
 
@@ -117,7 +125,7 @@ class Table:
         return pa.table({
             c.name: columns[c.name] if c.name in columns
             else pa.nulls(n, c.type) if c.default is None or not n  # (pyarrow cannot repeat 0 lists)
-            else pa.repeat(pa.scalar(c.default, c.type), n)
+            else _repeated(c.default, c.type, n)
             for c in self.columns
         }).cast(self.schema)
 

@@ -155,7 +155,6 @@ class _Requests:
 
     call: np.ndarray
     server: np.ndarray
-    op: np.ndarray  # io_write or io_read
     of_op: np.ndarray  # each disk operation's request
     send_after: np.ndarray
     lat_out: np.ndarray
@@ -271,8 +270,7 @@ def _requests(opts: SynthOptions, rng: np.random.Generator, calls: _Calls, ops: 
     lat_out = opts.latency + rng.exponential(opts.jitter, m_req)
     service = rng.integers(20_000, 150_000, m_req)
     lat_back = opts.latency + rng.exponential(opts.jitter, m_req)
-    return _Requests(call=req_call, server=req_server,
-                     op=np.where(calls.write[req_call], "io_write", "io_read"), of_op=op_req,
+    return _Requests(call=req_call, server=req_server, of_op=op_req,
                      send_after=send_after, lat_out=lat_out, service=service, lat_back=lat_back)
 
 
@@ -389,41 +387,55 @@ def _events(opts: SynthOptions, rng: np.random.Generator, calls: _Calls, ops: _D
 
 
 def _on_clock(clock_of: dict, t: np.ndarray, domain: np.ndarray, prefix: str) -> np.ndarray:
-    """Times ``t`` as the clocks ``{prefix}{domain}`` read them."""
+    """Times ``t`` as the clocks ``{prefix}{domain}`` read them (only the skewed ones are looked for: the
+    domains of millions of rows are not sorted for their few values)."""
     out = t.copy()
-    for d in np.unique(domain):
-        sk = clock_of.get(f"{prefix}{d}")
-        if sk is not None:
-            sel = domain == d
-            out[sel] = sk.local(t[sel], T_BASE)
+    for name, sk in clock_of.items():
+        if name.startswith(prefix) and name[len(prefix):].isdigit():
+            sel = domain == int(name[len(prefix):])
+            if sel.any():
+                out[sel] = sk.local(t[sel], T_BASE)
     return out
+
+
+def _picked(values: list[str], index: np.ndarray) -> pa.Array:
+    """``values[index]`` as a string column (from indices: a numpy array of strings costs 4 bytes a
+    character and seconds to convert at millions of rows)."""
+    return pa.DictionaryArray.from_arrays(pa.array(index, pa.int32()), pa.array(values)).cast(pa.string())
+
+
+def _same(value: str, n: int) -> pa.Array:
+    return pa.repeat(pa.scalar(value), n)
+
+
+#: the data functions, by calls.write
+FUNCS = ["MPI_File_read_at", "MPI_File_write_at"]
 
 
 def _client_table(names: np.ndarray, clock_of: dict, calls: _Calls, reqs: _Requests, times: _CallTimes,
                   wire: _RequestTimes, host: np.ndarray, first_req: int) -> pa.Table:
     """The client log: a row per call, then one per request (an rpc row; ``req_seq`` from ``first_req``)."""
     n, n_rpc = calls.n, len(reqs.call)
-    call_clock = np.char.add("host", host.astype(str))
+    hosts = [f"host{h}" for h in range(int(host.max(initial=0)) + 1)]
     req_host = host[reqs.call]
     return pa.concat_tables([S.CLIENT.arrow(n, {
-        "callid": pa.array(calls.logged_id, pa.uint64()), "rank": calls.rank, "clock": pa.array(call_clock),
-        "kind": pa.array(["call"] * n),
-        "func": pa.array(np.where(calls.write, "MPI_File_write_at", "MPI_File_read_at")),
-        "file": pa.array(["/pvfs2/synth"] * n), "fid": np.ones(n, np.int64),
+        "callid": pa.array(calls.logged_id, pa.uint64()), "rank": calls.rank, "clock": _picked(hosts, host),
+        "kind": _same("call", n), "func": _picked(FUNCS, calls.write),
+        "file": _same("/pvfs2/synth", n), "fid": np.ones(n, np.int64),
         "offset": calls.counter.astype(np.int64) * 65536, "size": calls.size, "count": calls.size,
-        "datatype": pa.array(["MPI_BYTE"] * n), "bytes": calls.size, "collective": calls.collective,
+        "datatype": _same("MPI_BYTE", n), "bytes": calls.size, "collective": calls.collective,
         "coll_seq": pa.array(calls.coll_seq, mask=calls.coll_seq < 0),
         "t_start": _on_clock(clock_of, times.start, host, "host"),
         "t_end": _on_clock(clock_of, times.end, host, "host"),
     }), S.CLIENT.arrow(n_rpc, {
         "callid": pa.array(np.where(calls.collective[reqs.call], np.uint64(LAYOUT.sentinel),
                                     calls.logged_id[reqs.call]), pa.uint64()),
-        "rank": calls.rank[reqs.call], "clock": pa.array(call_clock[reqs.call]),
-        "kind": pa.array(["rpc"] * n_rpc),
-        "func": pa.array(np.where(calls.write[reqs.call], "MPI_File_write_at", "MPI_File_read_at")),
+        "rank": calls.rank[reqs.call], "clock": _picked(hosts, req_host),
+        "kind": _same("rpc", n_rpc), "func": _picked(FUNCS, calls.write[reqs.call]),
         "t_start": _on_clock(clock_of, wire.sent, req_host, "host"),
         "t_end": _on_clock(clock_of, wire.back, req_host, "host"),
-        "server": pa.array(names[reqs.server]), "op": pa.array(reqs.op),
+        "server": _picked(list(names), reqs.server),
+        "op": _picked(["io_read", "io_write"], calls.write[reqs.call]),
         "req_seq": first_req + np.arange(n_rpc, dtype=np.int64),
         "t_recv": _on_clock(clock_of, wire.received, reqs.server, "io"),
         "t_send": _on_clock(clock_of, wire.answered, reqs.server, "io"),
@@ -440,8 +452,7 @@ def _server_table(names: np.ndarray, clock_of: dict, calls: _Calls, ops: _DiskOp
     ev_callid[single] = ev.values[ev.offsets[:-1][single]]
     req_event = ev.event_id[n_trove:]
     ev_size = np.concatenate([np.full(n_trove, 65536), calls.size[reqs.call]])
-    ev_op = np.concatenate([np.where(calls.write[ops.call], "trove_write", "trove_read"),
-                            np.where(calls.write[un.call], "trove_write", "trove_read"), reqs.op])
+    ev_op = np.concatenate([calls.write[ops.call], calls.write[un.call], 2 + calls.write[reqs.call]])
     value_ev = np.repeat(np.arange(m), ev.lengths)
     within = np.arange(len(ev.values)) - ev.offsets[:-1][value_ev]
     n_of, size_of = ev.lengths[value_ev], ev_size[value_ev]
@@ -449,9 +460,9 @@ def _server_table(names: np.ndarray, clock_of: dict, calls: _Calls, ops: _DiskOp
     per_callid = pa.ListArray.from_arrays(pa.array(ev.offsets.astype(np.int32)),
                                           pa.array(value_bytes, pa.int64()))
     return S.SERVER.arrow(m, {
-        "server": pa.array(names[ev.server]), "clock": pa.array(names[ev.server]),
-        "layer": pa.array(np.concatenate([np.full(n_trove, "trove"), np.full(m_req, "req")])),
-        "op": pa.array(ev_op),
+        "server": _picked(list(names), ev.server), "clock": _picked(list(names), ev.server),
+        "layer": _picked(["trove", "req"], np.r_[np.zeros(n_trove, np.int8), np.ones(m_req, np.int8)]),
+        "op": _picked(["trove_read", "trove_write", "io_read", "io_write"], ev_op),
         "callid": pa.array(ev_callid, pa.uint64()),
         "callids": pa.ListArray.from_arrays(pa.array(ev.offsets.astype(np.int32)),
                                             pa.array(ev.values, pa.uint64())),
@@ -472,5 +483,6 @@ def _truth_table(names: np.ndarray, m_ops: int, ev: _Events) -> pa.Table:
     n_ids = np.where(disk, ev.lengths, 0)
     return pa.table({
         "callid": pa.array(ev.values[np.repeat(disk, ev.lengths)], pa.uint64()),
-        "server": pa.array(np.repeat(names[ev.server], n_ids)), "event_id": np.repeat(ev.event_id, n_ids),
+        "server": _picked(list(names), np.repeat(ev.server, n_ids)),
+        "event_id": np.repeat(ev.event_id, n_ids),
     })
