@@ -301,7 +301,8 @@ def _nested_call(func: str, comm_size: int, comm_id: int, t0: int, collective: b
     """Log an MPI call that callid's MPI-IO made inside the thread's traced call (kind 'nested')."""
     tr = _tracer
     if tr is not None:
-        tr.trace.call(Record(_inside.callid, kind="nested", func=func, depth=1, collective=collective,
+        callid = getattr(_inside, "callid", tr.stamper.layout.sentinel)  # (a thread of no call yet: none)
+        tr.trace.call(Record(callid, kind="nested", func=func, depth=1, collective=collective,
                              comm_size=comm_size, comm_id=comm_id, t_start=t0, t_end=clock.now(),
                              thread=_thread(), **details))
 
