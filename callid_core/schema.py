@@ -232,7 +232,9 @@ CLIENT = Table("client", "one row per traced MPI call ('call'), completion ('wai
     Column("type_id", pa.int64(), "kind 'type': the id of the datatype described, the rank's (1, 2, ... in "
            "the order of first use; a type's parts before it)"),
     Column("integers", pa.list_(pa.int64()), "kind 'type': the integer arguments of its constructor, as "
-           "MPI_Type_get_contents returns them (counts, block lengths, displacements in elements, ...)",
+           "MPI_Type_get_contents returns them (counts, block lengths, displacements in elements, ...; a "
+           "type of MPI 4's large-count constructors: its large counts after them, as "
+           "MPI_Type_get_contents_c)",
            nullable=False, default=()),
     Column("addresses", pa.list_(pa.int64()), "kind 'type': the address arguments of its constructor "
            "(displacements in bytes, a resized type's lower bound and extent)", BYTES, nullable=False,
