@@ -317,7 +317,9 @@ def _call(fh: TracedFile | None, name: str, *args: Any, **kwargs: Any) -> Any:
     rec = Record(tr.next_callid(), func=spec.func, collective=spec.collective, thread=_thread())
     if spec.describe is not None:
         spec.describe(rec, args)
-    rec.type_ids = tr.types.ids(*_types_of(name, spec, args, kwargs))
+    types = _types_of(name, spec, args, kwargs)
+    if types:  # (most calls pass none: their type_ids stay the default, empty)
+        rec.type_ids = tr.types.ids(*types)
     if fh is not None:
         rec.file, rec.fid = fh._callid_name, fh._callid_fid
         if fh._callid_pending:
