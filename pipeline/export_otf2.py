@@ -364,10 +364,12 @@ class _Writer:
             func: d.region(func, paradigm=Paradigm.MPI, region_role=RegionRole.FILE_IO
                            if func.startswith("MPI_File_") else RegionRole.FUNCTION)._ref
             for (func,) in con.execute("SELECT DISTINCT func FROM sel_calls ORDER BY 1").fetchall()}
+        # the calls without I/O and the nested calls: collective or point to point
         self.call_regions.update({
             func: d.region(func, paradigm=Paradigm.MPI, region_role=RegionRole.BARRIER if "Barrier" in func
-                           else RegionRole.COLL_OTHER)._ref
-            for (func,) in con.execute("SELECT DISTINCT func FROM sel_mpi_calls ORDER BY 1").fetchall()})
+                           else RegionRole.COLL_OTHER if coll else RegionRole.POINT2POINT)._ref
+            for func, coll in con.execute("SELECT func, bool_or(collective IS NOT FALSE) FROM sel_mpi_calls "
+                                          "GROUP BY func ORDER BY 1").fetchall()})
         roles = {"trove": RegionRole.FILE_IO, "meta": RegionRole.FILE_IO_METADATA}
         self.op_regions = {
             (layer, op): d.region(op, description=f"server layer {layer}", paradigm=Paradigm.USER,

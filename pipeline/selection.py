@@ -4,8 +4,9 @@ views over a merged database, and where each arrow starts.
 :func:`select_views` creates on a connection:
 
 * ``sel_calls``: the calls of the selected ranks, on the selected files, starting in the window;
-* ``sel_mpi_calls``: the collective MPI calls without I/O (``mpi_calls``) of the selected ranks starting
-  in the window (none when files are selected: they are on no file);
+* ``sel_mpi_calls``: the MPI calls without I/O (``mpi_calls``) and the nested calls (``nested_calls``:
+  the MPI-IO's own, inside a call, when the run logged them) of the selected ranks starting in the window
+  (none when files are selected: they are on no file);
 * ``sel_ops``: the server events of the selected servers starting in the window, and when ranks or
   files are selected, only those serving a selected call (by their CallIDs);
 * ``sel_arrows``: the arrows between a selected call and a selected disk operation, each with where it
@@ -95,9 +96,11 @@ def select_views(con: duckdb.DuckDBPyConnection, sel: Selection) -> None:
         con.execute("CREATE OR REPLACE TEMP TABLE sel_files AS SELECT unnest(?::VARCHAR[]) AS file", [names])
         where.append("file IN (SELECT file FROM sel_files)")
     con.execute(f"CREATE OR REPLACE TEMP VIEW sel_calls AS SELECT * FROM calls WHERE {' AND '.join(where)}")
-    # the collective MPI calls without I/O of the ranks, in the window (on no file: none when files are)
+    # the MPI calls without I/O of the ranks and the nested calls (those the MPI-IO made inside a call), in
+    # the window (on no file: none when files are)
     mpi_where = "false" if sel.files else " AND ".join(w for w in where if "sel_files" not in w)
-    con.execute(f"CREATE OR REPLACE TEMP VIEW sel_mpi_calls AS SELECT * FROM mpi_calls WHERE {mpi_where}")
+    con.execute(f"CREATE OR REPLACE TEMP VIEW sel_mpi_calls AS SELECT * FROM mpi_calls WHERE {mpi_where} "
+                f"UNION ALL BY NAME SELECT * FROM nested_calls WHERE {mpi_where}")
 
     op_where = [window_sql(sel.window)]
     if sel.servers:

@@ -3,6 +3,7 @@ collectives without I/O not logged, and the checks that then cannot decide say s
 
 from __future__ import annotations
 
+import collections
 import json
 import textwrap
 
@@ -97,6 +98,14 @@ def test_nested_calls_switched_on_are_the_mpi_ios_own_inside_each_call(tmp_path)
             ("MPI_File_close", "MPI_Barrier", 2)} <= set(made), made
     assert db.execute("SELECT func, count(*) FROM mpi_calls GROUP BY func").fetchall() == [("MPI_Barrier", 2)]
     assert db.execute("SELECT count(*) FROM nested_calls WHERE callid_hex IS NULL").fetchone()[0] == 0
+    # the exports show them (on the rank's second row, under the calls they were made in)
+    export = cli("export", out / "m.duckdb", "--format", "chrome", "-o", out / "t.json")
+    assert export.returncode == 0, export.stderr
+    events = json.loads((out / "t.json").read_text())["traceEvents"]
+    shown = collections.Counter(e["name"] for e in events if e.get("ph") == "X" and e["pid"] == 1)
+    assert shown == collections.Counter(f for (f,) in db.execute(
+        "SELECT func FROM calls UNION ALL SELECT func FROM mpi_calls UNION ALL SELECT func FROM nested_calls"
+    ).fetchall())
 
 
 def test_romio_hints_file_gives_every_open_its_hints_under_the_programs_own(tmp_path):
