@@ -193,13 +193,39 @@ static int64_t group_ident(MPI_Group g, int *size) {
     return id;
 }
 
+/* a communicator's id is kept on it, as an attribute of this key (MPI deletes it with the communicator):
+ * worked out once per communicator, not at every call on it */
+static int ident_key = MPI_KEYVAL_INVALID;
+static pthread_once_t ident_key_once = PTHREAD_ONCE_INIT;
+
+static int forget_ident(MPI_Comm comm, int key, void *value, void *extra) {
+    (void)comm; (void)key; (void)extra;
+    free(value);
+    return MPI_SUCCESS;
+}
+
+static void make_ident_key(void) {
+    if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, forget_ident, &ident_key, NULL) != MPI_SUCCESS)
+        ident_key = MPI_KEYVAL_INVALID;
+}
+
 static int64_t comm_ident(MPI_Comm comm, int *size) {
     PMPI_Comm_size(comm, size);
     if (comm == MPI_COMM_WORLD) return S.world_id;
+    pthread_once(&ident_key_once, make_ident_key);
+    int64_t *kept = NULL;
+    int found = 0;
+    if (ident_key != MPI_KEYVAL_INVALID && PMPI_Comm_get_attr(comm, ident_key, &kept, &found) == MPI_SUCCESS &&
+        found)
+        return *kept;
     MPI_Group g;
     PMPI_Comm_group(comm, &g);
     int64_t id = group_ident(g, size);
     PMPI_Group_free(&g);
+    if (ident_key != MPI_KEYVAL_INVALID && (kept = malloc(sizeof *kept)) != NULL) {
+        *kept = id;
+        if (PMPI_Comm_set_attr(comm, ident_key, kept) != MPI_SUCCESS) free(kept);
+    }
     return id;
 }
 

@@ -279,6 +279,38 @@ int main(int argc, char **argv) {
 """
 
 
+REUSE_PROGRAM = r"""
+#include <mpi.h>
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    int rank;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm a, b;
+    MPI_Comm_split(MPI_COMM_WORLD, 0, -rank, &a);  /* (the ranks reversed) */
+    MPI_Barrier(a);
+    MPI_Comm_free(&a);
+    MPI_Comm_split(MPI_COMM_WORLD, 0, rank, &b);  /* (MPICH may give it the handle a had) */
+    MPI_Barrier(b);
+    MPI_Comm_free(&b);
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+def test_a_communicators_id_is_its_own_when_its_handle_was_another_ones(tmp_path):
+    """The library keeps a communicator's id on it (an attribute MPI deletes with it): a communicator made
+    after another was freed has its own id, whatever its handle."""
+    (tmp_path / "reuse.c").write_text(REUSE_PROGRAM)
+    exe = tmp_path / "reuse"
+    subprocess.run([find_mpicc(), "-o", exe, tmp_path / "reuse.c"], check=True, capture_output=True)
+    for table in _run({"reuse": exe}, tmp_path, "reuse", np=2).values():
+        rows = [(r["func"], r["comm_id"], r["members"]) for r in table.to_pylist() if r["kind"] == "mpi"]
+        (_, reversed_id, members), (_, barrier_a, _), (_, in_order_id, _), (_, barrier_b, _) = rows
+        assert members == [1, 0] and reversed_id != in_order_id, rows
+        assert (barrier_a, barrier_b) == (reversed_id, in_order_id), rows
+
+
 def test_point_to_point_and_collective_details_are_logged(tmp_path):
     """HDTrace's calls without I/O: a send and a receive of any source and tag (logged with the one that
     matched), a non-blocking send and receive when issued and when completed (MPI_Wait, MPI_Waitall,
