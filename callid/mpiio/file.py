@@ -317,9 +317,7 @@ def _call(fh: TracedFile | None, name: str, *args: Any, **kwargs: Any) -> Any:
     rec = Record(tr.next_callid(), func=spec.func, collective=spec.collective, thread=_thread())
     if spec.describe is not None:
         spec.describe(rec, args)
-    types = _types_of(name, spec, args, kwargs)
-    if types:  # (most calls pass none: their type_ids stay the default, empty)
-        rec.type_ids = tr.types.ids(*types)
+    rec.type_ids = _type_ids(tr, name, spec, args, kwargs)
     if fh is not None:
         rec.file, rec.fid = fh._callid_name, fh._callid_fid
         if fh._callid_pending:
@@ -351,6 +349,12 @@ def _call(fh: TracedFile | None, name: str, *args: Any, **kwargs: Any) -> Any:
     finally:
         rec.t_start, rec.t_end, rec.error = t0, clock.now(), error
         tr.trace.call(rec)
+
+
+def _type_ids(tr: Tracer, name: str, spec: CallSpec, args: tuple, kwargs: dict) -> list[int]:
+    """The rank's ids of the datatypes a call passes (most pass none: no lookup)."""
+    types = _types_of(name, spec, args, kwargs)
+    return tr.types.ids(*types) if types else []
 
 
 def _types_of(name: str, spec: CallSpec, args: tuple, kwargs: dict) -> list[Any]:
