@@ -405,11 +405,12 @@ def _picked(values: list[str], index: np.ndarray) -> pa.Array:
 
 
 def _same(value: str, n: int) -> pa.Array:
+    """A string column of ``n`` times ``value``."""
     return pa.repeat(pa.scalar(value), n)
 
 
 #: the data functions, by calls.write
-FUNCS = ["MPI_File_read_at", "MPI_File_write_at"]
+_DATA_FUNCS = ["MPI_File_read_at", "MPI_File_write_at"]
 
 
 def _client_table(names: np.ndarray, clock_of: dict, calls: _Calls, reqs: _Requests, times: _CallTimes,
@@ -420,7 +421,7 @@ def _client_table(names: np.ndarray, clock_of: dict, calls: _Calls, reqs: _Reque
     req_host = host[reqs.call]
     return pa.concat_tables([S.CLIENT.arrow(n, {
         "callid": pa.array(calls.logged_id, pa.uint64()), "rank": calls.rank, "clock": _picked(hosts, host),
-        "kind": _same("call", n), "func": _picked(FUNCS, calls.write),
+        "kind": _same("call", n), "func": _picked(_DATA_FUNCS, calls.write),
         "file": _same("/pvfs2/synth", n), "fid": np.ones(n, np.int64),
         "offset": calls.counter.astype(np.int64) * 65536, "size": calls.size, "count": calls.size,
         "datatype": _same("MPI_BYTE", n), "bytes": calls.size, "collective": calls.collective,
@@ -431,7 +432,7 @@ def _client_table(names: np.ndarray, clock_of: dict, calls: _Calls, reqs: _Reque
         "callid": pa.array(np.where(calls.collective[reqs.call], np.uint64(LAYOUT.sentinel),
                                     calls.logged_id[reqs.call]), pa.uint64()),
         "rank": calls.rank[reqs.call], "clock": _picked(hosts, req_host),
-        "kind": _same("rpc", n_rpc), "func": _picked(FUNCS, calls.write[reqs.call]),
+        "kind": _same("rpc", n_rpc), "func": _picked(_DATA_FUNCS, calls.write[reqs.call]),
         "t_start": _on_clock(clock_of, wire.sent, req_host, "host"),
         "t_end": _on_clock(clock_of, wire.back, req_host, "host"),
         "server": _picked(list(names), reqs.server),

@@ -288,9 +288,8 @@ def _mpi_call(func: str, comm_size: int, comm_id: int, t0: int, collective: bool
     ``details``: its peer, tag, root, count, datatype and size (those it has)."""
     tr = _tracer
     if tr is not None and tr.mpi:
-        tr.trace.call(Record(tr.stamper.layout.sentinel, kind="mpi", func=func, collective=collective,
-                             comm_size=comm_size, comm_id=comm_id, t_start=t0, t_end=clock.now(),
-                             thread=_thread(), **details))
+        _log_without_io(tr, tr.stamper.layout.sentinel, "mpi", func, comm_size, comm_id, t0, collective,
+                        details)
 
 
 #: the traced call each thread is in (its CallID): the MPI calls callid's MPI-IO makes in it are nested in it
@@ -302,9 +301,15 @@ def _nested_call(func: str, comm_size: int, comm_id: int, t0: int, collective: b
     tr = _tracer
     if tr is not None:
         callid = getattr(_inside, "callid", tr.stamper.layout.sentinel)  # (a thread of no call yet: none)
-        tr.trace.call(Record(callid, kind="nested", func=func, depth=1, collective=collective,
-                             comm_size=comm_size, comm_id=comm_id, t_start=t0, t_end=clock.now(),
-                             thread=_thread(), **details))
+        _log_without_io(tr, callid, "nested", func, comm_size, comm_id, t0, collective,
+                        details | {"depth": 1})
+
+
+def _log_without_io(tr: Tracer, callid: int, kind: str, func: str, comm_size: int, comm_id: int, t0: int,
+                    collective: bool, details: dict) -> None:
+    """Log one MPI call without I/O that began at ``t0`` and ends now (kind 'mpi' or 'nested')."""
+    tr.trace.call(Record(callid, kind=kind, func=func, collective=collective, comm_size=comm_size,
+                         comm_id=comm_id, t_start=t0, t_end=clock.now(), thread=_thread(), **details))
 
 
 def _call(fh: TracedFile | None, name: str, *args: Any, **kwargs: Any) -> Any:
