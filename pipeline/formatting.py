@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import itertools
 from collections.abc import Iterable, Iterator
@@ -29,13 +30,18 @@ def _fit(text: str) -> str:
     text = text.replace("\n", " ")
     if len(text) <= MAX_CELL:
         return text
-    keep = MAX_CELL - len(f"…{len(text)} chars more…")
-    head = keep // 2
-    return f"{text[:head]}…{len(text) - keep} chars more…{text[len(text) - (keep - head):]}"
+    head, marker, tail = _cut(len(text))
+    return text[:head] + marker + text[len(text) - tail:]
 
 
-def _widths(columns: list[str], cells: list[list[str]]) -> list[int]:
-    return [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+@functools.lru_cache(maxsize=256)
+def _cut(n: int) -> tuple[int, str, int]:
+    """How :func:`_fit` cuts a value of ``n`` characters: the characters kept at its start, the marker,
+    the characters kept at its end."""
+    marker = f"…{n} chars more…"
+    keep = MAX_CELL - len(marker)
+    marker = f"…{n - keep} chars more…"
+    return keep // 2, marker, keep - keep // 2
 
 
 def format_rows(columns: list[str], rows: list[tuple], fmt: str = "table", cut: bool = True) -> str:
@@ -59,24 +65,39 @@ def stream_rows(columns: list[str], batches: Iterable[list[tuple]], fmt: str = "
 
 
 def _aligned(columns: list[str], batches: Iterable[list[tuple]], fmt: str, cut: bool) -> Iterator[str]:
-    """A table or markdown, in blocks."""
+    """A table or markdown, in blocks (each batch column by column)."""
     n, widths = 0, None
-    for batch in batches:
-        cells = [[_cell(v) for v in row] for row in batch]
-        n += len(cells)
-        if fmt == "markdown":
-            cells = [[v.replace("|", "\\|").replace("\n", " ") for v in row] for row in cells]
-        else:
-            cells = [[_fit(v) if cut else v.replace("\n", " ") for v in row] for row in cells]
+    for batch in filter(None, batches):
+        texts = [_texts(values, fmt, cut) for values in zip(*batch)]
+        n += len(batch)
         if widths is None:
-            widths = _widths(columns, cells)
+            widths = [max(len(c), max(map(len, t), default=0)) for c, t in zip(columns, texts)]
             yield _head(columns, widths, fmt)
-        if cells:
-            yield "\n".join(_line(row, widths, fmt) for row in cells)
+        yield "\n".join(_lines(texts, widths, fmt))
     if widths is None:
-        yield _head(columns, _widths(columns, []), fmt)
+        yield _head(columns, [len(c) for c in columns], fmt)
     if fmt == "table":
         yield f"({n} row{'s' if n != 1 else ''})"
+
+
+def _texts(values: tuple, fmt: str, cut: bool) -> list[str]:
+    """A column's cells as text on one line: markdown's ``|`` escaped; a table's cut to
+    :data:`MAX_CELL` characters when ``cut``."""
+    texts = [_cell(v) for v in values]
+    if fmt == "markdown":
+        return [t.replace("|", "\\|").replace("\n", " ") for t in texts]
+    if cut:
+        return [_fit(t) if len(t) > MAX_CELL or "\n" in t else t for t in texts]
+    return [t.replace("\n", " ") for t in texts]
+
+
+def _lines(texts: list[list[str]], widths: list[int], fmt: str) -> Iterator[str]:
+    """The rows of a block, its columns padded to ``widths`` (a table's numbers to the right)."""
+    if fmt == "markdown":
+        padded = [[t.ljust(w) for t in column] for column, w in zip(texts, widths)]
+        return ("| " + " | ".join(row) + " |" for row in zip(*padded))
+    padded = [[t.rjust(w) if _numeric(t) else t.ljust(w) for t in column] for column, w in zip(texts, widths)]
+    return ("  ".join(row).rstrip() for row in zip(*padded))
 
 
 def _json(columns: list[str], batches: Iterable[list[tuple]]) -> Iterator[str]:
@@ -86,8 +107,8 @@ def _json(columns: list[str], batches: Iterable[list[tuple]]) -> Iterator[str]:
         if batch:
             if pending is not None:
                 yield pending
-            pending = ("[" if pending is None else ", ") + ", ".join(
-                jsonout.dumps(dict(zip(columns, row))) for row in batch)
+            pending = ("[" if pending is None else ", ") + jsonout.dumps(
+                [dict(zip(columns, row)) for row in batch])[1:-1]  # (one dumps: its items, ", " between)
     yield (pending or "[") + "]"
 
 
@@ -96,7 +117,7 @@ def _csv(columns: list[str], batches: Iterable[list[tuple]]) -> Iterator[str]:
     for rows in itertools.chain([[columns]], batches):
         if rows:
             buf = io.StringIO()
-            csv.writer(buf, lineterminator="\n").writerows([_cell(v) for v in row] for row in rows)
+            csv.writer(buf, lineterminator="\n").writerows(rows)  # (None as '', the rest as str() says)
             yield buf.getvalue().rstrip("\n")
 
 
@@ -113,6 +134,9 @@ def _line(values: list[str], widths: list[int], fmt: str) -> str:
 
 
 def _numeric(text: str) -> bool:
+    first = text.lstrip()[:1]  # (what float() reads starts with a digit, a sign, a point, inf or nan:
+    if not (first.isdigit() or first in "+-.iInN"):  # most texts are told apart without an exception)
+        return False
     try:
         float(text)
     except ValueError:
