@@ -22,10 +22,10 @@ def test_readme_has_exactly_two_setup_commands_and_ci_runs_the_test_one():
     assert len(blocks) == 2 and all("\n" not in b for b in blocks)
     main, tests = blocks
     assert main.endswith("callid demo")
-    assert tests.endswith("pytest -q")
+    assert tests.endswith("pytest -q -n 2")
     ci = (ROOT / ".ci" / "run").read_text()
     assert "pip install -e '.[test]'" in tests and "pip install -e '.[test]'" in ci
-    assert "\npytest -q\n" in ci
+    assert "\npytest -q -n 2\n" in ci
 
 
 def test_bad_option_is_one_error_line_and_exit_2(tmp_path):
