@@ -269,6 +269,7 @@ def main(argv: list[str]) -> int:
         unknown = [n for n in (given or "").split(",") if n and n not in known]
         if unknown:
             parser.error(f"{flag}: no {unknown[0]!r} (one of {', '.join(known)})")
+    opts.drishti = None if opts.drishti == "none" else opts.drishti
     if opts.drishti and not shutil.which(opts.drishti):
         parser.error(f"--drishti: {opts.drishti}: no such command (pip install drishti-io)")
     causes = [c for c in CAUSES if not opts.causes or c.name in opts.causes.split(",")]
