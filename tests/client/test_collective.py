@@ -49,6 +49,7 @@ def test_without_collective_buffering_every_rank_writes_its_own_blocks(runs):
     assert stats["unattributed_server_ops"] == 0
 
 
+@pytest.mark.slow
 def test_stats_compares_runs_side_by_side(runs):
     on, off = runs[0].out, runs[1].out
     both = cli("stats", on / "m.duckdb", off / "m.duckdb", "--json")

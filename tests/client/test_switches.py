@@ -44,6 +44,7 @@ def test_every_row_written_at_once_survives_a_crash(tmp_path):
     assert calls == ["MPI_File_open"] + ["MPI_File_write_at"] * 3
 
 
+@pytest.mark.slow
 def test_hints_and_collectives_switched_off_are_not_logged_and_their_checks_say_so(tmp_path):
     (tmp_path / "hinted.py").write_text(HINTED)
     out = tmp_path / "out"

@@ -256,6 +256,7 @@ def _page_in_chromium(html, tmp, name: str) -> dict:
     return page
 
 
+@pytest.mark.slow
 @pytest.mark.mpi
 @pytest.mark.browser
 @needs_chromium
@@ -291,6 +292,7 @@ def two_aggregators(tmp_path_factory):
     return traced(tmp_path_factory.mktemp("cb2"), "out", *args)
 
 
+@pytest.mark.slow
 @pytest.mark.mpi
 @pytest.mark.browser
 @needs_chromium

@@ -74,6 +74,7 @@ def check_one_call_per_segment(con: duckdb.DuckDBPyConnection, log: Path, mount:
     assert source.startswith(f"darshan {log}")
 
 
+@pytest.mark.slow
 @pytest.mark.mpi
 def test_replay_of_a_dxt_mpiio_log(tmp_path):
     con = replay_and_merge(SIMPLE, tmp_path / "r")
