@@ -137,9 +137,11 @@ print(seconds, rss, bool(equal))
 #: callid's arrows and fan-out against Polars', as order-free digests of every column
 SAME = """
 import sys
+import duckdb
 from pipeline.merged import open_merged
 d = sys.argv[1]
-con = open_merged(d + "/m.duckdb").con
+# (a merged output's handle reads its own files only: Polars' through a plain connection)
+ours, plain = open_merged(d + "/m.duckdb").con, duckdb.connect()
 ARROWS = ("callid, rank, func, file, call_t_start, call_t_end, server, layer, op, handle, disk_offset, "
           "file_offset, file_end, size, share_bytes, own_bytes, event_id, n_callids::BIGINT, exact")
 # (times: see the doc)
@@ -147,9 +149,9 @@ FANOUT = ("callid, rank, func, size, disk_ops::BIGINT, servers::BIGINT, share_by
           "own_bytes::BIGINT, "
           "inexact_arrows::BIGINT, bytes_per_server::STRUCT(server VARCHAR, ops BIGINT, share_bytes BIGINT, "
           "own_bytes BIGINT)[]")
-def digest(table, columns):
+def digest(con, table, columns):
     return con.execute(f"SELECT count(*), sum(hash({columns})::HUGEINT) FROM {table}").fetchall()[0]
-same = all(digest(table, cols) == digest(f"read_parquet('{d}/polars_{table}.parquet')", cols)
+same = all(digest(ours, table, cols) == digest(plain, f"read_parquet('{d}/polars_{table}.parquet')", cols)
            for table, cols in (("arrows", ARROWS), ("fanout", FANOUT)))
 print(0, 0, same)
 """
