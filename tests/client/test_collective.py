@@ -104,8 +104,10 @@ def test_mpi_io_test_does_collective_io_and_prints_the_ranks_times_spread(tmp_pa
 
 @pytest.mark.slow
 def test_concurrent_writers_log_overlapping_trove_events_that_add_up(tmp_path):
-    run = traced(tmp_path, "stress", "-n", 8, "--servers", 2, EXAMPLES / "mpi_io_test.py",
-                 "-b", "1MiB", "-i", 2, "--no-read")
+    # (each Trove write held 2 ms by the disk model: on a loaded machine the ranks' writes, each a fraction
+    # of a millisecond without it, once ran one after the other, and no two overlapped)
+    run = traced(tmp_path, "stress", "-n", 8, "--servers", 2, "--disk-model", "latency=2ms",
+                 EXAMPLES / "mpi_io_test.py", "-b", "1MiB", "-i", 2, "--no-read")
     con, stats = run.con, run.stats
     # 8 ranks x 2 writes of 1 MiB, 64 KiB flow buffers: 16 Trove writes per MPI write
     assert q(con, "SELECT count(*), sum(size), count(DISTINCT event_id || server) FROM server_ops "
