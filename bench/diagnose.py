@@ -136,7 +136,7 @@ CAUSES = [
     Cause("full-server", "fault", ["--fault", "io1:full=1MiB"], [Expect("S814", ("io1",))]),
     Cause("straggler", "fault", ["--fault", "rank1:straggle=100ms"], [Expect("P716", ranks=(1,))],
           workloads=_COLLECTIVE, drishti=("P19",)),
-    Cause("busy-metadata-server", "fault", ["--fault", "meta0:load=50x"], [Expect("S808", ("meta0",))]),
+    Cause("busy-metadata-server", "fault", ["--fault", "meta0:load=200x"], [Expect("S808", ("meta0",))]),
     Cause("file-on-one-server", "mistake", [], [Expect("S801")], hints={"striping_factor": "1"}),
     Cause("misaligned", "mistake", ["--strip-size", "1MiB"], [Expect("P702"), Expect("S802")],
           args=_replace(_MISALIGNED), workloads=tuple(_MISALIGNED), drishti=("P08",)),

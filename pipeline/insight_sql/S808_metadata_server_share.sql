@@ -1,6 +1,6 @@
 -- family: server
 -- title: the metadata server's share of the servers' requests and busy time, and how long its requests take
--- thresholds: meta_share, slow_meta_ns
+-- thresholds: meta_share, slow_meta_ns, noise_ns
 -- columns: server_ops.layer, server_ops.op, server_ops.server, server_ops.rank, server_ops.t_start, server_ops.t_end, arrows.file
 -- The requests (layer 'req' events) the metadata servers served (lookup, getattr, create, remove,
 -- shared_fp: opens, deletes, shared file pointers, views) against those of all servers, and their busy
@@ -8,8 +8,10 @@
 -- above meta_share; info otherwise.  Both, because each alone misleads: a collective moves its data in
 -- a few large requests (one create is then a third of the requests), and on a short run one slow
 -- sqlite commit of the metadata server is a large part of the busy time.  High when its requests take
--- slow_meta_ns or more on average and it has more than meta_share of the busy time: a slow (loaded)
--- metadata server, whatever the share of its requests.
+-- slow_meta_ns or more on average and it has more than meta_share of the busy time, and that busy time
+-- is noise_ns or more: a slow (loaded) metadata server, whatever the share of its requests, that cost
+-- the run more than a short run's noise (one create's fsync behind other processes' writes takes
+-- 10 ms or more on a loaded machine).
 WITH reqs AS (
     SELECT server, op, rank, t_start, t_end, server IN (SELECT server FROM meta_servers) AS meta
     FROM server_ops WHERE layer = 'req'
@@ -59,6 +61,7 @@ SELECT CASE WHEN slow THEN 'high' WHEN flagged THEN 'warning' ELSE 'info' END AS
        coalesce(s.servers, []) AS servers
 FROM (SELECT *, meta_requests > getvariable('meta_share') * requests
                 AND meta_busy > getvariable('meta_share') * busy AS flagged,
-             meta_mean >= getvariable('slow_meta_ns') AND meta_busy > getvariable('meta_share') * busy AS slow
+             meta_mean >= getvariable('slow_meta_ns') AND meta_busy > getvariable('meta_share') * busy
+                AND meta_busy >= getvariable('noise_ns') AS slow
       FROM t, busy), top_ranks r, top_files f, top_servers s
 WHERE meta_requests > 0
