@@ -18,7 +18,7 @@ For a clock with local times ``x`` and reference times ``r``, the line
 ``offset + drift*(x - t0)`` must pass above the points ``y = r - x`` of "before" pairs
 (lower bounds) and below those of "after" pairs (upper bounds).  Only the upper hull of
 the lower bounds and the lower hull of the upper bounds can bind; the estimate is the
-line of maximum minimum slack (a 3-variable linear program over the hull points), and
+line of maximum minimum slack (a linear program over the hull points, in one variable), and
 the guaranteed bound is the largest distance, over the window, from the estimate to any
 line the constraints allow (drift at most 1000 ppm).  Infeasible sets are handled in
 order: gross outliers against a robust first fit are dropped, then the window is split
@@ -28,7 +28,7 @@ be nearly straight), and a window that still cannot be satisfied gets a soft fit
 minimising the total violation.
 
 SQL (run by the merge's engine, DuckDB or Spark) builds the constraint pairs from the logs; numpy
-does hulls and windows and scipy solves the small linear programs, clock by clock, where the engine
+does hulls, windows and lines, scipy the soft fits' linear programs, clock by clock, where the engine
 holds the pairs (this process for DuckDB; Spark's executors, one task per clock).  Clocks reached
 only through other clocks (ranks on other hosts talk only to servers) are aligned in a second round
 against the already-aligned ones; their bound adds the bound of those clocks.
@@ -46,7 +46,6 @@ from typing import Protocol
 import duckdb
 import numpy as np
 import pyarrow as pa
-from scipy.optimize import linprog
 
 from callid_core.choices import ClockSync, listed
 from callid_core.tables import CLOCKS
@@ -145,22 +144,37 @@ def _prune(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def _max_min_slack(lx, ly, hx, hy, bmax: float) -> tuple[float, float, float]:
-    """``(a, b, s)``: the line ``a + b*x`` maximising the least slack ``s`` (x normalised).  With the
-    constraints of one side only the slack has no maximum (the line could go as far as it likes from
-    them): the line without drift that touches them, slack 0."""
-    n_lo, n_hi = len(lx), len(hx)
-    if not n_lo or not n_hi:
-        return (float(np.max(ly)) if n_lo else float(np.min(hy))), 0.0, 0.0
-    a_ub = np.zeros((n_lo + n_hi, 3))
-    a_ub[:n_lo] = np.c_[-np.ones(n_lo), -lx, np.ones(n_lo)]
-    a_ub[n_lo:] = np.c_[np.ones(n_hi), hx, np.ones(n_hi)]
-    b_ub = np.r_[-ly, hy]
-    big = 1e13
-    res = linprog([0, 0, -1], A_ub=a_ub, b_ub=b_ub, bounds=[(-big, big), (-bmax, bmax), (-big, big)],
-                  method="highs")
-    if res.status != 0:  # pragma: no cover - bounded by construction
-        raise RuntimeError(f"clock alignment LP failed: {res.message}")
-    return float(res.x[0]), float(res.x[1]), float(res.x[2])
+    """``(a, b, s)``: the line ``a + b*x`` maximising the least slack ``s`` (x normalised) over the hull
+    points of both sides (each by increasing x).  With the constraints of one side only the slack has
+    no maximum (the line could go as far as it likes from them): the line without drift that touches
+    them, slack 0.
+
+    For a drift ``b`` the best line lies midway between ``L(b) = max(ly - b*lx)`` and
+    ``U(b) = min(hy - b*hx)``, its slack ``(U - L) / 2``: concave in ``b`` and linear between the
+    slopes of the hulls' edges, where the binding point of a side changes.  Its maximum is at one of
+    them or at ``+-bmax``: found by bisection over them, as exact as the linear program it replaces."""
+    if not len(lx) or not len(hx):
+        return (float(np.max(ly)) if len(lx) else float(np.min(hy))), 0.0, 0.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        edges = np.r_[np.diff(ly) / np.diff(lx), np.diff(hy) / np.diff(hx)]
+    bs = np.unique(np.clip(np.r_[-bmax, bmax, edges[~np.isnan(edges)]], -bmax, bmax))
+
+    def slack(b: float) -> tuple[float, float]:
+        low, high = float(np.max(ly - b * lx)), float(np.min(hy - b * hx))
+        return (low + high) / 2, (high - low) / 2
+
+    first, last = 0, len(bs) - 1
+    while first < last:  # the first candidate with the largest slack
+        mid = (first + last) // 2
+        if slack(bs[mid])[1] < slack(bs[mid + 1])[1]:
+            first = mid + 1
+        else:
+            last = mid
+    b = float(bs[first])
+    if first + 1 < len(bs) and slack(bs[first + 1])[1] >= slack(b)[1]:  # (a flat top: its middle)
+        b = float((bs[first] + bs[first + 1]) / 2)
+    a, s = slack(b)
+    return a, b, s
 
 
 def _clip(poly: list[tuple[float, float]], ca: float, cb: float, c: float) -> list[tuple[float, float]]:
@@ -244,6 +258,8 @@ def _soft_fit(lx, ly, hx, hy, bmax: float) -> tuple[float, float]:
     a_ub[:n_lo, 0], a_ub[:n_lo, 1] = -1, -lx
     a_ub[n_lo:, 0], a_ub[n_lo:, 1] = 1, hx
     a_ub[np.arange(m), 2 + np.arange(m)] = -1
+    from scipy.optimize import linprog  # (an infeasible window's only: 0.4 s to import)
+
     big = 1e13
     res = linprog(np.r_[0, 0, np.ones(m)], A_ub=a_ub, b_ub=np.r_[-ly, hy],
                   bounds=[(-big, big), (-bmax, bmax)] + [(0, None)] * m, method="highs")
@@ -560,11 +576,11 @@ class LocalPairs:
 
 
 def estimate(rows: Callable[[str], list[tuple]], pairs: Callable[[str, int, int], ClockPairs], d: Dialect,
-             model: str = "drift") -> pa.Table:
-    """The ``clocks`` table (:data:`CLOCKS_SCHEMA`) of the logs in the views ``client_log`` and
-    ``server_log`` of an engine that runs SQL of dialect ``d``: ``rows(sql)`` fetches a small result,
-    ``pairs(sql, n, ref)`` holds the constraint pairs (clock ids below ``n``; ``ref`` the reference
-    clock's, never fitted)."""
+             model: str = "drift") -> dict[str, np.ndarray]:
+    """The ``clocks`` table's columns (:data:`CLOCKS_SCHEMA`; numpy, nulls masked) of the logs in the
+    views ``client_log`` and ``server_log`` of an engine that runs SQL of dialect ``d``: ``rows(sql)``
+    fetches a small result, ``pairs(sql, n, ref)`` holds the constraint pairs (clock ids below ``n``;
+    ``ref`` the reference clock's, never fitted)."""
     if model not in set(ClockSync):
         raise ValueError(f"unknown clock model {model!r}: choose {listed(ClockSync)}")
     with _small_pages():
@@ -586,7 +602,7 @@ def _small_pages() -> Iterator[None]:
 
 
 def _estimate(rows: Callable[[str], list[tuple]], pairs: Callable[[str, int, int], ClockPairs], d: Dialect,
-              model: str) -> pa.Table:
+              model: str) -> dict[str, np.ndarray]:
     listed_names = rows(NAMES_SQL)
     names = {i: clock for i, clock, _ in listed_names}
     source = {clock: src for _, clock, src in listed_names}
@@ -616,8 +632,21 @@ def _estimate(rows: Callable[[str], list[tuple]], pairs: Callable[[str, int, int
         if cid not in fits:
             fits[cid] = fit_clock(name, none, none, model)
     fitted = [asdict(f) for cid in sorted(fits, key=lambda c: names[c]) for f in fits[cid]]
-    return pa.Table.from_pylist([{"source": source.get(f["clock"]), **f} for f in fitted],
-                                schema=CLOCKS_SCHEMA)
+    return _columns([{"source": source.get(f["clock"]), **f} for f in fitted])
+
+
+def _columns(rows: list[dict]) -> dict[str, np.ndarray]:
+    """``rows`` as numpy columns of :data:`CLOCKS_SCHEMA`'s types, nulls masked: DuckDB reads them as
+    they are (a pyarrow table built from Python values imports pandas: 0.2 s of every merge)."""
+    out = {}
+    for field in CLOCKS_SCHEMA:
+        values = [r[field.name] for r in rows]
+        if pa.types.is_string(field.type):
+            out[field.name] = np.array(values, dtype=object)
+        else:
+            out[field.name] = np.ma.masked_array([0 if v is None else v for v in values],
+                                                 [v is None for v in values], field.type.to_pandas_dtype())
+    return out
 
 
 def _fit_one(cid: int, lo_pairs: tuple, hi_pairs: tuple, *, fits: dict[int, list[Fit]], names: dict[int, str],
@@ -652,7 +681,7 @@ def _by_clock(pairs: pa.RecordBatchReader, n: int, ref: int) -> tuple[dict[int, 
     lo: dict[int, list[list[np.ndarray]]] = {}
     hi: dict[int, list[list[np.ndarray]]] = {}
     for batch in pairs:
-        a, a_t, b, b_t = (batch.column(k).to_numpy() for k in ("a", "a_t", "b", "b_t"))
+        a, a_t, b, b_t = (_numpy(batch.column(k)) for k in ("a", "a_t", "b", "b_t"))
         for key, values, parts in ((b, (a, a_t, b_t), lo), (a, (b, b_t, a_t), hi)):
             counts = np.bincount(key, minlength=n)
             present = [c for c in np.flatnonzero(counts).tolist() if c != ref]
@@ -670,6 +699,15 @@ def _by_clock(pairs: pa.RecordBatchReader, n: int, ref: int) -> tuple[dict[int, 
             out[c] = tuple(np.concatenate(p) for p in parts.pop(c))  # (its pieces freed as it goes)
         joined.append(out)
     return joined[0], joined[1]
+
+
+def _numpy(column: pa.Array) -> np.ndarray:
+    """A column of integers without nulls, as numpy without a copy (pyarrow's ``to_numpy`` imports
+    pandas: 0.2 s of every merge)."""
+    if column.null_count:  # pragma: no cover - the pairs' columns are never null
+        raise ValueError("a clock constraint with a null time")
+    dtype = np.dtype(column.type.to_pandas_dtype())
+    return np.frombuffer(column.buffers()[1], dtype, len(column), column.offset * dtype.itemsize)
 
 
 def _ids(n: int, *arrays: np.ndarray) -> list[int]:

@@ -25,14 +25,13 @@ from pathlib import Path
 from typing import Protocol
 
 import duckdb
-import pyarrow as pa
 
 from callid_core import atomic
 from callid_core import schema as S
 from callid_core.choices import ClockSync, Storage, listed
 from callid_core.choices import Engine as EngineChoice
 from callid_core.errors import BadValue, Failed, InputError, os_reason
-from callid_core.schema import Table
+from callid_core.schema import Column, Table
 from callid_core.tables import (
     ARROWS,
     CALLS,
@@ -220,7 +219,7 @@ def _derive(con: duckdb.DuckDBPyConnection, run: Engine, target: _Target, c: Log
     run.check_values()
     step("align clocks")
     con.register("fits", clocks.estimate(run.rows, run.clock_pairs, run.dialect, clock_sync))
-    con.execute("CREATE TABLE clocks AS SELECT * FROM fits")
+    con.execute(f"CREATE TABLE clocks AS SELECT {_typed(CLOCKS.columns)} FROM fits")
     con.unregister("fits")
     step("build tables")
     kept = {info.kind: _keep_log(info, target.data) for info in (c, s)}
@@ -444,9 +443,8 @@ def _times(con: duckdb.DuckDBPyConnection, run: Engine) -> _Times:
             sum(map(len, windows.values())) <= clocks.INLINE_WINDOWS:
         return _Times("inline", windows, servers)
     con.execute("CREATE TABLE _clock_map AS SELECT * FROM clock_map")
-    con.register("server_clocks", pa.table({"server": list(servers), "clock": list(servers.values())}))
-    con.execute("CREATE TABLE _server_clocks AS SELECT * FROM server_clocks")
-    con.unregister("server_clocks")
+    con.execute("CREATE TABLE _server_clocks (server VARCHAR, clock VARCHAR)")
+    con.executemany("INSERT INTO _server_clocks VALUES (?, ?)", list(servers.items()))
     return _Times(joined, windows, servers)
 
 
@@ -533,9 +531,13 @@ def _store(con: duckdb.DuckDBPyConnection, run: Engine, target: _Target, table: 
     reads as fast.)"""
     files = run.write(select, table.name)
     stored = [c for c in table.columns if c.name not in DERIVED]
-    columns = "*" if run.dialect is DUCKDB else ", ".join(  # (Spark: no unsigned CallIDs, its own names)
-        f'CAST("{c.name}" AS {DUCKDB.type(c.type)}) AS "{c.name}"' for c in stored)
+    columns = "*" if run.dialect is DUCKDB else _typed(stored)  # (Spark: no unsigned CallIDs, its own names)
     con.execute(f"CREATE VIEW _{table.name} AS SELECT {columns} FROM {target.file_sql(*files)}")
+
+
+def _typed(columns: Iterable[Column]) -> str:
+    """SQL: ``columns`` cast to their declared types."""
+    return ", ".join(f'CAST("{c.name}" AS {DUCKDB.type(c.type)}) AS "{c.name}"' for c in columns)
 
 
 def _show(con: duckdb.DuckDBPyConnection, table: Table) -> None:
@@ -568,8 +570,8 @@ def derive_arrows(con: duckdb.DuckDBPyConnection, run: Engine, target: _Target, 
     has_odd = run.rows(f"SELECT count(*) FROM server_log x WHERE {disk} AND {odd}")[0][0]
     labels = {} if d.spark else _labels(con, {
         "server": "server_log", "layer": f"server_log x WHERE {disk}", "op": f"server_log x WHERE {disk}",
-        "func": "_calls"})
-    label = {k: labels.get(k, "") for k in ("server", "layer", "op", "func")}
+        "func": "_calls", "file": "_calls"})
+    label = {k: labels.get(k, "") for k in ("server", "layer", "op", "func", "file")}
     named = {"server": f"x.server{label['server']}", "layer": f"x.layer{label['layer']}",
              "op": f"x.op{label['op']}", "handle": "x.handle", "disk_offset": "x.offset",
              "file_offset": "NULLIF(x.file_offset, -1)", "file_end": "NULLIF(x.file_end, -1)",
@@ -577,9 +579,16 @@ def derive_arrows(con: duckdb.DuckDBPyConnection, run: Engine, target: _Target, 
              "event_id": "x.event_id"}
     columns = ", ".join(f"{expr} AS {name}" for name, expr in named.items())
     names = ", ".join(named)
-    each, source = d.unnest_zip(src, {"callid": "x.callids", "b": "x.callid_bytes", "o": "x.callid_own"})
+    lists = {"callid": "x.callids", "b": "x.callid_bytes", "o": "x.callid_own"}
+    each, source = d.unnest_zip(src, lists)
     counts = (f"{d.size('x.callid_bytes')} AS n_bytes, {d.size('x.callid_own')} AS n_own, "
               f"{d.size('x.callids')} AS n_listed")
+    # (the operations' columns worked out before the unnest: once per operation, not once per arrow)
+    each_op, per_op = d.unnest_zip(f"""
+        FROM (SELECT x.callids, x.callid_bytes, x.callid_own, {d.size("x.callids")} AS n_callids, {counts},
+                     {columns}
+              {src} WHERE {disk} AND {d.size("x.callids")} > 0 {f"AND NOT ({odd})" if has_odd else ""}) x""",
+                                   lists)
     links = f"""
         SELECT callid, n_callids,
                CASE WHEN n_callids = 1 THEN size WHEN n_bytes = n_callids THEN b
@@ -587,8 +596,7 @@ def derive_arrows(con: duckdb.DuckDBPyConnection, run: Engine, target: _Target, 
                CASE WHEN n_own = n_callids THEN o WHEN n_callids = 1 THEN size - holes
                     WHEN size = 0 THEN 0 END AS own_bytes, {names}
         FROM (  -- each CallID with its bytes (the logged ones, if there is one per CallID)
-            SELECT {each}, {d.size("x.callids")} AS n_callids, {counts}, {columns}
-            {source} WHERE {disk} AND {d.size("x.callids")} > 0 {f"AND NOT ({odd})" if has_odd else ""}) u"""
+            SELECT {each_op}, n_callids, n_bytes, n_own, {names} {per_op}) u"""
     if has_odd:  # (not written by callid's servers): one link per stamped CallID, the bytes of its
         # places in the list summed (an unstamped one and its bytes left out)
         none = d.u64(sentinel)
@@ -609,13 +617,15 @@ def derive_arrows(con: duckdb.DuckDBPyConnection, run: Engine, target: _Target, 
     # (the calls are the join's build side, whatever the estimates say: the links are many more, 80 M at
     # 100 M events, and a hash table of them took 7 GB)
     con.execute("SET disabled_optimizers = 'build_side_probe_side'")
+    # (what comes of the call, worked out once per call: not once per arrow, a tenth of the query's time)
+    calls = (f"SELECT callid, rank, func{label['func']} AS func, file{label['file']} AS file, t_start, "
+             "t_end, func LIKE '%write%' AS writes FROM _calls")
     _store(con, run, target, ARROWS, f"""
-        SELECT l.callid, c.rank, c.func{label['func']} AS func, c.file,
-               c.t_start AS call_t_start, c.t_end AS call_t_end, l.server, l.layer, l.op,
-               l.handle, l.disk_offset, l.file_offset, l.file_end, l.size, l.share_bytes, l.own_bytes,
-               l.holes, l.op = 'trove_read' AND c.func LIKE '%write%' AS rmw, l.t_start, l.t_end,
+        SELECT l.callid, c.rank, c.func, c.file, c.t_start AS call_t_start, c.t_end AS call_t_end, l.server,
+               l.layer, l.op, l.handle, l.disk_offset, l.file_offset, l.file_end, l.size, l.share_bytes,
+               l.own_bytes, l.holes, l.op = 'trove_read' AND c.writes AS rmw, l.t_start, l.t_end,
                l.event_id, l.n_callids, l.share_bytes IS NOT NULL AS exact
-        FROM ({links}) l JOIN _calls c ON c.callid = l.callid
+        FROM ({links}) l JOIN ({calls}) c ON c.callid = l.callid
     """)
     con.execute("RESET disabled_optimizers")
     for column in labels:
