@@ -8,7 +8,7 @@ import duckdb
 import numpy as np
 import pytest
 
-from pipeline.clocks import bounds, fit_clock, truth_errors
+from pipeline.clocks import _hull, _max_min_slack, bounds, fit_clock, truth_errors
 from tests.conftest import EXAMPLES, cli, traced
 
 HOUR = 3600e9
@@ -128,6 +128,35 @@ def test_constraints_that_no_window_can_satisfy_get_a_soft_fit_that_says_so():
 
 
 @pytest.mark.slow
+def test_the_line_of_maximum_slack_is_the_linear_programs_optimum():
+    """The line between the hulls found by bisection over their edges' slopes has the least slack it
+    says over every constraint, and that slack is the optimum of the linear program (max s: a + b*lx -
+    ly >= s, hy - a - b*hx >= s, |b| <= bmax) as HiGHS solves it: feasible and infeasible sets, ties in
+    x, the drift free, bounded, or none."""
+    from scipy.optimize import linprog
+
+    rng = np.random.default_rng(7)
+    for case in range(150):
+        n, m = (int(k) for k in rng.integers(1, 300, 2))
+        drift, offset, noise = rng.uniform(-2e3, 2e3), rng.uniform(-1e6, 1e6), 10 ** rng.uniform(0, 5)
+        lx, hx = rng.uniform(-1, 1, n), rng.uniform(-1, 1, m)
+        if case % 5 == 0:
+            lx, hx = np.round(lx, 1), np.round(hx, 1)
+        ly = offset + drift * lx - rng.exponential(noise, n)
+        infeasible = case % 3 == 0  # (upper bounds below the lower ones)
+        hy = offset + drift * hx + rng.exponential(noise, m) * (-0.3 if infeasible else 1)
+        bmax = (0.0, 1e3, 5e3)[case // 3 % 3]
+        li, hi = _hull(lx, ly, True), _hull(hx, hy, False)
+        a, b, s = _max_min_slack(lx[li], ly[li], hx[hi], hy[hi], bmax)
+        least = min((a + b * lx - ly).min(), (hy - a - b * hx).min())
+        assert abs(b) <= bmax and least == pytest.approx(s, rel=1e-9, abs=1e-6)
+        rows = np.r_[np.c_[-np.ones(n), -lx, np.ones(n)], np.c_[np.ones(m), hx, np.ones(m)]]
+        free = (None, None)
+        lp = linprog([0, 0, -1], A_ub=rows, b_ub=np.r_[-ly, hy], bounds=[free, (-bmax, bmax), free],
+                     method="highs")
+        assert s == pytest.approx(lp.x[2], rel=1e-7, abs=1e-6), case
+
+
 def test_synthetic_run_is_aligned_within_bounds_without_end_constraints_on_write_backs(tmp_path):
     out = tmp_path / "synth"
     made = cli("synth", "-d", out, "--ranks", 8, "--servers", 2, "--calls", 20_000, "--fanout", 4,
