@@ -586,24 +586,28 @@ def derive_arrows(con: duckdb.DuckDBPyConnection, run: Engine, target: _Target, 
              "event_id": "x.event_id"}
     columns = ", ".join(f"{expr} AS {name}" for name, expr in named.items())
     names = ", ".join(named)
-    lists = {"callid": "x.callids", "b": "x.callid_bytes", "o": "x.callid_own"}
-    each, source = d.unnest_zip(src, lists)
     counts = (f"{d.size('x.callid_bytes')} AS n_bytes, {d.size('x.callid_own')} AS n_own, "
               f"{d.size('x.callids')} AS n_listed")
-    # (the operations' columns worked out before the unnest: once per operation, not once per arrow)
-    each_op, per_op = d.unnest_zip(f"""
-        FROM (SELECT x.callids, x.callid_bytes, x.callid_own, {d.size("x.callids")} AS n_callids, {counts},
-                     {columns}
-              {src} WHERE {disk} AND {d.size("x.callids")} > 0 {f"AND NOT ({odd})" if has_odd else ""}) x""",
-                                   lists)
+
+    def unnested(where: str, n_callids: str) -> str:
+        """The disk operations of ``where``, one row per place in their CallID list (``callid`` and its
+        bytes ``b``, ``o``), their columns worked out before the unnest: once per operation, not per arrow."""
+        each, source = d.unnest_zip(f"""
+            FROM (SELECT x.callids, x.callid_bytes, x.callid_own, {n_callids} AS n_callids, {counts},
+                         {columns}
+                  {src} WHERE {disk} AND {where}) x""",
+                                    {"callid": "x.callids", "b": "x.callid_bytes", "o": "x.callid_own"})
+        return f"SELECT {each}, n_callids, n_bytes, n_own, n_listed, {names} {source}"
+
+    plain = f"{d.size('x.callids')} > 0" + (f" AND NOT ({odd})" if has_odd else "")
     links = f"""
+        -- each CallID with its bytes (the logged ones, if there is one per CallID)
         SELECT callid, n_callids,
                CASE WHEN n_callids = 1 THEN size WHEN n_bytes = n_callids THEN b
                     WHEN size = 0 THEN 0 END AS share_bytes,
                CASE WHEN n_own = n_callids THEN o WHEN n_callids = 1 THEN size - holes
                     WHEN size = 0 THEN 0 END AS own_bytes, {names}
-        FROM (  -- each CallID with its bytes (the logged ones, if there is one per CallID)
-            SELECT {each_op}, n_callids, n_bytes, n_own, {names} {per_op}) u"""
+        FROM ({unnested(plain, d.size("x.callids"))}) u"""
     if has_odd:  # (not written by callid's servers): one link per stamped CallID, the bytes of its
         # places in the list summed (an unstamped one and its bytes left out)
         none = d.u64(sentinel)
@@ -617,8 +621,7 @@ def derive_arrows(con: duckdb.DuckDBPyConnection, run: Engine, target: _Target, 
                     WHEN n_callids = 1 THEN size - holes END AS own_bytes, {names}
         FROM (SELECT callid, n_callids, CASE WHEN n_bytes = n_listed THEN b WHEN size = 0 THEN 0 END AS b,
                      CASE WHEN n_own = n_listed THEN o WHEN size = 0 THEN 0 END AS o, {names}
-              FROM (SELECT {each}, {counts}, {stamped} AS n_callids, {columns}
-                    {source} WHERE {disk} AND {odd}) ls
+              FROM ({unnested(odd, stamped)}) ls
               WHERE callid <> {none}) s
         GROUP BY callid, n_callids, {names}"""
     # (the calls are the join's build side, whatever the estimates say: the links are many more, 80 M at
