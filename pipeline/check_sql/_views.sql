@@ -135,8 +135,9 @@ ep AS (
 -- synchronisation) form a class; its byte ranges are merged
 -- (ordered by a hash of ep where no two distinct eps share one, checked: sorting by the lists took 3x as long)
 ep_hashed AS (SELECT count(DISTINCT ep) = count(DISTINCT hash(ep)) AS one_to_one FROM ep),
-acc3 AS MATERIALIZED (
-    SELECT a.*, coalesce(e.ep, []) AS ep,
+acc3 AS MATERIALIZED (  -- (what the classes need: the whole rows sorted took twice as long)
+    SELECT a.aid, a.file, a.rank, a.wr, a.grp, a.atom, a.file_offset, a.size, a.ro, a.rl,
+           coalesce(e.ep, []) AS ep,
            dense_rank() OVER (ORDER BY a.file, a.rank, a.wr, a.grp, a.atom,
                               CASE WHEN h.one_to_one THEN hash(coalesce(e.ep, [])) END,
                               CASE WHEN NOT h.one_to_one THEN coalesce(e.ep, []) END) AS cls,
@@ -257,7 +258,7 @@ pick AS (
 pair AS (  -- e: the one that started first, l: the other
     SELECT p.file, p.k, p.x,
            CASE WHEN a.t0 <= b.t0 THEN a ELSE b END AS e, CASE WHEN a.t0 <= b.t0 THEN b ELSE a END AS l
-    FROM pick p JOIN acc3 a ON a.aid = p.aid_a JOIN acc3 b ON b.aid = p.aid_b
+    FROM pick p JOIN acc2 a ON a.aid = p.aid_a JOIN acc2 b ON b.aid = p.aid_b
 ),
 pair2 AS MATERIALIZED (  -- the byte range of each call that holds x, and where the two meet
     SELECT *, least(e_r[1] + e_r[2], l_r[1] + l_r[2]) AS x_end FROM (
