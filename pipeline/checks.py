@@ -32,7 +32,7 @@ from pipeline.merged import Merged
 from pipeline.rules import Catalogue, gate
 
 __all__ = ["CHECKS", "FINDING", "SEVERITIES", "CheckResults", "count_findings", "reference_markdown",
-           "render_findings", "run_checks"]
+           "render_findings", "run_checks", "start_checks"]
 
 SEVERITIES = ("error", "warning")
 #: the checks: pipeline/check_sql/CODE_name.sql
@@ -74,6 +74,12 @@ def run_checks(m: Merged, codes: list[str] | None = None) -> CheckResults:
     """The checks (all, or those of ``codes``) on the merged output ``m``: the findings of those its
     source can decide, by code, and the others listed as not decidable (computed once per handle)."""
     return m.once(("checks", tuple(codes or ())), lambda: _run(m, codes))
+
+
+def start_checks(m: Merged) -> None:
+    """Begin :func:`run_checks` (all checks) on ``m`` beside what the caller does next
+    (:meth:`~pipeline.merged.Handle.start`): for a command that needs them and more."""
+    m.start(("checks", ()), lambda side: _run(side, None))
 
 
 def _run(m: Merged, codes: list[str] | None) -> CheckResults:

@@ -27,7 +27,9 @@ import os
 import shutil
 import stat
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from functools import cached_property
 from pathlib import Path
@@ -61,6 +63,16 @@ T = TypeVar("T")
 H = TypeVar("H", bound="Handle")
 
 
+class _Shared:
+    """What the connections of one database share: the blocks of :meth:`Handle.settings` open on them
+    (setting -> (block, value), oldest first) and each setting's value before the first."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.blocks: dict[str, list[tuple[object, str]]] = {}
+        self.before: dict[str, str] = {}
+
+
 def data_dir(out: Path, storage: str) -> Path:
     """Where a merged output at ``out`` keeps its logs and its stored tables."""
     return out if storage == Storage.PARQUET else Path(str(out) + DATA_SUFFIX)
@@ -73,10 +85,12 @@ class Handle:
     one (:mod:`pipeline.darshan_insights`).
     """
 
-    def __init__(self, path: str, con: duckdb.DuckDBPyConnection) -> None:
+    def __init__(self, path: str, con: duckdb.DuckDBPyConnection, shared: _Shared | None = None) -> None:
         self.path = path
         self.con = con
         self._memo: dict[object, Any] = {}
+        self._shared = shared or _Shared()
+        self._side: tuple[ThreadPoolExecutor, Handle] | None = None
 
     def sql(self, query: str, params: object = None) -> duckdb.DuckDBPyRelation:
         """The relation of ``query`` (``.fetchall()``, ``.df()``, ``.arrow()``, ``.pl()``)."""
@@ -88,32 +102,109 @@ class Handle:
         return self.con.execute(query, params).fetchall()
 
     def once(self, key: object, compute: Callable[[], T]) -> T:
-        """``compute()``'s result, computed once per handle (an analysis that several others read)."""
+        """``compute()``'s result, computed once per handle (an analysis that several others read); if
+        :meth:`start` began it, its result when it is done (``compute()`` if it ran out of memory there)."""
         if key not in self._memo:
             self._memo[key] = compute()
-        return self._memo[key]
+        value = self._memo[key]
+        if isinstance(value, Future):
+            try:
+                value = value.result()
+            except duckdb.OutOfMemoryException:  # (beside, under a memory limit: here, under this one's)
+                value = compute()
+            self._memo[key] = value
+        return value
+
+    def start(self, key: object, compute: Callable[[Handle], T]) -> None:
+        """Begin ``once(key)``'s computation now, beside what the caller does next: ``compute`` of a
+        second connection to this database (its own temporary views and tables: none of this one's), in a
+        thread; analyses so begun run one after the other.  DuckDB leaves cores idle between the phases of
+        a query; two queries at once use them."""
+        if key in self._memo:
+            return
+        if self._side is None:
+            self._side = (ThreadPoolExecutor(1, thread_name_prefix="callid-side"), self._connect_side())
+        worker, side = self._side
+        self._memo[key] = worker.submit(compute, side)
+
+    def _connect_side(self) -> Handle:
+        """A handle of a second connection to the database, set up as this one."""
+        return Handle(self.path, self._side_connection(), self._shared)
+
+    def _side_connection(self) -> duckdb.DuckDBPyConnection:
+        con = self.con.cursor()
+        con.execute("SET enable_progress_bar = false")
+        return con
 
     def temp_table(self, name: str, select: str) -> str:
         """``name``: the rows of ``select`` as a temporary table of this handle, made once (what several
-        analyses read and is costly to compute again, e.g. the servers' busy time)."""
-        self.once(("temp_table", name), lambda: self.con.execute(f"CREATE TEMP TABLE {name} AS {select}"))
+        analyses read and is costly to compute again, e.g. the servers' busy time); of the rows
+        :meth:`start_temp_table` began, if it did."""
+        def make() -> None:
+            begun = ("temp_table rows", name)
+            rows = self.once(begun, lambda: None) if begun in self._memo else None
+            if rows is None:
+                self.con.execute(f"CREATE TEMP TABLE {name} AS {select}")
+                return
+            self.con.register("_temp_table_rows", rows)
+            try:
+                self.con.execute(f"CREATE TEMP TABLE {name} AS SELECT * FROM _temp_table_rows")
+            finally:
+                self.con.unregister("_temp_table_rows")
+        self.once(("temp_table", name), make)
         return name
+
+    def start_temp_table(self, name: str, select: str) -> None:
+        """Begin the rows of :meth:`temp_table` ``name`` beside the caller (:meth:`start`)."""
+        self.start(("temp_table rows", name), lambda side: side.con.sql(select).to_arrow_table())
 
     @contextmanager
     def settings(self, **values: str) -> Iterator[None]:
         """DuckDB settings (``memory_limit``, ``temp_directory``, ...) for the duration of a block, put
-        back after it (the handle is shared by the analyses of a command)."""
-        before = {k: self.rows(f"SELECT current_setting('{k}')")[0][0] for k in values}
-        try:
+        back after it (the handle is shared by the analyses of a command).  They are the database's, the
+        same on the connection of :meth:`start`: of blocks open at once there, the last opened that is
+        still open holds; after the last one, the value before the first."""
+        token, shared = object(), self._shared
+        with shared.lock:
             for k, v in values.items():
+                if not shared.blocks.setdefault(k, []):
+                    shared.before[k] = self.rows(f"SELECT current_setting('{k}')")[0][0]
+                shared.blocks[k].append((token, v))
                 self.con.execute(f"SET {k} = {literal(v)}")
+        try:
             yield
         finally:
-            for k, v in before.items():
-                self.con.execute(f"SET {k} = {literal(str(v))}")
+            with shared.lock:
+                for k in values:
+                    shared.blocks[k] = [b for b in shared.blocks[k] if b[0] is not token]
+                    try:
+                        if shared.blocks[k]:
+                            self.con.execute(f"SET {k} = {literal(shared.blocks[k][-1][1])}")
+                        else:  # (DuckDB's default exactly, if it was that: its text is rounded)
+                            self.con.execute(f"RESET {k}")
+                            if self.rows(f"SELECT current_setting('{k}')")[0][0] != shared.before[k]:
+                                self.con.execute(f"SET {k} = {literal(str(shared.before[k]))}")
+                    except duckdb.OutOfMemoryException:  # (a lower memory limit while a query on the other
+                        pass  # connection holds more: the higher one stays until the last block ends)
+
+    def setting_before(self, name: str) -> str:
+        """DuckDB's setting ``name`` as it is outside any block of :meth:`settings`."""
+        with self._shared.lock:
+            if self._shared.blocks.get(name):
+                return self._shared.before[name]
+            return self.rows(f"SELECT current_setting('{name}')")[0][0]
 
     def close(self) -> None:
-        """Close the connection."""
+        """Close the connection (and the second one of :meth:`start`, its analysis interrupted)."""
+        if self._side is not None:
+            worker, side = self._side
+            worker.shutdown(wait=False, cancel_futures=True)
+            for begun in [v for v in self._memo.values() if isinstance(v, Future)]:
+                while not begun.done():  # (its queries interrupted until it ends)
+                    side.con.interrupt()
+                    wait([begun], timeout=0.05)
+            worker.shutdown()
+            side.close()
         self.con.close()
 
     def __enter__(self: H) -> H:
@@ -133,11 +224,20 @@ class Merged(Handle):
     ``.pl()``); :meth:`sql` runs any query.  Use it as a context manager, or :meth:`close` it.
     """
 
-    def __init__(self, path: str, con: duckdb.DuckDBPyConnection, scratch: Path) -> None:
-        super().__init__(path, con)
+    def __init__(self, path: str, con: duckdb.DuckDBPyConnection, scratch: Path,
+                 shared: _Shared | None = None) -> None:
+        super().__init__(path, con, shared)
         #: the handle's private directory (owner only), the one place besides the output DuckDB may
         #: write (scratch databases; it spills into ``spill/``); removed with the last handle using it
         self.scratch = scratch
+
+    def _connect_side(self) -> Merged:
+        con = self._side_connection()
+        (data,) = self.rows(f"SELECT getvariable('{DIR_VARIABLE}')")[0]
+        con.execute(f"SET VARIABLE {DIR_VARIABLE} = {literal(data)}")
+        con.execute(MACROS_SQL)
+        _SCRATCH[self.scratch] += 1
+        return Merged(self.path, con, self.scratch, self._shared)
 
     def table(self, name: str) -> duckdb.DuckDBPyRelation:
         """The table or view ``name`` (see :data:`callid_core.tables.MERGED`) as a relation."""

@@ -26,8 +26,9 @@ from pipeline.domain import ARROW_OPS_SQL, DATA_CALLS_SQL, DISK_DATA_SQL
 from pipeline.insights import compare_insights, count_insights, run_insights
 from pipeline.lag import ReplayLag
 from pipeline.merged import Merged
+from pipeline.rules import analysing
 from pipeline.source import PAYLOAD_NONE_TIMES, SIDE_BY_SIDE, job_text
-from pipeline.stats import compute_stats
+from pipeline.stats import compute_stats, start_stats
 from pipeline.why import explain_many, render_why
 
 __all__ = ["FIGURES", "compare_reports", "compute_report", "render_report", "render_report_comparison",
@@ -246,7 +247,16 @@ def _check_summary(findings: list[dict], layout: Layout) -> list[dict]:
 
 
 def compute_report(m: Merged, on_step: Callable[[str], None] = lambda name: None) -> dict:
-    """Every figure of the report of one merged output, JSON-ready (``on_step`` names each step)."""
+    """Every figure of the report of one merged output, JSON-ready (``on_step`` names each step; the
+    checks and the figures drawn from the merged tables alone are computed beside the rest, on a second
+    connection)."""
+    def begin() -> None:
+        start_stats(m)
+        m.start(_TABLES, _of_tables)
+    return analysing(m, begin, lambda: _compute(m, on_step))
+
+
+def _compute(m: Merged, on_step: Callable[[str], None]) -> dict:
     on_step("insights")
     insights = run_insights(m)
     on_step("checks")
@@ -272,32 +282,56 @@ def compute_report(m: Merged, on_step: Callable[[str], None] = lambda name: None
     return report
 
 
-def _figures(m: Merged, stats: dict) -> dict:
-    """The run, its overview and the figures drawn from the merged tables."""
-    con, config, roles = m.con, m.config, m.roles
+#: the :meth:`~pipeline.merged.Handle.once` key of the figures drawn from the merged tables alone
+_TABLES = ("report", "tables")
+
+
+def _of_tables(m: Merged) -> dict:
+    """The figures drawn from the merged tables alone (no temporary table of the handle's)."""
+    con, roles = m.con, m.roles
     one = lambda sql: con.execute(sql).fetchone()[0]  # noqa: E731
-    synthetic = "synth" in config
     t0, t1, width = _span(con)
-    servers = sorted({s["server"] for s in stats["servers"]} | set(roles["io"]) | set(roles["meta"]))
+    servers = sorted({s for (s,) in con.execute(f"SELECT DISTINCT server FROM server_ops WHERE layer IN "
+                                                f"({S.DISK_LAYERS_SQL})").fetchall()}
+                     | set(roles["io"]) | set(roles["meta"]))
     disk = dict(((d, (n, b)) for d, n, b in con.execute(f"""
         SELECT direction, count(*), sum(size)::BIGINT FROM ({DISK_DATA_SQL}) GROUP BY ALL""").fetchall()))
-    overview = {
-        "ranks": one("SELECT count(DISTINCT rank) FROM calls"),
-        "io_servers": len(roles["io"]), "meta_servers": len(roles["meta"]),
-        "files": one("SELECT count(DISTINCT file) FROM calls"),
-        "t0_ns": t0, "t1_ns": t1, "duration_ns": t1 - t0,
-        "calls": stats["calls"], "server_ops": stats["server_ops"],
-        "io_time_ns": one("SELECT coalesce(sum(dur_ns), 0)::BIGINT FROM calls"),
-        "bytes": one("SELECT coalesce(sum(bytes), 0)::BIGINT FROM calls"),
-        **_directions(con),
-        "disk_ops": sum(n for n, _ in disk.values()),
-        "disk_read_bytes": disk.get("read", (0, 0))[1], "disk_write_bytes": disk.get("write", (0, 0))[1],
-        "max_calls_per_disk_op": stats["fanin"]["max_calls_per_disk_op"],
-    }
     sizes = con.execute(f"""SELECT direction, floor(log2(size))::INTEGER, count(*)
                             FROM ({DATA_CALLS_SQL}) GROUP BY ALL""").fetchall()
     disk_sizes = con.execute(f"""SELECT direction, floor(log2(size))::INTEGER, count(*)
                                  FROM ({DISK_DATA_SQL}) WHERE size > 0 GROUP BY ALL""").fetchall()
+    return {
+        "overview": {
+            "ranks": one("SELECT count(DISTINCT rank) FROM calls"),
+            "files": one("SELECT count(DISTINCT file) FROM calls"),
+            "t0_ns": t0, "t1_ns": t1, "duration_ns": t1 - t0,
+            "io_time_ns": one("SELECT coalesce(sum(dur_ns), 0)::BIGINT FROM calls"),
+            "bytes": one("SELECT coalesce(sum(bytes), 0)::BIGINT FROM calls"),
+            **_directions(con),
+            "disk_ops": sum(n for n, _ in disk.values()),
+            "disk_read_bytes": disk.get("read", (0, 0))[1], "disk_write_bytes": disk.get("write", (0, 0))[1]},
+        "access_sizes": _log2_bins(sizes, DIRECTIONS),
+        "disk_sizes": _log2_bins(disk_sizes, DIRECTIONS),
+        "rank_time": _rank_time(con, t0, width),
+        "server_time": _server_time(con, t0, width, servers),
+        "files": _files(con),
+        "fan": _fan(con),
+    }
+
+
+def _figures(m: Merged, stats: dict) -> dict:
+    """The run, its overview and the figures drawn from the merged tables."""
+    config, roles = m.config, m.roles
+    synthetic = "synth" in config
+    tables = m.once(_TABLES, lambda: _of_tables(m))
+    o = tables["overview"]
+    overview = {
+        "ranks": o["ranks"], "io_servers": len(roles["io"]), "meta_servers": len(roles["meta"]),
+        **{k: o[k] for k in ("files", "t0_ns", "t1_ns", "duration_ns")},
+        "calls": stats["calls"], "server_ops": stats["server_ops"],
+        **{k: v for k, v in o.items() if k not in ("ranks", "files", "t0_ns", "t1_ns", "duration_ns")},
+        "max_calls_per_disk_op": stats["fanin"]["max_calls_per_disk_op"],
+    }
     return {
         "run": {"run_id": stats["run_id"], "description": stats["description"], "layout": stats["layout"],
                 "source": stats["source"],
@@ -306,12 +340,7 @@ def _figures(m: Merged, stats: dict) -> dict:
                 "flow_buffer": config.get("flow_buffer") or (None if synthetic else C.DEFAULT_FLOW_BUFFER),
                 "io_servers": roles["io"], "meta_servers": roles["meta"]},
         "overview": overview,
-        "access_sizes": _log2_bins(sizes, DIRECTIONS),
-        "disk_sizes": _log2_bins(disk_sizes, DIRECTIONS),
-        "rank_time": _rank_time(con, t0, width),
-        "server_time": _server_time(con, t0, width, servers),
-        "files": _files(con),
-        "fan": _fan(con),
+        **{k: v for k, v in tables.items() if k != "overview"},
     }
 
 

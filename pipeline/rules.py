@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
+from typing import TypeVar
 
 import duckdb
 
@@ -27,17 +28,33 @@ from callid_core.evidence import EVIDENCE, Source, source_of_origins
 from pipeline.lag import ReplayLag, replay_lag
 from pipeline.merged import Handle, Merged
 
-__all__ = ["NEEDS", "Catalogue", "Gate", "Rule", "gate", "header_fields", "leading_comment"]
+__all__ = ["NEEDS", "Catalogue", "Gate", "Rule", "analysing", "gate", "header_fields", "leading_comment"]
 
 #: what a rule may need of a run (its ``needs`` header): the evidence its source records, and pace
 NEEDS: dict[str, str] = {
     **EVIDENCE, "pace": "each rank's time: on a replay, one that kept the ranks' pace (pipeline.lag)"}
 #: the header keys every rule has
 COMMON_KEYS = ("title", "columns")
-#: DuckDB's memory for one rule's query: beyond it, it spills to disk (a race check over a million
-#: accesses held 2 GB, 1.1 GB under this limit, 25 % slower); a query that cannot run within it runs
-#: again with DuckDB's own limit
-MEMORY_LIMIT = "1GB"
+#: DuckDB's memory for a rule's query, and for every query of a command that runs both catalogues
+#: (:func:`analysing`: two queries at once share it): beyond it, it spills to disk (the race check at
+#: the scale check, 1 M accesses, held 1.6 GB, 20 % slower under this limit); a query that cannot run
+#: within it runs again with DuckDB's own limit
+MEMORY_LIMIT = "1.5GB"
+
+T = TypeVar("T")
+
+
+def analysing(m: Handle, begin: Callable[[], None], compute: Callable[[], T]) -> T:
+    """A command's analyses on ``m``: ``begin()`` (what it begins beside the rest,
+    :meth:`~pipeline.merged.Handle.start`), then ``compute()``, every query of the database (those beside
+    it too) under :data:`MEMORY_LIMIT`, the database's; if one cannot run within it, ``compute()`` again
+    under DuckDB's own (what was computed is not computed again)."""
+    try:
+        with m.settings(memory_limit=MEMORY_LIMIT):
+            begin()
+            return compute()
+    except duckdb.OutOfMemoryException:
+        return compute()
 
 
 def leading_comment(sql: str) -> list[str]:
@@ -117,7 +134,7 @@ class Catalogue:
             cur = m.con.execute(sql)
             return [d[0] for d in cur.description], cur.fetchall()
 
-        (own_limit,) = m.rows("SELECT current_setting('memory_limit')")[0]
+        own_limit = m.setting_before("memory_limit")
         with m.settings(memory_limit=MEMORY_LIMIT):  # (once for all: setting it after a query costs 5 ms)
             for rule in rules:
                 try:

@@ -11,14 +11,14 @@ from callid_core import schema as S
 from callid_core.choices import Payload
 from callid_core.evidence import REPLAY_ORIGIN
 from callid_core.units import plural, ranks_text
-from pipeline.checks import count_findings, run_checks
+from pipeline.checks import count_findings, run_checks, start_checks
 from pipeline.domain import ARROW_OPS_SQL, DATA_CALL_WHERE, SERVER_BUSY_SQL
 from pipeline.formatting import format_rows
 from pipeline.insights import compare_insights, count_insights, run_insights
 from pipeline.lag import ReplayLag
 from pipeline.merged import Merged
 from pipeline.query import named_query
-from pipeline.rules import gate
+from pipeline.rules import analysing, gate
 from pipeline.source import PAYLOAD_NONE_TIMES, in_the_job, job_of, job_side, job_text, notes_of, sample_text
 
 
@@ -94,9 +94,26 @@ IMBALANCE = {"server_imbalance": {"ops": "ops", "bytes": "bytes", "busy_time": "
 
 def compute_stats(m: Merged) -> dict:
     """All figures of ``callid stats`` as one JSON-ready dict (the checks and insights counted are those
-    of :func:`run_checks` and :func:`run_insights` on ``m``, computed once per handle)."""
+    of :func:`run_checks` and :func:`run_insights` on ``m``, computed once per handle; the checks and the
+    figures of the merged tables are computed beside the rest, on a second connection)."""
+    return analysing(m, lambda: start_stats(m), lambda: _compute(m))
+
+
+def start_stats(m: Merged) -> None:
+    """Begin what :func:`compute_stats` can compute beside the caller's own queries (the servers' busy
+    time, the checks, the figures of the merged tables) on ``m`` (:meth:`~pipeline.merged.Handle.start`)."""
+    m.start_temp_table("server_busy", SERVER_BUSY_SQL)  # (first: the insights read it)
+    start_checks(m)
+    m.start(_TABLES, _of_tables)
+
+
+#: the :meth:`~pipeline.merged.Handle.once` key of the figures drawn from the merged tables alone
+_TABLES = ("stats", "tables")
+
+
+def _of_tables(m: Merged) -> dict:
+    """The figures drawn from the merged tables alone (no temporary table of the handle's)."""
     con = m.con
-    m.temp_table("server_busy", SERVER_BUSY_SQL)  # (SERVERS_SQL reads it)
     one = lambda sql: con.execute(sql).fetchall()[0][0]  # noqa: E731
     run = m.run
     counter_bits = m.layout.counter_bits
@@ -157,7 +174,6 @@ def compute_stats(m: Merged) -> dict:
             FROM server_ops WHERE layer IN ({S.DISK_LAYERS_SQL}) GROUP BY server ORDER BY server"""),
         "time_by_func": _rows(con, TIME_BY_FUNC_SQL),
         "time_by_rank": _rows(con, TIME_BY_RANK_SQL),
-        "servers": _rows(con, SERVERS_SQL),
         "slowest_calls": _rows(con, slowest_sql(SLOWEST)),
         "clock_sync": run.get("clock_sync"),
         "clocks": _rows(con, CLOCKS_SQL),
@@ -168,30 +184,36 @@ def compute_stats(m: Merged) -> dict:
             SELECT what, count(*) FROM calls, unnest(string_split(inferred, ',')) AS u(what)
             WHERE inferred IS NOT NULL GROUP BY what ORDER BY what""").fetchall()),
     }
+    # a replay: its source's job and notes, the share of the job's I/O the log holds
+    job = job_of(run)
+    origin = one(f"SELECT mode(origin) FROM calls WHERE origin <> '{REPLAY_ORIGIN}'")  # (a replay's)
+    return stats | {"payload": m.config.get("payload", Payload.FULL.value), "source_notes": notes_of(run),
+                    "source_job": job, "sample": sample_text(job), "job_side": job_side(job, origin)}
+
+
+def _compute(m: Merged) -> dict:
+    m.temp_table("server_busy", SERVER_BUSY_SQL)  # (SERVERS_SQL reads it)
+    servers = _rows(m.con, SERVERS_SQL)
+    found = run_insights(m)
+    stats = m.once(_TABLES, lambda: _of_tables(m)) | {"servers": servers}
     # among the servers that moved bytes (the I/O servers; the metadata server moves none)
     io = [r for r in stats["servers"] if r["bytes"]]
     # (ratios max / mean: keyed by what they compare, no unit)
     stats["server_imbalance"] = {k: _imbalance(io, col) for k, col in IMBALANCE["server_imbalance"].items()}
     stats["rank_imbalance"] = {k: _imbalance(stats["time_by_rank"], col)
                                for k, col in IMBALANCE["rank_imbalance"].items()}
-    # a replay: its source's job and notes, the share of the job's I/O the log holds, the lag
+    # a replay: the lag
     lag = gate(m).lag
-    job = job_of(run)
-    origin = one(f"SELECT mode(origin) FROM calls WHERE origin <> '{REPLAY_ORIGIN}'")  # (a replay's)
-    stats |= {"payload": m.config.get("payload", Payload.FULL.value),
-              "source_notes": notes_of(run), "source_job": job, "sample": sample_text(job),
-              "job_side": job_side(job, origin), "replay_lag": lag.as_dict() if lag else None,
-              "rank_time_note": lag.why_not() if lag else None}
+    stats |= {"replay_lag": lag.as_dict() if lag else None, "rank_time_note": lag.why_not() if lag else None}
     if stats["rank_time_note"]:
         stats["rank_imbalance"]["io_time"] = None
+    stats["insights"] = count_insights(found)
+    kept = ("code", "severity", "title", "detail", "files", "servers", "numbers")
+    stats["insight_findings"] = [{k: f[k] for k in kept} for f in found]
     checks = run_checks(m)
     stats["findings"] = count_findings(checks.findings)
     # the checks this source cannot decide (a replay), apart from the findings
     stats["checks_undecidable"] = [u["code"] for u in checks.undecidable]
-    found = run_insights(m)
-    stats["insights"] = count_insights(found)
-    kept = ("code", "severity", "title", "detail", "files", "servers", "numbers")
-    stats["insight_findings"] = [{k: f[k] for k in kept} for f in found]
     return stats
 
 
