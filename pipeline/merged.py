@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import duckdb
+import pyarrow as pa
 
 from callid_core import schema as S
 from callid_core.choices import Storage
@@ -127,6 +128,10 @@ class Handle:
         worker, side = self._side
         self._memo[key] = worker.submit(compute, side)
 
+    def wait_started(self) -> None:
+        """Wait until what :meth:`start` began has ended (failed or not)."""
+        wait([v for v in self._memo.values() if isinstance(v, Future)])
+
     def _connect_side(self) -> Handle:
         """A handle of a second connection to the database, set up as this one."""
         return Handle(self.path, self._side_connection(), self._shared)
@@ -136,17 +141,14 @@ class Handle:
         con.execute("SET enable_progress_bar = false")
         return con
 
-    def temp_table(self, name: str, select: str) -> str:
-        """``name``: the rows of ``select`` as a temporary table of this handle, made once (what several
-        analyses read and is costly to compute again, e.g. the servers' busy time); of the rows
-        :meth:`start_temp_table` began, if it did."""
+    def temp_table(self, name: str, rows: Callable[[duckdb.DuckDBPyConnection], pa.Table]) -> str:
+        """``name``: the table ``rows`` computes on a connection, as a temporary table of this handle, made
+        once (what several analyses read and is costly to compute again, e.g. the servers' busy time);
+        of the rows :meth:`start_temp_table` began, if it did."""
         def make() -> None:
             begun = ("temp_table rows", name)
-            rows = self.once(begun, lambda: None) if begun in self._memo else None
-            if rows is None:
-                self.con.execute(f"CREATE TEMP TABLE {name} AS {select}")
-                return
-            self.con.register("_temp_table_rows", rows)
+            table = self.once(begun, lambda: rows(self.con)) if begun in self._memo else rows(self.con)
+            self.con.register("_temp_table_rows", table)
             try:
                 self.con.execute(f"CREATE TEMP TABLE {name} AS SELECT * FROM _temp_table_rows")
             finally:
@@ -154,9 +156,9 @@ class Handle:
         self.once(("temp_table", name), make)
         return name
 
-    def start_temp_table(self, name: str, select: str) -> None:
+    def start_temp_table(self, name: str, rows: Callable[[duckdb.DuckDBPyConnection], pa.Table]) -> None:
         """Begin the rows of :meth:`temp_table` ``name`` beside the caller (:meth:`start`)."""
-        self.start(("temp_table rows", name), lambda side: side.con.sql(select).to_arrow_table())
+        self.start(("temp_table rows", name), lambda side: rows(side.con))
 
     @contextmanager
     def settings(self, **values: str) -> Iterator[None]:

@@ -54,6 +54,7 @@ def analysing(m: Handle, begin: Callable[[], None], compute: Callable[[], T]) ->
             begin()
             return compute()
     except duckdb.OutOfMemoryException:
+        m.wait_started()  # (until then, a rule beside holds the limit)
         return compute()
 
 
