@@ -20,9 +20,10 @@ import os
 import re
 import shutil
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import duckdb
 
@@ -54,6 +55,8 @@ from pipeline import clocks
 from pipeline.dialect import DUCKDB, Dialect, literal
 from pipeline.load import LogInfo, check_values, validate_log
 from pipeline.merged import CATALOG, DIR_VARIABLE, LOG_DIRS, TABLES, VIEWS, data_dir
+
+T = TypeVar("T")
 
 #: the longest description of a run ``callid merge --description`` keeps (bytes)
 MAX_DESCRIPTION = 64 << 10
@@ -225,7 +228,19 @@ def _derive(con: duckdb.DuckDBPyConnection, run: Engine, target: _Target, c: Log
     write ``run``; return the row count per table."""
     run.check_values()
     step("align clocks")
-    con.register("fits", clocks.estimate(run.rows, run.clock_pairs, run.dialect, clock_sync))
+    # (once the clocks' pairs are gathered, the clocks are fitted in Python, on one core: what the arrows
+    # need of the logs is found beside, on the other)
+    ahead: list[Future[_ArrowInputs]] = []
+
+    def pairs(sql: str, n: int, ref: int) -> clocks.ClockPairs:
+        held = run.clock_pairs(sql, n, ref)
+        ahead.append(run.beside(lambda side: arrow_inputs(side, c.callid_layout.sentinel)))
+        return held
+    try:
+        con.register("fits", clocks.estimate(run.rows, pairs, run.dialect, clock_sync))
+    finally:
+        wait(ahead)
+    inputs = ahead[0].result() if ahead else arrow_inputs(run, c.callid_layout.sentinel)
     con.execute(f"CREATE TABLE clocks AS SELECT {_typed(CLOCKS.columns)} FROM fits")
     con.unregister("fits")
     step("build tables")
@@ -234,7 +249,7 @@ def _derive(con: duckdb.DuckDBPyConnection, run: Engine, target: _Target, c: Log
     times = _times(con, run)
     build_tables(con, run, target, kept, c, times)
     step("derive arrows")
-    derive_arrows(con, run, target, times, c.callid_layout.sentinel)
+    derive_arrows(con, run, target, times, c.callid_layout.sentinel, inputs)
     step("derive fan-out")
     derive_fanout(con, run, target, times.server_clocks)
     run.close()
@@ -261,6 +276,10 @@ class Engine(Protocol):
 
     def rows(self, sql: str) -> list[tuple]:
         """The rows of a small result."""
+
+    def beside(self, work: Callable[[Engine], T]) -> Future[T]:
+        """``work`` of an engine on the same logs and output, beside what the caller does next (where
+        the engine can: else now)."""
 
     def clock_pairs(self, sql: str, n: int, ref: int) -> clocks.ClockPairs:
         """The clock alignment's constraint pairs, the rows of ``sql`` (see :func:`clocks.estimate`)."""
@@ -289,6 +308,17 @@ class DuckEngine:
 
     def rows(self, sql: str) -> list[tuple]:
         return self.con.execute(sql).fetchall()
+
+    def beside(self, work: Callable[[Engine], T]) -> Future[T]:
+        """(on a second connection to the output, in a thread)"""
+        con = self.con.cursor()
+        con.execute("SET enable_progress_bar = false")
+        side = DuckEngine(con, self.target, *self.logs)
+        pool = ThreadPoolExecutor(1, thread_name_prefix="callid-merge")
+        done = pool.submit(work, side)
+        done.add_done_callback(lambda _: con.close())
+        pool.shutdown(wait=False)
+        return done
 
     def clock_pairs(self, sql: str, n: int, ref: int) -> clocks.ClockPairs:
         return clocks.LocalPairs(self.con.sql(sql).to_arrow_reader(1 << 20), n, ref)
@@ -563,21 +593,45 @@ def _select(table: Table, mapped: dict[str, str], **exprs: str) -> str:
     return ", ".join(one(n) for n in _stored(table))
 
 
+#: the disk operations, in SQL on a row ``x`` of the server log
+_DISK = f"x.layer IN ({S.DISK_LAYERS_SQL})"
+
+
+def _odd(d: Dialect, sentinel: int) -> str:
+    """SQL: an operation ``x`` whose CallID list names a CallID twice, or an unstamped one."""
+    return (f"{d.size('x.callids')} > 1 AND ({d.position('x.callids', d.u64(sentinel))} IS NOT NULL "
+            f"OR {d.size(d.distinct('x.callids'))} < {d.size('x.callids')})")
+
+
+@dataclass(frozen=True)
+class _ArrowInputs:
+    """What the arrows' query needs to know of the logs first (no clock needed): how many disk operations
+    list a CallID twice or an unstamped one, and the text columns' casts to labels (:func:`_labels`)."""
+
+    odd: int
+    labels: dict[str, str]
+
+
+def arrow_inputs(run: Engine, sentinel: int) -> _ArrowInputs:
+    """The :class:`_ArrowInputs` of the logs ``run`` reads."""
+    d = run.dialect
+    odd = run.rows(f"SELECT count(*) FROM server_log x WHERE {_DISK} AND {_odd(d, sentinel)}")[0][0]
+    calls = "client_log x WHERE x.kind = 'call'"  # (the rows of _calls)
+    labels = _labels(run.con, {"server": "server_log", "layer": f"server_log x WHERE {_DISK}",
+                               "op": f"server_log x WHERE {_DISK}", "func": calls, "file": calls}
+                     ) if isinstance(run, DuckEngine) else {}
+    return _ArrowInputs(odd, labels)
+
+
 def derive_arrows(con: duckdb.DuckDBPyConnection, run: Engine, target: _Target, times: _Times,
-                  sentinel: int) -> None:
+                  sentinel: int, inputs: _ArrowInputs) -> None:
     """One row per (call, disk operation) with the call's bytes of it: unnest each operation's
     CallIDs with their bytes, hash-join the calls.  An operation of one CallID is all its
     call's; a CallID listed twice is one arrow with the bytes of both.  Straight from the
     server log, in one pass when no operation lists a CallID twice or an unstamped one."""
     d = run.dialect
     src, t = times.source("server_log", {"t_start": "x.clock", "t_end": "x.clock"}, d)
-    disk = f"x.layer IN ({S.DISK_LAYERS_SQL})"
-    odd = (f"{d.size('x.callids')} > 1 AND ({d.position('x.callids', d.u64(sentinel))} IS NOT NULL "
-           f"OR {d.size(d.distinct('x.callids'))} < {d.size('x.callids')})")
-    has_odd = run.rows(f"SELECT count(*) FROM server_log x WHERE {disk} AND {odd}")[0][0]
-    labels = {} if d.spark else _labels(con, {
-        "server": "server_log", "layer": f"server_log x WHERE {disk}", "op": f"server_log x WHERE {disk}",
-        "func": "_calls", "file": "_calls"})
+    disk, odd, has_odd, labels = _DISK, _odd(d, sentinel), inputs.odd, inputs.labels
     label = {k: labels.get(k, "") for k in ("server", "layer", "op", "func", "file")}
     named = {"server": f"x.server{label['server']}", "layer": f"x.layer{label['layer']}",
              "op": f"x.op{label['op']}", "handle": "x.handle", "disk_offset": "x.offset",
