@@ -1,11 +1,7 @@
 """The domain's sets as SQL over a merged output's tables: the calls that move data, the servers' disk
-data operations and their busy time, and the table macros every reader's connection has."""
+data operations, and the table macros every reader's connection has."""
 
 from __future__ import annotations
-
-import duckdb
-import numpy as np
-import pyarrow as pa
 
 from callid_core.schema import DISK_LAYERS_SQL
 
@@ -27,28 +23,13 @@ ARROW_OPS_SQL = """
     UNION ALL
     SELECT DISTINCT server, event_id, file FROM arrows WHERE n_callids > 1"""
 
-#: the intervals of a server's disk operations (every Trove and metadata operation: data, flush, remove,
-#: getattr, keyval)
-_DISK_SPANS = (f"FROM server_ops WHERE layer IN ({DISK_LAYERS_SQL}) "
-               "AND t_start IS NOT NULL AND t_end IS NOT NULL")
-
-
-def server_busy(con: duckdb.DuckDBPyConnection) -> pa.Table:
-    """A server's busy time, the one definition stats, insights and the report use: the length of the
-    union of the intervals of its disk operations, per server (``server``, ``busy_ns``; servers without
-    disk operations absent).  What ``covered()`` computes, as one sort of the intervals and a sweep of
-    each server's (a window over them took twice the time)."""
-    counts = con.execute(f"SELECT server, count(*) {_DISK_SPANS} GROUP BY server ORDER BY server").fetchall()
-    spans = con.execute(f"SELECT t_start, t_end {_DISK_SPANS} ORDER BY server, t_start").fetchnumpy()
-    starts, ends = (np.asarray(spans[c], dtype=np.int64) for c in ("t_start", "t_end"))
-    busy, first = [], 0
-    for _, n in counts:  # (by start: each adds what it reaches past the furthest end before it)
-        lo, hi = starts[first:first + n], ends[first:first + n]
-        before = np.concatenate((lo[:1], np.maximum.accumulate(hi)[:-1]))
-        busy.append(int(np.maximum(hi - np.maximum(lo, before), 0).sum()))
-        first += n
-    return pa.table({"server": pa.array([s for s, _ in counts], pa.string()),
-                     "busy_ns": pa.array(busy, pa.int64())})
+#: A server's busy time, the one definition stats, insights and the report use: the length of the union
+#: of the intervals of its disk operations (every Trove and metadata operation: data, flush, remove,
+#: getattr, keyval), per server (``server``, ``busy_ns``; servers without disk operations absent).
+SERVER_BUSY_SQL = f"""
+    WITH busy_spans AS (SELECT server AS k, t_start AS lo, t_end AS hi FROM server_ops
+                        WHERE layer IN ({DISK_LAYERS_SQL}))
+    SELECT k AS server, covered AS busy_ns FROM covered('busy_spans')"""
 
 #: Table macros every connection has.  ``islands(t)``: the rows of the table, view or CTE named ``t``
 #: (columns ``k``, ``lo``, ``hi``: a key and a range [lo, hi), times or bytes; any others kept), each

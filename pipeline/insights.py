@@ -35,7 +35,7 @@ from callid_core import config as C
 from callid_core.choices import MpiIo
 from callid_core.ids import Layout
 from callid_core.units import plural
-from pipeline.domain import DATA_CALLS_SQL, DISK_DATA_SQL, server_busy
+from pipeline.domain import DATA_CALLS_SQL, DISK_DATA_SQL, SERVER_BUSY_SQL
 from pipeline.merged import Merged
 from pipeline.rules import Catalogue, Rule, gate
 from pipeline.source import job_of, sample_text
@@ -180,7 +180,7 @@ def _prepare(m: Merged) -> None:
         m.con.execute(f"CREATE TEMP TABLE {role}_servers AS SELECT unnest(?::VARCHAR[]) AS server", [servers])
     m.con.execute(f"CREATE TEMP VIEW data_calls AS {DATA_CALLS_SQL}")
     m.con.execute(f"CREATE TEMP VIEW disk_data AS {DISK_DATA_SQL}")
-    m.temp_table("server_busy", server_busy)
+    m.temp_table("server_busy", SERVER_BUSY_SQL)
 
 
 def run_insights(m: Merged, codes: list[str] | None = None) -> list[dict]:

@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import duckdb
-import pyarrow as pa
 
 from callid_core import schema as S
 from callid_core.choices import Storage
@@ -141,14 +140,17 @@ class Handle:
         con.execute("SET enable_progress_bar = false")
         return con
 
-    def temp_table(self, name: str, rows: Callable[[duckdb.DuckDBPyConnection], pa.Table]) -> str:
-        """``name``: the table ``rows`` computes on a connection, as a temporary table of this handle, made
-        once (what several analyses read and is costly to compute again, e.g. the servers' busy time);
-        of the rows :meth:`start_temp_table` began, if it did."""
+    def temp_table(self, name: str, select: str) -> str:
+        """``name``: the rows of ``select`` as a temporary table of this handle, made once (what several
+        analyses read and is costly to compute again, e.g. the servers' busy time); of the rows
+        :meth:`start_temp_table` began, if it did."""
         def make() -> None:
             begun = ("temp_table rows", name)
-            table = self.once(begun, lambda: rows(self.con)) if begun in self._memo else rows(self.con)
-            self.con.register("_temp_table_rows", table)
+            if begun not in self._memo:
+                self.con.execute(f"CREATE TEMP TABLE {name} AS {select}")
+                return
+            rows = self.once(begun, lambda: self.con.sql(select).to_arrow_table())
+            self.con.register("_temp_table_rows", rows)
             try:
                 self.con.execute(f"CREATE TEMP TABLE {name} AS SELECT * FROM _temp_table_rows")
             finally:
@@ -156,9 +158,9 @@ class Handle:
         self.once(("temp_table", name), make)
         return name
 
-    def start_temp_table(self, name: str, rows: Callable[[duckdb.DuckDBPyConnection], pa.Table]) -> None:
+    def start_temp_table(self, name: str, select: str) -> None:
         """Begin the rows of :meth:`temp_table` ``name`` beside the caller (:meth:`start`)."""
-        self.start(("temp_table rows", name), lambda side: rows(side.con))
+        self.start(("temp_table rows", name), lambda side: side.con.sql(select).to_arrow_table())
 
     @contextmanager
     def settings(self, **values: str) -> Iterator[None]:

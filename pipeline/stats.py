@@ -12,7 +12,7 @@ from callid_core.choices import Payload
 from callid_core.evidence import REPLAY_ORIGIN
 from callid_core.units import plural, ranks_text
 from pipeline.checks import count_findings, run_checks, start_checks
-from pipeline.domain import ARROW_OPS_SQL, DATA_CALL_WHERE, server_busy
+from pipeline.domain import ARROW_OPS_SQL, DATA_CALL_WHERE, SERVER_BUSY_SQL
 from pipeline.formatting import format_rows
 from pipeline.insights import compare_insights, count_insights, run_insights
 from pipeline.lag import ReplayLag
@@ -102,7 +102,7 @@ def compute_stats(m: Merged) -> dict:
 def start_stats(m: Merged) -> None:
     """Begin what :func:`compute_stats` can compute beside the caller's own queries (the servers' busy
     time, the checks, the figures of the merged tables) on ``m`` (:meth:`~pipeline.merged.Handle.start`)."""
-    m.start_temp_table("server_busy", server_busy)  # (first: the insights read it)
+    m.start_temp_table("server_busy", SERVER_BUSY_SQL)  # (first: the insights read it)
     start_checks(m)
     m.start(_TABLES, _of_tables)
 
@@ -192,7 +192,7 @@ def _of_tables(m: Merged) -> dict:
 
 
 def _compute(m: Merged) -> dict:
-    m.temp_table("server_busy", server_busy)  # (SERVERS_SQL reads it)
+    m.temp_table("server_busy", SERVER_BUSY_SQL)  # (SERVERS_SQL reads it)
     servers = _rows(m.con, SERVERS_SQL)
     found = run_insights(m)
     stats = m.once(_TABLES, lambda: _of_tables(m)) | {"servers": servers}

@@ -1,11 +1,11 @@
 """Two ranks write 4 KiB blocks of one shared file independently, 512 bytes off the strips: rank 0
-writes 1500 blocks in descending order (each after the first is random), rank 1 writes 600 blocks
+writes 2500 blocks in descending order (each after the first is random), rank 1 writes 600 blocks
 in ascending order (consecutive).  Drishti's client-side triggers: small, misaligned, random,
 independent requests, and ranks moving different amounts of data."""
 
 from mpi4py import MPI
 
-BLOCK, SHIFT, BLOCKS = 4096, 512, (1500, 600)
+BLOCK, SHIFT, BLOCKS = 4096, 512, (2500, 600)
 
 comm = MPI.COMM_WORLD
 rank = comm.Get_rank()
