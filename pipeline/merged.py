@@ -209,6 +209,7 @@ class Handle:
                     wait([begun], timeout=0.05)
             worker.shutdown()
             side.close()
+            self._side = None
         self.con.close()
 
     def __enter__(self: H) -> H:

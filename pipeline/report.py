@@ -324,14 +324,9 @@ def _figures(m: Merged, stats: dict) -> dict:
     config, roles = m.config, m.roles
     synthetic = "synth" in config
     tables = m.once(_TABLES, lambda: _of_tables(m))
-    o = tables["overview"]
-    overview = {
-        "ranks": o["ranks"], "io_servers": len(roles["io"]), "meta_servers": len(roles["meta"]),
-        **{k: o[k] for k in ("files", "t0_ns", "t1_ns", "duration_ns")},
-        "calls": stats["calls"], "server_ops": stats["server_ops"],
-        **{k: v for k, v in o.items() if k not in ("ranks", "files", "t0_ns", "t1_ns", "duration_ns")},
-        "max_calls_per_disk_op": stats["fanin"]["max_calls_per_disk_op"],
-    }
+    overview = {"ranks": None, "io_servers": len(roles["io"]), "meta_servers": len(roles["meta"]),  # (order)
+                **tables["overview"], "calls": stats["calls"], "server_ops": stats["server_ops"],
+                "max_calls_per_disk_op": stats["fanin"]["max_calls_per_disk_op"]}
     return {
         "run": {"run_id": stats["run_id"], "description": stats["description"], "layout": stats["layout"],
                 "source": stats["source"],

@@ -1,25 +1,12 @@
 """The handle of a merged output: what a command begins on its second connection (beside the rest) gives
 what it gives in turn, settings blocks on both connections put back, and a close stops what runs there.
-On a small synthetic trace (no MPI)."""
+On the small synthetic trace of the conftest (no MPI)."""
 
 from __future__ import annotations
 
 import threading
 
-import pytest
-
 from pipeline.merged import Handle, open_merged
-
-
-@pytest.fixture(scope="module")
-def synthetic(tmp_path_factory):
-    from pipeline.merge import merge
-    from pipeline.synth import SynthOptions, synthesize
-
-    out = tmp_path_factory.mktemp("synth")
-    synthesize(SynthOptions(ranks=40, servers=3, calls=2000, fanout=4, collective_share=0.1, seed=11), out)
-    merge(str(out / "client.parquet"), str(out / "server.parquet"), str(out / "m.duckdb"))
-    return out / "m.duckdb"
 
 
 def _report(db) -> dict:

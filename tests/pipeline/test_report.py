@@ -55,18 +55,6 @@ def test_value_bins_are_exact_up_to_16_then_powers_of_two():
                      "counts": {"read": [2, 0, 0], "write": [0, 0, 3]}}
 
 
-@pytest.fixture(scope="module")
-def synthetic(tmp_path_factory):
-    """100 ranks, 3 servers: more ranks than heatmap rows."""
-    from pipeline.merge import merge
-    from pipeline.synth import SynthOptions, synthesize
-
-    out = tmp_path_factory.mktemp("synth")
-    synthesize(SynthOptions(ranks=100, servers=3, calls=3000, fanout=4, collective_share=0.1, seed=7), out)
-    merge(str(out / "client.parquet"), str(out / "server.parquet"), str(out / "m.duckdb"))
-    return out / "m.duckdb"
-
-
 def test_many_ranks_share_heatmap_rows_and_every_ns_is_kept(synthetic):
     from pipeline.report import RANK_ROWS, TIME_BINS, compute_report
 
