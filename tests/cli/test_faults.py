@@ -43,9 +43,9 @@ while mode == "loop":  # (writing on both servers until something fails)
     time.sleep(0.01)
 comm.Barrier()
 f.Close()
-if mode == "idle":  # (the file system's work is done; the ranks end 4 s later)
-    print(f"rank {comm.rank} closed", flush=True)
-    time.sleep(4)
+if mode == "idle":  # (the file system's work is done; the ranks end 8 s later: under load their lines
+    print(f"rank {comm.rank} closed", flush=True)  # can reach the test seconds late)
+    time.sleep(8)
 """
 WRITES = 30
 
