@@ -240,7 +240,7 @@ def _derive(con: duckdb.DuckDBPyConnection, run: Engine, target: _Target, c: Log
         con.register("fits", clocks.estimate(run.rows, pairs, run.dialect, clock_sync))
     finally:
         wait(ahead)
-    inputs = ahead[0].result() if ahead else arrow_inputs(run, c.callid_layout.sentinel)
+    (inputs,) = [a.result() for a in ahead]  # (estimate fetches the pairs once)
     con.execute(f"CREATE TABLE clocks AS SELECT {_typed(CLOCKS.columns)} FROM fits")
     con.unregister("fits")
     step("build tables")

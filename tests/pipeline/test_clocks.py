@@ -157,6 +157,7 @@ def test_the_line_of_maximum_slack_is_the_linear_programs_optimum():
         assert s == pytest.approx(lp.x[2], rel=1e-7, abs=1e-6), case
 
 
+@pytest.mark.slow
 def test_synthetic_run_is_aligned_within_bounds_without_end_constraints_on_write_backs(tmp_path):
     out = tmp_path / "synth"
     made = cli("synth", "-d", out, "--ranks", 8, "--servers", 2, "--calls", 20_000, "--fanout", 4,
